@@ -1,0 +1,86 @@
+#include "cli/tool.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+#include "cli/error.h"
+#include "tl/version.h"
+
+namespace tl {
+
+Tool::Tool(std::string name, const std::string& synopsis) : name_(std::move(name)), app_(synopsis, name_) {
+  app_.set_version_flag("--version", name_ + " (tl) " TL_VERSION);
+  app_.add_option("input", input_, "input model; - or nothing reads stdin")->capture_default_str();
+  app_.add_option("-o,--output", output_, "output file; - writes stdout")->capture_default_str();
+  app_.add_option("--emit", emit_, "output form: onnx (the artifact) or text (human-readable)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, Emit>{{"onnx", Emit::Onnx}, {"text", Emit::Text}}))
+      ->default_str("onnx");
+  app_.add_flag("-f,--force", force_, "write binary output even to a terminal");
+}
+
+int Tool::run(int argc, char** argv, const std::function<void()>& body) {
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app_.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app_.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << name_ << ": error: " << e.what() << " (see --help)\n";
+    return static_cast<int>(ExitCode::Usage);
+  }
+  try {
+    body();
+    std::cout.flush();
+    return 0;
+  } catch (const Error& e) {
+    std::cout.flush();
+    if (e.code() == ExitCode::Usage) {
+      std::cerr << name_ << ": error: " << e.what() << "\n";
+    } else {
+      std::cerr << name_ << ": error: " << inputDisplayName() << ": " << e.what() << "\n";
+    }
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    std::cerr << name_ << ": error: " << inputDisplayName() << ": out of memory\n";
+    return static_cast<int>(ExitCode::BadInput);
+  }
+}
+
+void Tool::writeOutput(const std::string& data, bool binary) const {
+  if (output_ == "-") {
+    if (binary && !force_ && isatty(STDOUT_FILENO))
+      throw Error("refusing to write a binary model to a terminal: use -o FILE, --emit text, or -f",
+                  ExitCode::Usage);
+    std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
+    std::cout.flush();
+    if (!std::cout) throw Error("cannot write to stdout");
+    return;
+  }
+  namespace fs = std::filesystem;
+  fs::path target(output_);
+  fs::path tmp = target;
+  tmp += ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write '" + output_ + "'");
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error("cannot write '" + output_ + "'");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error("cannot write '" + output_ + "': " + ec.message());
+  }
+}
+
+}  // namespace tl
