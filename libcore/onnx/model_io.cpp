@@ -41,7 +41,7 @@ Model loadModel(const std::string& path) {
   m.displayName = path == "-" ? "<stdin>" : path;
   m.baseDir = path == "-" ? std::filesystem::current_path() : std::filesystem::absolute(path).parent_path();
   std::string data = readAll(path);
-  if (data.empty()) throw Error("empty input: not an ONNX model");
+  if (data.empty()) throw Error("not a valid ONNX model: the input is empty");
   if (!m.proto.ParseFromString(data)) throw Error("not a valid ONNX model (truncated or corrupt protobuf)");
   // A cut at a field boundary can still parse; a model always has a graph and opsets.
   if (!m.proto.has_graph()) throw Error("not a valid ONNX model: it has no graph (truncated?)");

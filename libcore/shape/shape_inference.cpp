@@ -262,10 +262,15 @@ void annotateModel(onnx::ModelProto& proto, const ShapeAnalysis& a) {
     writeDims(vi->mutable_type()->mutable_tensor_type(), t.dtype, t.dims);
   }
 
-  // Replace earlier tl-shape metadata; keep everyone else's.
+  // Replace earlier tl-shape metadata; keep everyone else's. Relations found by an
+  // earlier run name symbols this model no longer declares (its inputs were rewritten
+  // to expressions); they are kept, so re-running loses nothing.
+  std::string earlier;
   auto* props = proto.mutable_metadata_props();
-  for (int i = props->size(); i-- > 0;)
+  for (int i = props->size(); i-- > 0;) {
+    if (props->Get(i).key() == "tl.shape.relations") earlier = props->Get(i).value();
     if (props->Get(i).key().rfind("tl.shape.", 0) == 0) props->DeleteSubrange(i, 1);
+  }
   auto put = [&](const std::string& k, const std::string& v) {
     auto* p = proto.add_metadata_props();
     p->set_key(k);
@@ -273,6 +278,13 @@ void annotateModel(onnx::ModelProto& proto, const ShapeAnalysis& a) {
   };
   std::string symbols, relations, values;
   for (const auto& s : a.symbols.freeSymbols()) symbols += (symbols.empty() ? "" : ",") + s;
+  for (size_t pos = 0; pos < earlier.size();) {
+    size_t nl = earlier.find('\n', pos);
+    std::string line = earlier.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? earlier.size() : nl + 1;
+    std::string symbol = line.substr(0, line.find(" = "));
+    if (!line.empty() && !a.symbols.isDeclared(symbol)) relations += line + "\n";
+  }
   for (const auto& r : a.symbols.relations()) relations += r.symbol + " = " + r.value.str() + "\n";
   for (const auto& name : a.order) {
     const auto& t = a.at(name);

@@ -1,0 +1,30 @@
+// Helpers for tests that run the tools as a user would and for the shared models.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tl::test {
+
+struct RunResult {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `TL_BIN_DIR/<tool> <args>` through the shell in `cwd` (default: the current
+// directory); stdinFile "" means no input.
+RunResult runTool(const std::string& tool, const std::string& args, const std::string& stdinFile = "",
+                  const std::filesystem::path& cwd = {});
+
+std::filesystem::path sharedModels();
+std::filesystem::path sourceDir();
+// Model folders (with model.onnx and test_data_set_*): the shared TorchScript exports
+// and the dynamo exports under tests/models/dynamo.
+std::vector<std::filesystem::path> modelDirs();
+std::filesystem::path tempDir(const std::string& name);
+std::string readFile(const std::filesystem::path& p);
+void writeFile(const std::filesystem::path& p, const std::string& data);
+
+}  // namespace tl::test
