@@ -1,7 +1,10 @@
-# Thin wrapper over CMake: `make` builds, `make test` sets up, builds and runs ctest,
-# `make demo` runs tl-shape on the bundled default model.
+# Thin wrapper over CMake and ctest.
+#   make          build (build/bin/tl-*)
+#   make demo     set up, build, run tl-shape on the bundled default model
+#   make test     set up, build, run every test (what CI runs)
 BUILD ?= build
 JOBS ?= $(shell nproc)
+MODEL ?= models/bytellama-past/model.onnx
 
 .PHONY: all setup test demo clean
 all:
@@ -11,11 +14,15 @@ all:
 setup:
 	scripts/setup.sh
 
-test: setup all
+test: setup
+	$(MAKE) all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: all
-	$(BUILD)/bin/tl-shape ../shared/models/bytellama-past/model.onnx --emit text | tail -n 30
+demo: setup
+	$(MAKE) all
+	$(BUILD)/bin/tl-shape $(MODEL) -o $(BUILD)/bytellama-past.shaped.onnx
+	$(BUILD)/bin/tl-shape $(MODEL) --bind batch=1,N=7,past=11 | sed -n '/^symbols:/,$$p'
+	@echo "shaped model: $(BUILD)/bytellama-past.shaped.onnx"
 
 clean:
 	rm -rf $(BUILD)

@@ -103,30 +103,29 @@ TEST(TlShapeCli, DanglingInputName) {
                      "node 'MatMul_7': input 'w_missing' is not produced by any node, initializer or graph input");
 }
 
-TEST(TlShapeCli, ReshapeTargetThatDoesNotDivide) {
-  auto m = tinyModel();  // x: [N, 6]
-  addInt64s(m, "target", {-1, 4});
+// x [N, 6] (or [firstDim, 6]) reshaped by a constant target.
+std::string reshapeModel(const std::string& name, std::vector<int64_t> target, int64_t firstDim = 0) {
+  auto m = tinyModel();
+  if (firstDim)
+    m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(firstDim);
+  addInt64s(m, "target", std::move(target));
   addNode(m, "Reshape_12", "Reshape", {"x", "target"}, {"y"});
   m.mutable_graph()->add_output()->set_name("y");
-  auto p = save(m, "reshape");
-  expectOneLineError(runTool("tl-shape", p), p, "node 'Reshape_12': cannot prove that target shape [-1, 4] divides");
+  return save(m, name);
+}
 
-  auto c = tinyModel();
-  c.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(2);
-  addInt64s(c, "target", {5, -1});
-  addNode(c, "Reshape_12", "Reshape", {"x", "target"}, {"y"});
-  c.mutable_graph()->add_output()->set_name("y");
-  auto q = save(c, "reshape_const");
+TEST(TlShapeCli, ReshapeTargetThatDoesNotDivide) {
+  auto p = reshapeModel("reshape", {-1, 4});
+  expectOneLineError(runTool("tl-shape", p), p, "node 'Reshape_12': cannot prove that target shape [-1, 4] divides");
+  auto q = reshapeModel("reshape_const", {5, -1}, 2);
   expectOneLineError(runTool("tl-shape", q), q,
                      "node 'Reshape_12': target shape [5, -1] does not divide the input's 12 elements");
+  auto r = reshapeModel("reshape_count", {5, 3}, 2);
+  expectOneLineError(runTool("tl-shape", r), r, "node 'Reshape_12': target shape [5, 3] has 15 elements, the input [2, 6] has 12");
 }
 
 TEST(TlShapeCli, ReshapeWithTwoMinusOnes) {
-  auto m = tinyModel();
-  addInt64s(m, "target", {-1, -1});
-  addNode(m, "Reshape_12", "Reshape", {"x", "target"}, {"y"});
-  m.mutable_graph()->add_output()->set_name("y");
-  auto p = save(m, "two_minus_one");
+  auto p = reshapeModel("two_minus_one", {-1, -1});
   expectOneLineError(runTool("tl-shape", p), p, "node 'Reshape_12': target shape [-1, -1] has two -1");
 }
 
