@@ -312,7 +312,31 @@ SymExpr mod(const SymExpr& a, const SymExpr& b) {
 
 namespace {
 
-SymExpr minMax(const SymExpr& a, const SymExpr& b, bool isMin) {
+// r + max(p, q) is max(r + p, r + q), and r - max(p, q) is min(r - p, r - q): moving
+// the rest of a sum inside its one min/max lets the comparisons below see through it
+// (T - max(0, T - 3) becomes min(T, 3)).
+SymExpr pushIntoMinMax(const SymExpr& e) {
+  const Term* mm = nullptr;
+  for (const auto& t : e.terms()) {
+    for (const auto& f : t.factors) {
+      if (f.kind != FactorKind::Min && f.kind != FactorKind::Max) continue;
+      if (mm || t.factors.size() != 1 || (t.coef != 1 && t.coef != -1)) return e;
+      mm = &t;
+    }
+  }
+  if (!mm) return e;
+  const Factor& f = mm->factors[0];
+  const SymExpr rest = e - SymBuilder::fromTerm(*mm);
+  const auto& p = (*f.args)[0];
+  const auto& q = (*f.args)[1];
+  const bool isMax = (f.kind == FactorKind::Max) == (mm->coef == 1);
+  const SymExpr x = mm->coef == 1 ? rest + p : rest - p;
+  const SymExpr y = mm->coef == 1 ? rest + q : rest - q;
+  return isMax ? max(x, y) : min(x, y);
+}
+
+SymExpr minMax(const SymExpr& a0, const SymExpr& b0, bool isMin) {
+  const SymExpr a = pushIntoMinMax(a0), b = pushIntoMinMax(b0);
   if (a == b) return a;
   switch (compare(a, b)) {
     case Order::Less:
@@ -397,6 +421,39 @@ bool provablyPositive(const SymExpr& e) {
   return shiftedNonNegative(shiftSymbols(e) - SymExpr(1));
 }
 
+namespace {
+
+bool isLe(Order o) { return o == Order::Less || o == Order::LessEqual || o == Order::Equal; }
+bool isGe(Order o) { return o == Order::Greater || o == Order::GreaterEqual || o == Order::Equal; }
+
+// a is a lone min(p, q) or max(p, q): compare through its arguments.
+Order compareMinMax(const SymExpr& a, const SymExpr& b) {
+  if (a.terms().size() != 1 || a.terms()[0].coef != 1 || a.terms()[0].factors.size() != 1) return Order::Unknown;
+  const Factor& f = a.terms()[0].factors[0];
+  if (f.kind != FactorKind::Min && f.kind != FactorKind::Max) return Order::Unknown;
+  Order p = compare((*f.args)[0], b), q = compare((*f.args)[1], b);
+  if (f.kind == FactorKind::Max) {
+    if (isLe(p) && isLe(q)) return Order::LessEqual;  // both arguments below b
+    if (isGe(p) || isGe(q)) return Order::GreaterEqual;
+  } else {
+    if (isGe(p) && isGe(q)) return Order::GreaterEqual;
+    if (isLe(p) || isLe(q)) return Order::LessEqual;
+  }
+  return Order::Unknown;
+}
+
+Order flip(Order o) {
+  switch (o) {
+    case Order::Less: return Order::Greater;
+    case Order::Greater: return Order::Less;
+    case Order::LessEqual: return Order::GreaterEqual;
+    case Order::GreaterEqual: return Order::LessEqual;
+    default: return o;
+  }
+}
+
+}  // namespace
+
 Order compare(const SymExpr& a, const SymExpr& b) {
   SymExpr d = a - b;
   if (auto c = d.constValue()) return *c < 0 ? Order::Less : (*c == 0 ? Order::Equal : Order::Greater);
@@ -404,7 +461,8 @@ Order compare(const SymExpr& a, const SymExpr& b) {
   if (provablyPositive(-d)) return Order::Less;
   if (provablyNonNegative(d)) return Order::GreaterEqual;
   if (provablyNonNegative(-d)) return Order::LessEqual;
-  return Order::Unknown;
+  if (Order o = compareMinMax(a, b); o != Order::Unknown) return o;
+  return flip(compareMinMax(b, a));
 }
 
 std::optional<int64_t> constDifference(const SymExpr& a, const SymExpr& b) { return (a - b).constValue(); }

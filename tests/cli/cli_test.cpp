@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include "cli/test_support.h"
+#include "onnx/model_io.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
@@ -212,6 +214,51 @@ TEST(TlShapeCli, StdinToStdoutPipeline) {
               for (const auto& i : m.graph().initializer()) names.insert(i.name());
               return static_cast<int>(names.size());
             }());
+}
+
+TEST(TlShapeCli, ExternalDataStaysReachable) {
+  auto root = test::tempDir("external");
+  std::filesystem::create_directories(root / "a");
+  std::filesystem::create_directories(root / "b");
+  std::vector<float> w(6 * 4, 0.25f);
+  test::writeFile(root / "a/w.bin", std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  auto m = tinyModel();  // x: [N, 6]
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(6);
+  t->add_dims(4);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = t->add_external_data();
+  loc->set_key("location");
+  loc->set_value("w.bin");
+  addNode(m, "MatMul_0", "MatMul", {"x", "w"}, {"y"});
+  m.mutable_graph()->add_output()->set_name("y");
+  std::string data;
+  m.SerializeToString(&data);
+  test::writeFile(root / "a/model.onnx", data);
+
+  auto locationIn = [](const std::filesystem::path& p) {
+    onnx::ModelProto out;
+    EXPECT_TRUE(out.ParseFromString(test::readFile(p)));
+    return out.graph().initializer(0).external_data(0).value();
+  };
+  auto r = runTool("tl-shape", (root / "a/model.onnx").string() + " -o " + (root / "a/same.onnx").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(locationIn(root / "a/same.onnx"), "w.bin");
+  r = runTool("tl-shape", (root / "a/model.onnx").string() + " -o " + (root / "b/moved.onnx").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(locationIn(root / "b/moved.onnx"), "../a/w.bin");
+  // The moved artifact is still a complete model: its weights load from b/.
+  Model moved = loadModel((root / "b/moved.onnx").string());
+  EXPECT_EQ(readTensor(moved.proto.graph().initializer(0), moved.baseDir).toDouble(), std::vector<double>(24, 0.25));
+  r = runTool("tl-shape", "moved.onnx --emit text", "", root / "b");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("y  float32  [N, 4]"), std::string::npos) << r.out;
+  // Through stdin, locations are relative to the working directory.
+  r = runTool("tl-shape", "- -o ../b/piped.onnx", (root / "a/model.onnx").string(), root / "a");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(locationIn(root / "b/piped.onnx"), "../a/w.bin");
 }
 
 TEST(TlShapeCli, RefusesBinaryOnATerminal) {

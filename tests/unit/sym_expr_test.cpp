@@ -76,6 +76,12 @@ TEST(SymExpr, MinMaxDecideWhenProvable) {
   EXPECT_EQ(min(S("N"), S("M")).str(), "min(M, N)");
   EXPECT_EQ(max(S("N"), SymExpr(2)).evaluate({{"N", 1}}), 2);
   EXPECT_EQ(min(SymExpr(3), SymExpr(-2)).constValue(), -2);
+  // Seeing through min/max: the clamps of a Slice with start -3 on an axis of T.
+  SymExpr start = max(P("T - 3"), SymExpr(0));
+  EXPECT_EQ(min(start, S("T")), start);
+  EXPECT_EQ(max(S("T") - start, SymExpr(0)), min(S("T"), SymExpr(3)));
+  EXPECT_EQ(compare(min(S("T"), SymExpr(3)), SymExpr(0)), Order::GreaterEqual);
+  EXPECT_EQ(compare(SymExpr(5), max(S("T"), SymExpr(5))), Order::LessEqual);
 }
 
 TEST(SymExpr, SignQuestionsOverPositiveSymbols) {

@@ -1,0 +1,155 @@
+// Shape rules on one-node graphs: symbolic dims in, exact expressions out.
+#include <gtest/gtest.h>
+
+#include "cli/error.h"
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+class OneNode {
+ public:
+  explicit OneNode(const std::string& op, int64_t opset = 18) {
+    model_.proto.set_ir_version(8);
+    model_.proto.add_opset_import()->set_version(opset);
+    node_ = model_.proto.mutable_graph()->add_node();
+    node_->set_op_type(op);
+    node_->set_name(op + "_0");
+  }
+  // A graph input with dims given as strings ("N", "past + N", "4").
+  OneNode& input(const std::string& name, std::vector<std::string> dims, int dtype = onnx::TensorProto::FLOAT) {
+    auto* in = model_.proto.mutable_graph()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtype);
+    for (const auto& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (d.find_first_not_of("0123456789") == std::string::npos) {
+        dim->set_dim_value(std::stoll(d));
+      } else {
+        dim->set_dim_param(d);
+      }
+    }
+    node_->add_input(name);
+    return *this;
+  }
+  OneNode& ints(const std::string& name, std::vector<int64_t> v) {
+    auto* t = model_.proto.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+    node_->add_input(name);
+    return *this;
+  }
+  OneNode& skip() {
+    node_->add_input("");
+    return *this;
+  }
+  OneNode& attr(const std::string& name, int64_t v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+    return *this;
+  }
+  // Runs inference; returns each output's shape as text.
+  std::vector<std::string> outputs(int n = 1) {
+    for (int i = 0; i < n; ++i) {
+      node_->add_output("out" + std::to_string(i));
+      model_.proto.mutable_graph()->add_output()->set_name("out" + std::to_string(i));
+    }
+    Graph g(model_.proto.graph());
+    ShapeAnalysis a = inferShapes(model_, g);
+    std::vector<std::string> r;
+    for (int i = 0; i < n; ++i) r.push_back(str(a.at("out" + std::to_string(i)).dims));
+    return r;
+  }
+  std::string out() { return outputs(1)[0]; }
+
+ private:
+  Model model_;
+  onnx::NodeProto* node_;
+};
+
+TEST(ShapeRules, SliceSymbolicAndOpenBounds) {
+  const int64_t kMax = INT64_MAX;
+  EXPECT_EQ(OneNode("Slice").input("x", {"B", "N + past", "16"}).ints("s", {0}).ints("e", {kMax}).ints("a", {1}).out(),
+            "[B, N + past, 16]");
+  EXPECT_EQ(OneNode("Slice").input("x", {"B", "T", "16"}).ints("s", {-3}).ints("e", {kMax}).ints("a", {1}).out(),
+            "[B, min(3, T), 16]");
+  EXPECT_EQ(OneNode("Slice").input("x", {"B", "T", "16"}).ints("s", {0}).ints("e", {8}).ints("a", {2}).out(),
+            "[B, T, 8]");
+  EXPECT_EQ(OneNode("Slice").input("x", {"16"}).ints("s", {kMax}).ints("e", {INT64_MIN}).ints("a", {0}).ints("st", {-1}).out(),
+            "[16]");
+  EXPECT_EQ(OneNode("Slice").input("x", {"16"}).ints("s", {1}).ints("e", {15}).skip().ints("st", {3}).out(), "[5]");
+}
+
+TEST(ShapeRules, SplitSizesAndNumOutputs) {
+  EXPECT_EQ(OneNode("Split").input("x", {"N", "192"}).ints("sp", {64, 128}).attr("axis", 1).outputs(2),
+            (std::vector<std::string>{"[N, 64]", "[N, 128]"}));
+  EXPECT_EQ(OneNode("Split").input("x", {"N", "10"}).attr("axis", 1).attr("num_outputs", 3).outputs(3),
+            (std::vector<std::string>{"[N, 4]", "[N, 4]", "[N, 2]"}));
+  EXPECT_EQ(OneNode("Split").input("x", {"2*N"}).outputs(2), (std::vector<std::string>{"[N]", "[N]"}));
+  EXPECT_THROW(OneNode("Split").input("x", {"N"}).outputs(2), Error);
+}
+
+TEST(ShapeRules, SqueezeUnsqueezeFlattenTranspose) {
+  EXPECT_EQ(OneNode("Squeeze").input("x", {"1", "N", "1"}).ints("a", {0, -1}).out(), "[N]");
+  EXPECT_EQ(OneNode("Squeeze").input("x", {"1", "N", "1"}).ints("a", {2}).out(), "[1, N]");
+  EXPECT_THROW(OneNode("Squeeze").input("x", {"2", "N"}).ints("a", {0}).out(), Error);
+  EXPECT_EQ(OneNode("Unsqueeze").input("x", {"N", "4"}).ints("a", {0, -1}).out(), "[1, N, 4, 1]");
+  EXPECT_EQ(OneNode("Flatten").input("x", {"B", "N", "4", "16"}).attr("axis", 2).out(), "[B*N, 64]");
+  EXPECT_EQ(OneNode("Transpose").input("x", {"B", "N", "4"}).out(), "[4, N, B]");
+}
+
+TEST(ShapeRules, ReshapeZeroAndMinusOne) {
+  EXPECT_EQ(OneNode("Reshape").input("x", {"B", "N", "256"}).ints("t", {0, 0, -1, 32}).out(), "[B, N, 8, 32]");
+  EXPECT_EQ(OneNode("Reshape").input("x", {"B", "N", "8", "32"}).ints("t", {0, -1, 256}).out(), "[B, N, 256]");
+  EXPECT_EQ(OneNode("Reshape").input("x", {"B", "N", "64"}).ints("t", {-1, 64}).out(), "[B*N, 64]");
+}
+
+TEST(ShapeRules, MatMulGemmBroadcast) {
+  EXPECT_EQ(OneNode("MatMul").input("a", {"B", "4", "N", "16"}).input("b", {"B", "4", "16", "N + past"}).out(),
+            "[B, 4, N, N + past]");
+  EXPECT_EQ(OneNode("MatMul").input("a", {"N", "64"}).input("b", {"64"}).out(), "[N]");
+  EXPECT_THROW(OneNode("MatMul").input("a", {"N", "64"}).input("b", {"32", "8"}).out(), Error);
+  EXPECT_EQ(OneNode("Gemm").input("a", {"N", "64"}).input("b", {"192", "64"}).attr("transB", 1).out(), "[N, 192]");
+  EXPECT_EQ(OneNode("Add").input("a", {"B", "1", "N", "1"}).input("b", {"N", "T"}).out(), "[B, 1, N, T]");
+  EXPECT_EQ(OneNode("Where").input("c", {"N", "1"}, onnx::TensorProto::BOOL).input("x", {"1"}).input("y", {"1", "T"}).out(),
+            "[N, T]");
+}
+
+TEST(ShapeRules, ConcatUnifiesAndSums) {
+  EXPECT_EQ(OneNode("Concat").input("a", {"B", "2", "past", "16"}).input("b", {"B", "2", "N", "16"}).attr("axis", 2).out(),
+            "[B, 2, N + past, 16]");
+  EXPECT_THROW(OneNode("Concat").input("a", {"3", "2"}).input("b", {"4", "2"}).attr("axis", 1).out(), Error);
+}
+
+TEST(ShapeRules, ReductionsAndNorms) {
+  EXPECT_EQ(OneNode("ReduceMean", 17).input("x", {"B", "N", "64"}).attr("keepdims", 1).out(), "[1, 1, 1]");
+  EXPECT_EQ(OneNode("ReduceSum").input("x", {"B", "N", "64"}).ints("a", {-1}).attr("keepdims", 0).out(), "[B, N]");
+  EXPECT_EQ(OneNode("ReduceMax").input("x", {"B", "N", "64"}).ints("a", {1}).out(), "[B, 1, 64]");
+  EXPECT_EQ(OneNode("LayerNormalization").input("x", {"B", "N", "64"}).input("w", {"64"}).outputs(3),
+            (std::vector<std::string>{"[B, N, 64]", "[B, N, 1]", "[B, N, 1]"}));
+  EXPECT_EQ(OneNode("ArgMax").input("x", {"B", "N", "256"}).attr("axis", -1).attr("keepdims", 0).out(), "[B, N]");
+}
+
+TEST(ShapeRules, GatherAndGatherND) {
+  EXPECT_EQ(OneNode("Gather").input("w", {"256", "64"}).input("ids", {"B", "N"}, onnx::TensorProto::INT64).out(),
+            "[B, N, 64]");
+  EXPECT_EQ(OneNode("GatherND").input("x", {"B", "T", "8"}).input("i", {"B", "N", "2"}, onnx::TensorProto::INT64).out(),
+            "[B, N, 8]");
+  EXPECT_EQ(OneNode("Gather").input("x", {"B", "N", "64"}).ints("i", {-1}).attr("axis", 1).out(), "[B, 1, 64]");
+}
+
+TEST(ShapeRules, PadTileRangeExpand) {
+  EXPECT_EQ(OneNode("Pad").input("x", {"B", "N"}).ints("p", {0, 1, 0, 2}).out(), "[B, N + 3]");
+  EXPECT_EQ(OneNode("Tile").input("x", {"B", "N"}).ints("r", {1, 4}).out(), "[B, 4*N]");
+  EXPECT_EQ(OneNode("Expand").input("x", {"N", "1"}).ints("s", {2, 1, 8}).out(), "[2, N, 8]");
+}
+
+}  // namespace
+}  // namespace tl
