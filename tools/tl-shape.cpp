@@ -12,6 +12,7 @@
 #include "onnx/model_io.h"
 #include "shape/binding.h"
 #include "shape/report.h"
+#include "shape/rules.h"
 #include "shape/shape_inference.h"
 
 int main(int argc, char** argv) {
@@ -24,8 +25,14 @@ int main(int argc, char** argv) {
                 "  tl-shape model.onnx -o model.shaped.onnx\n"
                 "  tl-shape model.onnx --emit text --bind N=7,past=11\n");
   std::string bind;
+  bool listOps = false;
   tool.app().add_option("--bind", bind, "evaluate with symbol values, e.g. N=7,past=11 (implies --emit text)");
+  tool.app().add_flag("--list-ops", listOps, "list the operators that have shape rules, and exit");
   return tool.run(argc, argv, [&] {
+    if (listOps) {
+      for (const auto& op : tl::supportedOps()) std::cout << op << "\n";
+      return;
+    }
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
     tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);

@@ -16,9 +16,11 @@ Tool::Tool(std::string name, const std::string& synopsis) : name_(std::move(name
   app_.add_option("input", input_, "input model; - or nothing reads stdin")->capture_default_str();
   app_.add_option("-o,--output", output_, "output file; - writes stdout")->capture_default_str();
   app_.add_option("--emit", emit_, "output form: onnx (the artifact) or text (human-readable)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, Emit>{{"onnx", Emit::Onnx}, {"text", Emit::Text}}))
-      ->default_str("onnx");
+      ->check(CLI::IsMember({"onnx", "text"}))
+      ->capture_default_str();
   app_.add_flag("-f,--force", force_, "write binary output even to a terminal");
+  app_.footer("\nExit codes: 0 ok, 1 bad input, 2 usage, 3 device error. Errors are one line:\n"
+              "  " + name_ + ": error: FILE: message");
 }
 
 int Tool::run(int argc, char** argv, const std::function<void()>& body) {

@@ -26,7 +26,7 @@ class Tool {
   const std::string& name() const { return name_; }
   const std::string& input() const { return input_; }
   const std::string& output() const { return output_; }
-  Emit emit() const { return emit_; }
+  Emit emit() const { return emit_ == "text" ? Emit::Text : Emit::Onnx; }
   // The name errors are reported against: the input path, or "<stdin>".
   std::string inputDisplayName() const { return input_ == "-" ? "<stdin>" : input_; }
 
@@ -41,7 +41,7 @@ class Tool {
   CLI::App app_;
   std::string input_ = "-";
   std::string output_ = "-";
-  Emit emit_ = Emit::Onnx;
+  std::string emit_ = "onnx";
   bool force_ = false;
 };
 

@@ -67,8 +67,6 @@ class SymExpr {
   friend SymExpr operator-(const SymExpr& a, const SymExpr& b);
   friend SymExpr operator*(const SymExpr& a, const SymExpr& b);
   SymExpr operator-() const;
-  SymExpr& operator+=(const SymExpr& b) { return *this = *this + b; }
-  SymExpr& operator*=(const SymExpr& b) { return *this = *this * b; }
 
   friend bool operator==(const SymExpr& a, const SymExpr& b);
   friend bool operator!=(const SymExpr& a, const SymExpr& b) { return !(a == b); }
