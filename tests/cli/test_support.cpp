@@ -45,6 +45,13 @@ RunResult runTool(const std::string& tool, const std::string& args, const std::s
   return r;
 }
 
+std::string modelTestName(const std::filesystem::path& modelDir) {
+  std::string n = (modelDir.parent_path().filename() == "dynamo" ? "dynamo_" : "") + modelDir.filename().string();
+  for (auto& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
 std::vector<std::filesystem::path> modelDirs() {
   std::vector<std::filesystem::path> dirs;
   for (const auto& root : {sharedModels(), sourceDir() / "tests/models/dynamo"}) {

@@ -23,6 +23,8 @@ std::filesystem::path sourceDir();
 // Model folders (with model.onnx and test_data_set_*): the shared TorchScript exports
 // and the dynamo exports under tests/models/dynamo.
 std::vector<std::filesystem::path> modelDirs();
+// A gtest-safe name for a model folder: "llama_past", "dynamo_llama_past".
+std::string modelTestName(const std::filesystem::path& modelDir);
 std::filesystem::path tempDir(const std::string& name);
 std::string readFile(const std::filesystem::path& p);
 void writeFile(const std::filesystem::path& p, const std::string& data);

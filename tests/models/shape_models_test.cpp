@@ -70,13 +70,7 @@ TEST_P(ShapeModels, ReferenceOutputShapesAndNoUnknownDims) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, ShapeModels, ::testing::ValuesIn(test::modelDirs()),
-                         [](const ::testing::TestParamInfo<std::filesystem::path>& info) {
-                           std::string n = (info.param.parent_path().filename() == "dynamo" ? "dynamo_" : "") +
-                                           info.param.filename().string();
-                           for (auto& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         [](const auto& info) { return test::modelTestName(info.param); });
 
 TEST(ShapeModelsPresent, SharedModelsAreThere) {
   // Guards against the parameterized suite silently running over nothing.

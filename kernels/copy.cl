@@ -1,0 +1,68 @@
+// Data movement: every layout change (Transpose, Slice, Expand, Concat, Split,
+// Reshape...) is a strided copy over a region: out[oo + os . c] = in[io + is . c].
+// Kernels are per element size, so any dtype moves with the same code.
+
+#define COPY(S, T)                                                                              \
+  __kernel void copy_##S(__global const T* in, __global T* out, int n, int8 dims, int in_off,   \
+                         int8 is, int out_off, int8 os) {                                       \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    out[out_off + strided_offset(i, dims, os)] = in[in_off + strided_offset(i, dims, is)];      \
+  }                                                                                             \
+  __kernel void fill_##S(__global T* out, int n, T value) {                                     \
+    int i = get_global_id(0);                                                                   \
+    if (i < n) out[i] = value;                                                                  \
+  }                                                                                             \
+  __kernel void gather_##S(__global const T* data, __global const long* idx, __global T* out,   \
+                           int n, int count, int axis_dim, int inner) {                         \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    int in = i % inner;                                                                         \
+    int j = (i / inner) % count;                                                                \
+    int o = i / (inner * count);                                                                \
+    long k = idx[j];                                                                            \
+    if (k < 0) k += axis_dim;                                                                   \
+    out[i] = data[(o * axis_dim + (int)k) * inner + in];                                        \
+  }                                                                                             \
+  __kernel void gathernd_##S(__global const T* data, __global const long* idx, __global T* out, \
+                             int n, int m, int inner, int8 dims, int8 strides) {                \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    int d[8], s[8];                                                                             \
+    vstore8(dims, 0, d);                                                                        \
+    vstore8(strides, 0, s);                                                                     \
+    int k = i / inner, off = 0;                                                                 \
+    for (int j = 0; j < m; ++j) {                                                               \
+      long v = idx[k * m + j];                                                                  \
+      if (v < 0) v += d[j];                                                                     \
+      off += (int)v * s[j];                                                                     \
+    }                                                                                           \
+    out[i] = data[off + i % inner];                                                             \
+  }                                                                                             \
+  __kernel void trilu_##S(__global const T* in, __global T* out, int n, int rows, int cols,     \
+                          int k, int upper) {                                                   \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    int c = i % cols, r = (i / cols) % rows;                                                    \
+    int keep = upper ? (c - r >= k) : (c - r <= k);                                             \
+    out[i] = keep ? in[i] : (T)0;                                                               \
+  }
+
+COPY(b8, uchar)
+COPY(b32, uint)
+COPY(b64, ulong)
+
+__kernel void range_i64(__global long* out, int n, long start, long delta) {
+  int i = get_global_id(0);
+  if (i < n) out[i] = start + i * delta;
+}
+
+__kernel void range_i32(__global int* out, int n, int start, int delta) {
+  int i = get_global_id(0);
+  if (i < n) out[i] = start + i * delta;
+}
+
+__kernel void range_f32(__global float* out, int n, float start, float delta) {
+  int i = get_global_id(0);
+  if (i < n) out[i] = start + i * delta;
+}

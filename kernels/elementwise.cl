@@ -1,0 +1,101 @@
+// Elementwise ops with numpy broadcasting: out[i] = f(a[sa . coords(i)], b[sb . coords(i)]).
+
+#define BINARY(NAME, TA, TOUT, EXPR)                                                              \
+  __kernel void NAME(__global const TA* A, __global const TA* B, __global TOUT* out, int n,       \
+                     int8 dims, int8 sa, int8 sb) {                                               \
+    int i = get_global_id(0);                                                                     \
+    if (i >= n) return;                                                                           \
+    TA a = A[strided_offset(i, dims, sa)];                                                        \
+    TA b = B[strided_offset(i, dims, sb)];                                                        \
+    out[i] = (EXPR);                                                                              \
+  }
+
+#define ARITH(T, S)                                   \
+  BINARY(add_##S, T, T, a + b)                        \
+  BINARY(sub_##S, T, T, a - b)                        \
+  BINARY(mul_##S, T, T, a * b)                        \
+  BINARY(max_##S, T, T, a > b ? a : b)                \
+  BINARY(min_##S, T, T, a < b ? a : b)                \
+  BINARY(equal_##S, T, uchar, a == b)                 \
+  BINARY(less_##S, T, uchar, a < b)                   \
+  BINARY(lessorequal_##S, T, uchar, a <= b)           \
+  BINARY(greater_##S, T, uchar, a > b)                \
+  BINARY(greaterorequal_##S, T, uchar, a >= b)
+
+ARITH(float, f32)
+ARITH(long, i64)
+ARITH(int, i32)
+BINARY(div_f32, float, float, a / b)
+BINARY(div_i64, long, long, a / b)
+BINARY(div_i32, int, int, a / b)
+BINARY(mod_i64, long, long, ((a % b) + b) % b)
+BINARY(mod_i32, int, int, ((a % b) + b) % b)
+BINARY(pow_f32, float, float, b == 2.0f ? a * a : pow(a, b))
+BINARY(and_u8, uchar, uchar, a && b)
+BINARY(or_u8, uchar, uchar, a || b)
+BINARY(xor_u8, uchar, uchar, (a != 0) != (b != 0))
+BINARY(equal_u8, uchar, uchar, a == b)
+
+#define UNARY(NAME, T, EXPR)                                                      \
+  __kernel void NAME(__global const T* A, __global T* out, int n) {               \
+    int i = get_global_id(0);                                                     \
+    if (i >= n) return;                                                           \
+    T x = A[i];                                                                   \
+    out[i] = (EXPR);                                                              \
+  }
+
+UNARY(neg_f32, float, -x)
+UNARY(neg_i64, long, -x)
+UNARY(abs_f32, float, fabs(x))
+UNARY(abs_i64, long, x < 0 ? -x : x)
+UNARY(sqrt_f32, float, sqrt(x))
+UNARY(reciprocal_f32, float, 1.0f / x)
+UNARY(exp_f32, float, exp(x))
+UNARY(log_f32, float, log(x))
+UNARY(sin_f32, float, sin(x))
+UNARY(cos_f32, float, cos(x))
+UNARY(tanh_f32, float, tanh(x))
+UNARY(erf_f32, float, erf(x))
+UNARY(sigmoid_f32, float, 1.0f / (1.0f + exp(-x)))
+UNARY(relu_f32, float, fmax(x, 0.0f))
+UNARY(floor_f32, float, floor(x))
+UNARY(ceil_f32, float, ceil(x))
+UNARY(softplus_f32, float, x > 20.0f ? x : log1p(exp(x)))
+UNARY(not_u8, uchar, !x)
+UNARY(gelu_f32, float, 0.5f * x * (1.0f + erf(x * 0.70710678118654752f)))
+UNARY(gelutanh_f32, float, 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))))
+
+#define CAST(NAME, TI, TO, EXPR)                                                  \
+  __kernel void NAME(__global const TI* A, __global TO* out, int n) {             \
+    int i = get_global_id(0);                                                     \
+    if (i >= n) return;                                                           \
+    TI x = A[i];                                                                  \
+    out[i] = (EXPR);                                                              \
+  }
+
+CAST(cast_f32_i64, float, long, (long)x)
+CAST(cast_f32_i32, float, int, (int)x)
+CAST(cast_f32_u8, float, uchar, x != 0.0f)
+CAST(cast_i64_f32, long, float, (float)x)
+CAST(cast_i64_i32, long, int, (int)x)
+CAST(cast_i64_u8, long, uchar, x != 0)
+CAST(cast_i32_f32, int, float, (float)x)
+CAST(cast_i32_i64, int, long, (long)x)
+CAST(cast_i32_u8, int, uchar, x != 0)
+CAST(cast_u8_f32, uchar, float, (float)x)
+CAST(cast_u8_i64, uchar, long, (long)x)
+CAST(cast_u8_i32, uchar, int, (int)x)
+
+#define WHERE(S, T)                                                                             \
+  __kernel void where_##S(__global const uchar* C, __global const T* X, __global const T* Y,    \
+                          __global T* out, int n, int8 dims, int8 sc, int8 sx, int8 sy) {       \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    out[i] = C[strided_offset(i, dims, sc)] ? X[strided_offset(i, dims, sx)]                    \
+                                            : Y[strided_offset(i, dims, sy)];                   \
+  }
+
+WHERE(f32, float)
+WHERE(i64, long)
+WHERE(i32, int)
+WHERE(u8, uchar)

@@ -1,0 +1,140 @@
+#include "runtime/device.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "cli/error.h"
+
+namespace tl {
+namespace {
+
+std::string platformString(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  clGetPlatformInfo(p, what, 0, nullptr, &n);
+  std::string s(n, '\0');
+  clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string deviceString(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <typename T>
+T deviceValue(cl_device_id d, cl_device_info what) {
+  T v{};
+  clGetDeviceInfo(d, what, sizeof(T), &v, nullptr);
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+void clCheck(cl_int err, const char* call, const std::string& context) {
+  if (err == CL_SUCCESS) return;
+  throw Error(std::string("OpenCL ") + call + " failed with error " + std::to_string(err) +
+                  (context.empty() ? "" : " (" + context + ")"),
+              ExitCode::Device);
+}
+
+std::vector<DeviceInfo> listDevices() {
+  cl_uint np = 0;
+  if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
+  std::vector<cl_platform_id> platforms(np);
+  clGetPlatformIDs(np, platforms.data(), nullptr);
+  std::vector<DeviceInfo> out;
+  for (auto p : platforms) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> ids(nd);
+    clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, ids.data(), nullptr);
+    for (auto id : ids) {
+      DeviceInfo d;
+      d.platform = p;
+      d.id = id;
+      d.platformName = platformString(p, CL_PLATFORM_NAME);
+      d.name = deviceString(id, CL_DEVICE_NAME);
+      d.vendor = deviceString(id, CL_DEVICE_VENDOR);
+      d.version = deviceString(id, CL_DEVICE_VERSION);
+      d.driver = deviceString(id, CL_DRIVER_VERSION);
+      d.isGpu = (deviceValue<cl_device_type>(id, CL_DEVICE_TYPE) & CL_DEVICE_TYPE_GPU) != 0;
+      d.computeUnits = deviceValue<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS);
+      d.globalMem = deviceValue<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
+      d.maxAlloc = deviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+      d.localMem = deviceValue<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
+      d.maxWorkGroup = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+      const std::string ext = " " + deviceString(id, CL_DEVICE_EXTENSIONS) + " ";
+      auto has = [&](const char* e) { return ext.find(std::string(" ") + e + " ") != std::string::npos; };
+      d.fp16 = has("cl_khr_fp16");
+      d.fp64 = has("cl_khr_fp64");
+      d.subgroups = has("cl_khr_subgroups") || has("cl_intel_subgroups");
+      d.intDot = has("cl_khr_integer_dot_product");
+      d.imageFromBuffer = has("cl_khr_image2d_from_buffer");
+      d.priorityHints = has("cl_khr_priority_hints");
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+DeviceInfo selectDevice(const std::string& spec) {
+  auto all = listDevices();
+  if (all.empty())
+    throw Error("no OpenCL device found (is an ICD installed? Debian: pocl-opencl-icd)", ExitCode::Device);
+  if (spec.empty()) {
+    auto gpu = std::find_if(all.begin(), all.end(), [](const DeviceInfo& d) { return d.isGpu; });
+    return gpu != all.end() ? *gpu : all.front();
+  }
+  if (std::all_of(spec.begin(), spec.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    size_t i = std::stoul(spec);
+    if (i >= all.size())
+      throw Error("--device " + spec + ": there are " + std::to_string(all.size()) + " devices (see --list-devices)",
+                  ExitCode::Usage);
+    return all[i];
+  }
+  for (const auto& d : all)
+    if (lower(d.platformName + " " + d.name).find(lower(spec)) != std::string::npos) return d;
+  throw Error("--device '" + spec + "' matches no device (see --list-devices)", ExitCode::Usage);
+}
+
+std::string describe(const DeviceInfo& d) {
+  auto mib = [](size_t b) { return std::to_string(b >> 20) + " MiB"; };
+  std::string caps;
+  auto cap = [&](bool v, const char* n) { caps += std::string(" ") + (v ? "+" : "-") + n; };
+  cap(d.fp16, "fp16");
+  cap(d.fp64, "fp64");
+  cap(d.subgroups, "subgroups");
+  cap(d.intDot, "int-dot");
+  cap(d.imageFromBuffer, "image-from-buffer");
+  cap(d.priorityHints, "priority-hints");
+  return d.platformName + " / " + d.name + " (" + (d.isGpu ? "GPU" : "CPU/other") + ", " + d.version + ", " +
+         std::to_string(d.computeUnits) + " CUs, mem " + mib(d.globalMem) + ", max alloc " + mib(d.maxAlloc) +
+         ", local " + std::to_string(d.localMem >> 10) + " KiB, max work-group " + std::to_string(d.maxWorkGroup) +
+         ";" + caps + ")";
+}
+
+Device::Device(const DeviceInfo& info, bool profiling) : info_(info), profiling_(profiling) {
+  cl_int err;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
+  context_ = clCreateContext(props, 1, &info_.id, nullptr, nullptr, &err);
+  clCheck(err, "clCreateContext", info_.name);
+  queue_ = clCreateCommandQueue(context_, info_.id, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+  clCheck(err, "clCreateCommandQueue", info_.name);
+}
+
+Device::~Device() {
+  if (queue_) clReleaseCommandQueue(queue_);
+  if (context_) clReleaseContext(context_);
+}
+
+}  // namespace tl

@@ -1,0 +1,217 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+
+#include "cli/error.h"
+
+namespace tl {
+namespace {
+
+size_t elementBytes(DType t) {
+  size_t bits = dtypeBits(t);
+  if (bits < 8) throw Error(std::string("dtype ") + dtypeName(t) + " has no device layout", ExitCode::Device);
+  return bits / 8;
+}
+
+int64_t count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+// Folded values as bytes of the tensor's dtype, for consumers that read them as data.
+std::vector<uint8_t> encode(const std::vector<int64_t>& v, DType t) {
+  std::vector<uint8_t> out(v.size() * elementBytes(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (t) {
+      case DType::Int64: { int64_t x = v[i]; std::memcpy(&out[i * 8], &x, 8); break; }
+      case DType::Int32: { int32_t x = static_cast<int32_t>(v[i]); std::memcpy(&out[i * 4], &x, 4); break; }
+      case DType::Float: { float x = static_cast<float>(v[i]); std::memcpy(&out[i * 4], &x, 4); break; }
+      case DType::Bool: case DType::UInt8: out[i] = static_cast<uint8_t>(v[i] != 0); break;
+      default: throw Error(std::string("cannot place folded values of dtype ") + dtypeName(t) + " on the device");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Executor::Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis)
+    : device_(device), kernels_(device), model_(model), graph_(graph), analysis_(analysis) {
+  for (size_t i : graph.topoOrder())
+    if (analysis.nodeClass[i] == NodeClass::Tensor) tensorNodes_.push_back(i);
+
+  // Constants that tensor ops read: initializers and Constant nodes, uploaded once.
+  std::unordered_map<std::string, const onnx::TensorProto*> constants;
+  for (const auto& t : graph.proto().initializer()) constants[t.name()] = &t;
+  for (size_t i = 0; i < graph.nodeCount(); ++i) {
+    const auto& n = graph.node(i);
+    if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).name() == "value")
+      constants[n.output(0)] = &n.attribute(0).t();
+  }
+  for (size_t i : tensorNodes_) {
+    for (const auto& in : graph.node(i).input()) {
+      auto it = constants.find(in);
+      if (in.empty() || it == constants.end() || buffers_.count(in)) continue;
+      Tensor t = readTensor(*it->second, model.baseDir);
+      upload(in, t.bytes.data(), t.bytes.size());
+    }
+  }
+  // Every tensor op must have its kernels: look them up with a dry run at a nominal binding.
+  SymbolValues nominal;
+  for (const auto& s : analysis.symbols.freeSymbols()) nominal[s] = 2;
+  prepare(nominal);
+  dry_ = true;
+  for (size_t i : tensorNodes_) {
+    try {
+      enqueueNode(*this, i);
+    } catch (const Error& e) {
+      dry_ = false;
+      throw Error("node '" + graph.nodeName(i) + "' (" + graph.node(i).op_type() + "): " + e.what(), e.code());
+    }
+  }
+  dry_ = false;
+}
+
+Executor::~Executor() {
+  for (auto& [n, b] : buffers_)
+    if (b.mem) clReleaseMemObject(b.mem);
+  for (auto& [n, e] : events_) clReleaseEvent(e);
+}
+
+const std::vector<int64_t>& Executor::shape(const std::string& tensor) const {
+  auto it = shapes_.find(tensor);
+  if (it == shapes_.end()) throw Error("tensor '" + tensor + "' has no shape in this run");
+  return it->second;
+}
+
+const std::vector<int64_t>& Executor::value(const std::string& tensor) const {
+  auto it = values_.find(tensor);
+  if (it == values_.end()) throw Error("tensor '" + tensor + "' is not computable from shapes and constants");
+  return it->second;
+}
+
+cl_mem Executor::buffer(const std::string& tensor) const {
+  auto it = buffers_.find(tensor);
+  if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
+  return it->second.mem;
+}
+
+Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
+  Buffer& b = buffers_[tensor];
+  bytes = std::max<size_t>(bytes, 8);  // OpenCL buffers cannot be empty
+  if (b.capacity >= bytes) return b;
+  if (bytes > device_.info().maxAlloc)
+    throw Error("tensor '" + tensor + "' needs " + std::to_string(bytes) + " bytes, over the device's largest allocation",
+                ExitCode::Device);
+  if (b.mem) clReleaseMemObject(b.mem);
+  // Grow with headroom so that decoding one more token rarely reallocates.
+  size_t cap = b.capacity ? std::max(bytes, b.capacity + b.capacity / 2) : bytes;
+  cl_int err;
+  b.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, cap, nullptr, &err);
+  clCheck(err, "clCreateBuffer", "tensor '" + tensor + "'");
+  b.capacity = cap;
+  return b;
+}
+
+void Executor::upload(const std::string& tensor, const void* data, size_t bytes) {
+  Buffer& b = ensure(tensor, bytes);
+  if (bytes == 0) return;
+  clCheck(clEnqueueWriteBuffer(device_.queue(), b.mem, CL_TRUE, 0, bytes, data, 0, nullptr, nullptr),
+          "clEnqueueWriteBuffer", "tensor '" + tensor + "'");
+}
+
+void Executor::prepare(const SymbolValues& binding) {
+  binding_ = binding;
+  for (const auto& name : analysis_.order) {
+    const auto& t = analysis_.at(name);
+    std::vector<int64_t> dims;
+    try {
+      dims = evaluateDims(t.dims, binding);
+    } catch (const Error& e) {
+      throw Error("tensor '" + name + "': " + e.what());
+    }
+    if (count(dims) >= (int64_t(1) << 31))
+      throw Error("tensor '" + name + "' has more than 2^31 elements", ExitCode::Device);
+    shapes_[name] = std::move(dims);
+    if (t.value) values_[name] = evaluateDims(*t.value, binding);
+  }
+  for (size_t i : tensorNodes_) {
+    const auto& n = graph_.node(i);
+    for (const auto& out : n.output())
+      if (!out.empty()) ensure(out, count(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+    // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up once per binding.
+    for (const auto& in : n.input()) {
+      if (in.empty() || analysis_.at(in).cls != TensorClass::Shape) continue;
+      auto bytes = encode(values_.at(in), analysis_.at(in).dtype);
+      upload(in, bytes.data(), bytes.size());
+    }
+  }
+}
+
+void Executor::recordEvent(size_t node, cl_event e) {
+  if (e) events_.emplace_back(node, e);
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& t : inputs) given[t.name] = &t;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& in : graph_.proto().input()) {
+    const auto& info = analysis_.at(in.name());
+    if (info.cls != TensorClass::Input) continue;
+    auto it = given.find(in.name());
+    if (it == given.end()) throw Error("input '" + in.name() + "' is missing");
+    if (it->second->dtype != info.dtype)
+      throw Error("input '" + in.name() + "' is " + dtypeName(it->second->dtype) + ", the model expects " +
+                  dtypeName(info.dtype));
+    shapes.emplace_back(in.name(), it->second->dims);
+  }
+  for (const auto& [name, t] : given)
+    if (!analysis_.tensors.count(name) || analysis_.at(name).cls != TensorClass::Input)
+      throw Error("the model has no input '" + name + "'");
+  SymbolValues binding = bindFromInputs(analysis_, shapes);
+  for (const auto& [s, v] : binding)
+    if (v < 1) throw Error("symbol " + s + " = " + std::to_string(v) + ": dimensions must be at least 1");
+  prepare(binding);
+  for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
+
+  for (auto& [n, e] : events_) clReleaseEvent(e);
+  events_.clear();
+  for (size_t i : tensorNodes_) enqueueNode(*this, i);
+
+  std::vector<std::string> names = wanted;
+  if (names.empty())
+    for (const auto& o : graph_.proto().output()) names.push_back(o.name());
+  std::vector<Tensor> out;
+  for (const auto& name : names) {
+    if (!analysis_.tensors.count(name)) throw Error("the model has no tensor '" + name + "'");
+    const auto& info = analysis_.at(name);
+    Tensor t;
+    t.name = name;
+    t.dtype = info.dtype;
+    t.dims = shape(name);
+    if (info.cls == TensorClass::Shape) {
+      auto bytes = encode(value(name), info.dtype);
+      t.bytes.assign(bytes.begin(), bytes.end());
+    } else {
+      t.bytes.resize(static_cast<size_t>(count(t.dims)) * elementBytes(info.dtype));
+      if (!t.bytes.empty())
+        clCheck(clEnqueueReadBuffer(device_.queue(), buffer(name), CL_TRUE, 0, t.bytes.size(), t.bytes.data(), 0,
+                                    nullptr, nullptr),
+                "clEnqueueReadBuffer", "output '" + name + "'");
+    }
+    out.push_back(std::move(t));
+  }
+  clCheck(clFinish(device_.queue()), "clFinish");
+  profile_.clear();
+  for (auto& [node, e] : events_) {
+    cl_ulong start = 0, end = 0;
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr);
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
+    profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), (end - start) * 1e-6});
+  }
+  return out;
+}
+
+}  // namespace tl

@@ -1,0 +1,89 @@
+// Executor: runs a model on an OpenCL device (Transformer-Lite 2.1's schedule).
+//
+// Construction uploads every constant once and checks that each tensor-computing
+// node has a kernel for its dtypes (an error names the node before anything runs).
+// A run binds the symbols from the input shapes, evaluates every shape expression
+// of tl-shape's analysis once on the host, then enqueues all tensor ops without
+// synchronizing; the only waits are the final reads of the requested outputs.
+// Activation buffers live on the device and are reused across runs; one grows only
+// when a binding needs more than it holds.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "runtime/device.h"
+#include "runtime/kernel_library.h"
+#include "shape/binding.h"
+#include "shape/shape_inference.h"
+#include "tensor/tensor.h"
+
+namespace tl {
+
+struct OpTime {
+  std::string node, op;
+  double ms = 0;
+};
+
+class Executor {
+ public:
+  Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs with the given graph inputs (by name; every input must be given, with the
+  // declared dtype and a shape the model accepts). Returns the outputs named in
+  // `wanted` (all graph outputs when empty), in that order.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted = {});
+
+  // Device time per enqueued kernel of the last run (profiling devices only).
+  const std::vector<OpTime>& profile() const { return profile_; }
+  const SymbolValues& lastBinding() const { return binding_; }
+
+  // Used by lowering: the state of the run being enqueued.
+  struct Buffer {
+    cl_mem mem = nullptr;
+    size_t capacity = 0;
+  };
+  Device& device() { return device_; }
+  KernelLibrary& kernels() { return kernels_; }
+  const Graph& graph() const { return graph_; }
+  const ShapeAnalysis& analysis() const { return analysis_; }
+  const std::vector<int64_t>& shape(const std::string& tensor) const;
+  const std::vector<int64_t>& value(const std::string& tensor) const;  // a folded tensor's elements
+  cl_mem buffer(const std::string& tensor) const;
+  void recordEvent(size_t node, cl_event e);
+  bool dryRun() const { return dry_; }
+
+ private:
+  void prepare(const SymbolValues& binding);
+  Buffer& ensure(const std::string& tensor, size_t bytes);
+  void upload(const std::string& tensor, const void* data, size_t bytes);
+
+  Device& device_;
+  KernelLibrary kernels_;
+  const Model& model_;
+  const Graph& graph_;
+  const ShapeAnalysis& analysis_;
+  std::vector<size_t> tensorNodes_;  // tensor-computing nodes in topological order
+  std::unordered_map<std::string, Buffer> buffers_;
+  std::unordered_map<std::string, std::vector<int64_t>> shapes_;
+  std::unordered_map<std::string, std::vector<int64_t>> values_;
+  SymbolValues binding_;
+  std::vector<std::pair<size_t, cl_event>> events_;
+  std::vector<OpTime> profile_;
+  bool dry_ = false;
+};
+
+// Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry
+// run it only looks up the kernels, so missing ones are found before anything runs.
+void enqueueNode(Executor& ex, size_t node);
+
+}  // namespace tl

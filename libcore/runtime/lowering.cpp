@@ -1,0 +1,559 @@
+// Lowering: each tensor-computing ONNX node becomes one or more kernel launches,
+// with shapes, strides and offsets computed on the host from the run's binding.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "cli/error.h"
+#include "runtime/executor.h"
+
+namespace tl {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+int64_t count(const Dims& d) {
+  int64_t n = 1;
+  for (auto x : d) n *= x;
+  return n;
+}
+
+Dims contiguousStrides(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// Rank-8 vectors, padded on the left (dims with 1, strides with 0).
+cl_int8 pad8(const Dims& v, int64_t fill) {
+  if (v.size() > 8) throw Error("rank " + std::to_string(v.size()) + " is over the kernels' limit of 8", ExitCode::Device);
+  cl_int8 r;
+  for (int i = 0; i < 8; ++i) r.s[i] = static_cast<cl_int>(fill);
+  for (size_t i = 0; i < v.size(); ++i) r.s[8 - v.size() + i] = static_cast<cl_int>(v[i]);
+  return r;
+}
+
+// Strides that read `in` broadcast to `out` (numpy rules): 0 along broadcast dims.
+Dims broadcastStrides(const Dims& in, const Dims& out) {
+  Dims s(out.size(), 0);
+  Dims cs = contiguousStrides(in);
+  const size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) s[off + i] = in[i] == 1 ? 0 : cs[i];
+  return s;
+}
+
+const char* typeSuffix(DType t) {
+  switch (t) {
+    case DType::Float: return "f32";
+    case DType::Int64: return "i64";
+    case DType::Int32: return "i32";
+    case DType::Bool: case DType::UInt8: return "u8";
+    default: throw Error(std::string("no kernels for dtype ") + dtypeName(t), ExitCode::Device);
+  }
+}
+
+const char* sizeSuffix(DType t) {
+  switch (dtypeBits(t)) {
+    case 8: return "b8";
+    case 32: return "b32";
+    case 64: return "b64";
+    default: throw Error(std::string("no copy kernel for dtype ") + dtypeName(t), ExitCode::Device);
+  }
+}
+
+std::string lowerCase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One launch: a kernel, its arguments, and a 1-D size (or a 3-D tiled one).
+class Launch {
+ public:
+  Launch(Executor& ex, size_t node, const std::string& kernel)
+      : ex_(ex), node_(node), kernel_(ex.kernels().get(kernel)), name_(kernel) {}  // a missing kernel throws, dry or not
+
+  Launch& mem(const std::string& tensor) {
+    cl_mem m = ex_.dryRun() ? nullptr : ex_.buffer(tensor);
+    return set(sizeof(m), &m);
+  }
+  Launch& nullMem() {
+    cl_mem m = nullptr;
+    return set(sizeof(m), &m);
+  }
+  Launch& i32(int64_t v) {
+    cl_int x = static_cast<cl_int>(v);
+    return set(sizeof(x), &x);
+  }
+  Launch& i64(int64_t v) {
+    cl_long x = v;
+    return set(sizeof(x), &x);
+  }
+  Launch& f32(float v) { return set(sizeof(v), &v); }
+  Launch& vec(const cl_int8& v) { return set(sizeof(v), &v); }
+  Launch& raw(const void* p, size_t n) { return set(n, p); }
+
+  void run1d(int64_t n) { run({static_cast<size_t>(n), 1, 1}, nullptr, 1); }
+  void run3d(size_t gx, size_t gy, size_t gz, size_t lx, size_t ly) {
+    const size_t local[3] = {lx, ly, 1};
+    run({gx, gy, gz}, local, 3);
+  }
+
+ private:
+  std::string where() const { return "kernel " + name_ + ", node '" + ex_.graph().nodeName(node_) + "'"; }
+  Launch& set(size_t size, const void* p) {
+    if (!ex_.dryRun()) clCheck(clSetKernelArg(kernel_, index_, size, p), "clSetKernelArg", where());
+    ++index_;
+    return *this;
+  }
+  void run(std::array<size_t, 3> global, const size_t* local, cl_uint dims) {
+    if (ex_.dryRun() || global[0] == 0 || global[1] == 0 || global[2] == 0) return;
+    if (dims == 1) global[0] = (global[0] + 63) / 64 * 64;
+    cl_event e = nullptr;
+    clCheck(clEnqueueNDRangeKernel(ex_.device().queue(), kernel_, dims, nullptr, global.data(), local, 0, nullptr,
+                                   ex_.device().profiling() ? &e : nullptr),
+            "clEnqueueNDRangeKernel", where());
+    ex_.recordEvent(node_, e);
+  }
+
+  Executor& ex_;
+  size_t node_;
+  cl_kernel kernel_;
+  std::string name_;
+  cl_uint index_ = 0;
+};
+
+struct Node {
+  Executor& ex;
+  size_t index;
+  const onnx::NodeProto& proto;
+
+  const std::string& in(size_t i) const { return proto.input(static_cast<int>(i)); }
+  const std::string& out(size_t i) const { return proto.output(static_cast<int>(i)); }
+  bool hasIn(size_t i) const { return static_cast<int>(i) < proto.input_size() && !in(i).empty(); }
+  bool hasOut(size_t i) const { return static_cast<int>(i) < proto.output_size() && !out(i).empty(); }
+  const Dims& shape(const std::string& t) const { return ex.shape(t); }
+  DType dtype(const std::string& t) const { return ex.analysis().at(t).dtype; }
+  Launch launch(const std::string& kernel) const { return Launch(ex, index, kernel); }
+  int64_t attrInt(const char* name, int64_t fallback) const {
+    for (const auto& a : proto.attribute())
+      if (a.name() == name) return a.i();
+    return fallback;
+  }
+  float attrFloat(const char* name, float fallback) const {
+    for (const auto& a : proto.attribute())
+      if (a.name() == name) return a.f();
+    return fallback;
+  }
+  std::string attrString(const char* name, const std::string& fallback) const {
+    for (const auto& a : proto.attribute())
+      if (a.name() == name) return a.s();
+    return fallback;
+  }
+  const onnx::AttributeProto* attr(const char* name) const {
+    for (const auto& a : proto.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  size_t axis(int64_t a, size_t rank) const {
+    return static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a);
+  }
+};
+
+// out[oo + os . c] = in[io + is . c] for c over dims.
+void copy(const Node& n, const std::string& src, const std::string& dst, const Dims& dims, int64_t inOff,
+          const Dims& inStrides, int64_t outOff, const Dims& outStrides) {
+  n.launch(std::string("copy_") + sizeSuffix(n.dtype(src)))
+      .mem(src)
+      .mem(dst)
+      .i32(count(dims))
+      .vec(pad8(dims, 1))
+      .i32(inOff)
+      .vec(pad8(inStrides, 0))
+      .i32(outOff)
+      .vec(pad8(outStrides, 0))
+      .run1d(count(dims));
+}
+
+void contiguousCopy(const Node& n) {
+  const Dims& d = n.shape(n.out(0));
+  copy(n, n.in(0), n.out(0), d, 0, contiguousStrides(d), 0, contiguousStrides(d));
+}
+
+void binary(const Node& n, const std::string& op, const std::string& a, const std::string& b, const std::string& dst) {
+  const Dims& o = n.shape(dst);
+  n.launch(op + "_" + typeSuffix(n.dtype(a)))
+      .mem(a)
+      .mem(b)
+      .mem(dst)
+      .i32(count(o))
+      .vec(pad8(o, 1))
+      .vec(pad8(broadcastStrides(n.shape(a), o), 0))
+      .vec(pad8(broadcastStrides(n.shape(b), o), 0))
+      .run1d(count(o));
+}
+
+void binaryOp(const Node& n) {
+  if (n.proto.input_size() != 2) throw Error("only two inputs are supported", ExitCode::Device);
+  std::string op = lowerCase(n.proto.op_type());
+  if (op == "mod" && n.attrInt("fmod", 0)) throw Error("Mod with fmod=1 has no kernel", ExitCode::Device);
+  binary(n, op, n.in(0), n.in(1), n.out(0));
+}
+
+void unary(const Node& n, const std::string& op) {
+  int64_t c = count(n.shape(n.out(0)));
+  n.launch(op + "_" + typeSuffix(n.dtype(n.in(0)))).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
+}
+
+void unaryOp(const Node& n) {
+  std::string op = lowerCase(n.proto.op_type());
+  if (op == "identity" || op == "dropout") {
+    contiguousCopy(n);
+    if (n.hasOut(1)) throw Error("Dropout's mask output has no kernel", ExitCode::Device);
+    return;
+  }
+  if (op == "gelu" && n.attrString("approximate", "none") == "tanh") op = "gelutanh";
+  unary(n, op);
+}
+
+void castOp(const Node& n) {
+  DType from = n.dtype(n.in(0)), to = n.dtype(n.out(0));
+  if (from == to) return contiguousCopy(n);
+  int64_t c = count(n.shape(n.out(0)));
+  n.launch(std::string("cast_") + typeSuffix(from) + "_" + typeSuffix(to)).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
+}
+
+void whereOp(const Node& n) {
+  const Dims& o = n.shape(n.out(0));
+  n.launch(std::string("where_") + typeSuffix(n.dtype(n.in(1))))
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.in(2))
+      .mem(n.out(0))
+      .i32(count(o))
+      .vec(pad8(o, 1))
+      .vec(pad8(broadcastStrides(n.shape(n.in(0)), o), 0))
+      .vec(pad8(broadcastStrides(n.shape(n.in(1)), o), 0))
+      .vec(pad8(broadcastStrides(n.shape(n.in(2)), o), 0))
+      .run1d(count(o));
+}
+
+void transposeOp(const Node& n) {
+  const Dims& in = n.shape(n.in(0));
+  Dims perm;
+  if (const auto* p = n.attr("perm")) {
+    perm.assign(p->ints().begin(), p->ints().end());
+  } else {
+    for (size_t i = in.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  }
+  Dims is = contiguousStrides(in), strides;
+  for (auto p : perm) strides.push_back(is[n.axis(p, in.size())]);
+  const Dims& o = n.shape(n.out(0));
+  copy(n, n.in(0), n.out(0), o, 0, strides, 0, contiguousStrides(o));
+}
+
+void expandOp(const Node& n) {
+  const Dims& o = n.shape(n.out(0));
+  copy(n, n.in(0), n.out(0), o, 0, broadcastStrides(n.shape(n.in(0)), o), 0, contiguousStrides(o));
+}
+
+void sliceOp(const Node& n) {
+  const Dims& in = n.shape(n.in(0));
+  const Dims& starts = n.ex.value(n.in(1));
+  Dims axes, steps;
+  if (n.hasIn(3)) axes = n.ex.value(n.in(3));
+  if (n.hasIn(4)) steps = n.ex.value(n.in(4));
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  Dims first(in.size(), 0), step(in.size(), 1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    size_t k = n.axis(axes[i], in.size());
+    int64_t d = in[k], s = starts[i];
+    if (s < 0) s += d;
+    s = steps[i] > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
+    first[k] = s;
+    step[k] = steps[i];
+  }
+  Dims is = contiguousStrides(in), strides(in.size());
+  int64_t off = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    off += first[k] * is[k];
+    strides[k] = step[k] * is[k];
+  }
+  const Dims& o = n.shape(n.out(0));
+  copy(n, n.in(0), n.out(0), o, off, strides, 0, contiguousStrides(o));
+}
+
+void concatOp(const Node& n) {
+  const Dims& o = n.shape(n.out(0));
+  size_t k = n.axis(n.attrInt("axis", 0), o.size());
+  Dims os = contiguousStrides(o);
+  int64_t at = 0;
+  for (int i = 0; i < n.proto.input_size(); ++i) {
+    if (n.in(i).empty()) continue;
+    const Dims& d = n.shape(n.in(i));
+    copy(n, n.in(i), n.out(0), d, 0, contiguousStrides(d), at * os[k], os);
+    at += d[k];
+  }
+}
+
+void splitOp(const Node& n) {
+  const Dims& in = n.shape(n.in(0));
+  size_t k = n.axis(n.attrInt("axis", 0), in.size());
+  Dims is = contiguousStrides(in);
+  int64_t at = 0;
+  for (int i = 0; i < n.proto.output_size(); ++i) {
+    if (n.out(i).empty()) continue;
+    const Dims& d = n.shape(n.out(i));
+    copy(n, n.in(0), n.out(i), d, at * is[k], is, 0, contiguousStrides(d));
+    at += d[k];
+  }
+}
+
+void gatherOp(const Node& n) {
+  if (n.dtype(n.in(1)) != DType::Int64) throw Error("Gather indices must be int64", ExitCode::Device);
+  const Dims& data = n.shape(n.in(0));
+  size_t k = n.axis(n.attrInt("axis", 0), data.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < data.size(); ++i) inner *= data[i];
+  int64_t c = count(n.shape(n.out(0)));
+  n.launch(std::string("gather_") + sizeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.out(0))
+      .i32(c)
+      .i32(count(n.shape(n.in(1))))
+      .i32(data[k])
+      .i32(inner)
+      .run1d(c);
+}
+
+void gatherNDOp(const Node& n) {
+  if (n.attrInt("batch_dims", 0) != 0) throw Error("GatherND with batch_dims has no kernel", ExitCode::Device);
+  if (n.dtype(n.in(1)) != DType::Int64) throw Error("GatherND indices must be int64", ExitCode::Device);
+  const Dims& data = n.shape(n.in(0));
+  const Dims& idx = n.shape(n.in(1));
+  int64_t m = idx.back();
+  int64_t inner = 1;
+  for (size_t i = static_cast<size_t>(m); i < data.size(); ++i) inner *= data[i];
+  Dims ds = contiguousStrides(data);
+  Dims head(data.begin(), data.begin() + m), headStrides(ds.begin(), ds.begin() + m);
+  // The kernel reads dims[j], strides[j] for j < m: pad on the right here.
+  cl_int8 dv, sv;
+  for (int i = 0; i < 8; ++i) {
+    dv.s[i] = i < m ? static_cast<cl_int>(head[i]) : 1;
+    sv.s[i] = i < m ? static_cast<cl_int>(headStrides[i]) : 0;
+  }
+  int64_t c = count(n.shape(n.out(0)));
+  n.launch(std::string("gathernd_") + sizeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.out(0))
+      .i32(c)
+      .i32(m)
+      .i32(inner)
+      .vec(dv)
+      .vec(sv)
+      .run1d(c);
+}
+
+void matmul(const Node& n, const std::string& a, const std::string& b, const std::string& dst, bool transA,
+            bool transB) {
+  Dims ad = n.shape(a), bd = n.shape(b);
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
+  int64_t K = transA ? ad[ad.size() - 2] : ad[ad.size() - 1];
+  int64_t N = transB ? bd[bd.size() - 2] : bd[bd.size() - 1];
+  Dims ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  size_t r = std::max(ab.size(), bb.size());
+  Dims batch(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i + ab.size() >= r ? ab[i + ab.size() - r] : 1;
+    int64_t y = i + bb.size() >= r ? bb[i + bb.size() - r] : 1;
+    batch[i] = std::max(x, y);
+  }
+  // Batch strides in elements of whole matrices, 0 where broadcast.
+  auto batchStrides = [&](const Dims& bdims, int64_t matrix) {
+    Dims s = broadcastStrides(bdims, batch);
+    for (auto& x : s) x *= matrix;
+    return s;
+  };
+  const int64_t aRows = ad[ad.size() - 2], aCols = ad[ad.size() - 1];
+  const int64_t bRows = bd[bd.size() - 2], bCols = bd[bd.size() - 1];
+  n.launch("matmul_f32")
+      .mem(a)
+      .mem(b)
+      .mem(dst)
+      .i32(M)
+      .i32(N)
+      .i32(K)
+      .i32(transA ? 1 : aCols)
+      .i32(transA ? aCols : 1)
+      .i32(transB ? 1 : bCols)
+      .i32(transB ? bCols : 1)
+      .vec(pad8(batch, 1))
+      .vec(pad8(batchStrides(ab, aRows * aCols), 0))
+      .vec(pad8(batchStrides(bb, bRows * bCols), 0))
+      .run3d(static_cast<size_t>((N + 15) / 16 * 16), static_cast<size_t>((M + 15) / 16 * 16),
+             static_cast<size_t>(count(batch)), 16, 16);
+}
+
+void matmulOp(const Node& n) {
+  if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::Device);
+  matmul(n, n.in(0), n.in(1), n.out(0), false, false);
+}
+
+void gemmOp(const Node& n) {
+  if (n.attrFloat("alpha", 1.0f) != 1.0f || n.attrFloat("beta", 1.0f) != 1.0f)
+    throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::Device);
+  matmul(n, n.in(0), n.in(1), n.out(0), n.attrInt("transA", 0) != 0, n.attrInt("transB", 0) != 0);
+  if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
+}
+
+void softmaxOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  size_t k = n.axis(n.attrInt("axis", -1), d.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  int64_t rows = count(d) / std::max<int64_t>(d[k], 1);
+  n.launch("softmax_f32")
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .i32(rows)
+      .i32(d[k])
+      .i32(inner)
+      .i32(n.proto.op_type() == "LogSoftmax" ? 1 : 0)
+      .run1d(rows);
+}
+
+void reduceOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  Dims axes;
+  if (const auto* a = n.attr("axes")) axes.assign(a->ints().begin(), a->ints().end());
+  if (n.hasIn(1)) axes = n.ex.value(n.in(1));
+  std::vector<bool> reduce(d.size(), axes.empty() && !n.attrInt("noop_with_empty_axes", 0));
+  for (auto a : axes) reduce[n.axis(a, d.size())] = true;
+  Dims is = contiguousStrides(d), od, os, rd, rs;
+  for (size_t i = 0; i < d.size(); ++i) {
+    (reduce[i] ? rd : od).push_back(d[i]);
+    (reduce[i] ? rs : os).push_back(is[i]);
+  }
+  int64_t outCount = count(od), redCount = count(rd);
+  n.launch(lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .i32(outCount)
+      .vec(pad8(od, 1))
+      .vec(pad8(os, 0))
+      .i32(redCount)
+      .vec(pad8(rd, 1))
+      .vec(pad8(rs, 0))
+      .run1d(outCount);
+}
+
+void layerNormOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  size_t k = n.axis(n.attrInt("axis", -1), d.size());
+  int64_t cols = 1;
+  for (size_t i = k; i < d.size(); ++i) cols *= d[i];
+  if (count(n.shape(n.in(1))) != cols || (n.hasIn(2) && count(n.shape(n.in(2))) != cols))
+    throw Error("LayerNormalization with broadcast scale or bias has no kernel", ExitCode::Device);
+  int64_t rows = count(d) / std::max<int64_t>(cols, 1);
+  const bool stats = n.hasOut(1) && n.hasOut(2);
+  if (n.hasOut(1) != n.hasOut(2)) throw Error("LayerNormalization needs both or neither statistics outputs", ExitCode::Device);
+  Launch l = n.launch("layernorm_f32");
+  l.mem(n.in(0)).mem(n.in(1));
+  if (n.hasIn(2)) l.mem(n.in(2)); else l.nullMem();
+  l.mem(n.out(0));
+  if (stats) l.mem(n.out(1)).mem(n.out(2)); else l.nullMem().nullMem();
+  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(n.hasIn(2) ? 1 : 0).i32(stats ? 1 : 0).run1d(rows);
+}
+
+void rangeOp(const Node& n) {
+  DType t = n.dtype(n.out(0));
+  int64_t c = count(n.shape(n.out(0)));
+  int64_t start = n.ex.value(n.in(0)).at(0), delta = n.ex.value(n.in(2)).at(0);
+  Launch l = n.launch(std::string("range_") + typeSuffix(t));
+  l.mem(n.out(0)).i32(c);
+  if (t == DType::Int64) l.i64(start).i64(delta);
+  else if (t == DType::Int32) l.i32(start).i32(delta);
+  else l.f32(static_cast<float>(start)).f32(static_cast<float>(delta));
+  l.run1d(c);
+}
+
+void constantOfShapeOp(const Node& n) {
+  DType t = n.dtype(n.out(0));
+  uint8_t bytes[8] = {0};
+  if (const auto* a = n.attr("value")) {
+    Tensor v = readTensor(a->t(), {});
+    std::memcpy(bytes, v.bytes.data(), std::min<size_t>(v.bytes.size(), 8));
+  }
+  int64_t c = count(n.shape(n.out(0)));
+  n.launch(std::string("fill_") + sizeSuffix(t)).mem(n.out(0)).i32(c).raw(bytes, dtypeBits(t) / 8).run1d(c);
+}
+
+void triluOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  int64_t k = n.hasIn(1) ? n.ex.value(n.in(1)).at(0) : 0;
+  int64_t c = count(d);
+  n.launch(std::string("trilu_") + sizeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .i32(c)
+      .i32(d[d.size() - 2])
+      .i32(d[d.size() - 1])
+      .i32(k)
+      .i32(n.attrInt("upper", 1))
+      .run1d(c);
+}
+
+const std::map<std::string, void (*)(const Node&)>& lowerings() {
+  static const std::map<std::string, void (*)(const Node&)> table = [] {
+    std::map<std::string, void (*)(const Node&)> t;
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "LessOrEqual",
+                           "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
+      t[op] = binaryOp;
+    for (const char* op : {"Identity", "Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
+                           "Tanh", "Erf", "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu"})
+      t[op] = unaryOp;
+    for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) t[op] = contiguousCopy;
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                           "ReduceL2"})
+      t[op] = reduceOp;
+    t["Cast"] = castOp;
+    t["Where"] = whereOp;
+    t["Transpose"] = transposeOp;
+    t["Expand"] = expandOp;
+    t["Slice"] = sliceOp;
+    t["Concat"] = concatOp;
+    t["Split"] = splitOp;
+    t["Gather"] = gatherOp;
+    t["GatherND"] = gatherNDOp;
+    t["MatMul"] = matmulOp;
+    t["Gemm"] = gemmOp;
+    t["Softmax"] = softmaxOp;
+    t["LogSoftmax"] = softmaxOp;
+    t["LayerNormalization"] = layerNormOp;
+    t["Range"] = rangeOp;
+    t["ConstantOfShape"] = constantOfShapeOp;
+    t["Trilu"] = triluOp;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void enqueueNode(Executor& ex, size_t index) {
+  const auto& proto = ex.graph().node(index);
+  auto it = lowerings().find(proto.op_type());
+  if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
+    throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::Device);
+  it->second(Node{ex, index, proto});
+}
+
+}  // namespace tl
