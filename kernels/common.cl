@@ -6,7 +6,8 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
   vstore8(dims, 0, d);
   vstore8(strides, 0, s);
   int off = 0;
-  for (int k = 7; k >= 0; --k) {
+  for (int k = 7; k >= 0 && i > 0; --k) {  // the host collapses dims, so few iterations divide
+    if (d[k] == 1) continue;
     int c = i % d[k];
     i /= d[k];
     off += c * s[k];

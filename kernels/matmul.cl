@@ -22,3 +22,44 @@ void matmul_f32(__global const float* A, __global const float* B, __global float
   }
   if (m < M && n < N) C[(long)b * M * N + m * N + n] = acc;
 }
+
+// One output element per work item, no local memory: for M = 1 (decode), where a
+// tile would idle 15 of 16 rows, and on CPU devices, where barriers cost more than
+// they save and the compiler vectorizes across consecutive n.
+__kernel void matmul_rows_f32(__global const float* A, __global const float* B, __global float* C, int M, int N,
+                              int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
+  const int n = get_global_id(0), m = get_global_id(1), b = get_global_id(2);
+  if (n >= N || m >= M) return;
+  const int aoff = strided_offset(b, bdims, bsa) + m * a_rs, boff = strided_offset(b, bdims, bsb) + n * b_cs;
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += A[aoff + k * a_cs] * B[boff + k * b_rs];
+  C[(long)b * M * N + m * N + n] = acc;
+}
+
+// A 4x4 block of C per work item, B read as float4 along n (needs b_cs == 1 and
+// N % 4 == 0): 16 multiply-adds per 5 loads, for CPU devices.
+__kernel void matmul_4x4_f32(__global const float* A, __global const float* B, __global float* C, int M, int N,
+                             int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
+  const int n = get_global_id(0) * 4, m = get_global_id(1) * 4, b = get_global_id(2);
+  if (n >= N || m >= M) return;
+  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;
+  const int r1 = min(m + 1, M - 1), r2 = min(m + 2, M - 1), r3 = min(m + 3, M - 1);
+  __global const float* a0 = A + aoff + m * a_rs;
+  __global const float* a1 = A + aoff + r1 * a_rs;
+  __global const float* a2 = A + aoff + r2 * a_rs;
+  __global const float* a3 = A + aoff + r3 * a_rs;
+  float4 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    float4 bv = vload4(0, B + boff + k * b_rs);
+    int ka = k * a_cs;
+    c0 += a0[ka] * bv;
+    c1 += a1[ka] * bv;
+    c2 += a2[ka] * bv;
+    c3 += a3[ka] * bv;
+  }
+  __global float* out = C + (long)b * M * N + n;
+  vstore4(c0, 0, out + m * N);
+  if (m + 1 < M) vstore4(c1, 0, out + (m + 1) * N);
+  if (m + 2 < M) vstore4(c2, 0, out + (m + 2) * N);
+  if (m + 3 < M) vstore4(c3, 0, out + (m + 3) * N);
+}

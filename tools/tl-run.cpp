@@ -3,7 +3,13 @@
 //   tl-run --list-devices                        devices and their detected capabilities
 //   tl-run model.onnx --check DIR                run every DIR/test_data_set_*, compare outputs
 //   tl-run model.onnx --check DIR --profile      ... and print per-op device time
+//   tl-run model.onnx --generate --prompt "def " -n 200 [--temperature 0.8 --top-p 0.9 --seed 1]
+//   tl-run model.onnx --perplexity FILE --window 512     bits per byte of a text
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <map>
 
@@ -11,6 +17,8 @@
 #include "cli/error.h"
 #include "cli/tool.h"
 #include "graph/graph.h"
+#include "lm/causal_lm.h"
+#include "sample/sampler.h"
 #include "onnx/model_io.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
@@ -34,6 +42,91 @@ void printProfile(const std::vector<tl::OpTime>& times) {
     std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%%\n", op.c_str(), v.second, v.first, total > 0 ? 100 * v.first / total : 0);
 }
 
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+std::vector<int64_t> parseTokens(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0') throw tl::Error("--tokens expects comma-separated integers, got '" + item + "'", tl::ExitCode::Usage);
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Bytes for byte-level models (vocab 256), else ids separated by spaces.
+void emitToken(int64_t token, int64_t vocab) {
+  if (vocab == 256) {
+    std::fputc(static_cast<int>(token), stdout);
+  } else {
+    std::printf("%lld ", static_cast<long long>(token));
+  }
+  std::fflush(stdout);
+}
+
+void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
+              const tl::SamplingOptions& opt, bool profile) {
+  if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
+  if (static_cast<int64_t>(prompt.size()) + n > context)
+    throw tl::Error("a prompt of " + std::to_string(prompt.size()) + " tokens plus " + std::to_string(n) +
+                    " new ones exceeds the context of " + std::to_string(context) + " (--context)");
+  tl::Sampler sampler(opt);
+  for (auto t : prompt) emitToken(t, lm.vocab());
+  auto t0 = std::chrono::steady_clock::now();
+  auto logits = lm.step(prompt);
+  const double prefill = seconds(t0);
+  if (profile) printProfile(ex.profile());
+  auto t1 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t next = sampler.sample(logits);
+    emitToken(next, lm.vocab());
+    if (i + 1 < n) logits = lm.step({next});
+  }
+  const double decode = seconds(t1);
+  if (lm.vocab() != 256 || n > 0) std::printf("\n");
+  if (profile && n > 1) {
+    std::fprintf(stderr, "last decode step:\n");
+    printProfile(ex.profile());
+  }
+  std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
+               prompt.size(), prefill * 1e3, prompt.size() / prefill, static_cast<long long>(n), decode * 1e3,
+               n > 1 ? (n - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
+}
+
+void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
+  if (lm.vocab() != 256) throw tl::Error("--perplexity scores bytes: it needs a byte-level model (vocab 256)");
+  if (window < 2) throw tl::Error("--window must be at least 2", tl::ExitCode::Usage);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw tl::Error("--perplexity: cannot open '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() < 2) throw tl::Error("--perplexity: '" + path + "' has fewer than 2 bytes");
+  double bits = 0;
+  int64_t scored = 0, windows = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t at = 0; at < text.size(); at += static_cast<size_t>(window)) {
+    size_t len = std::min(text.size() - at, static_cast<size_t>(window));
+    if (len < 2) break;  // a last window of one byte has nothing to score
+    std::vector<int64_t> toks(len);
+    for (size_t i = 0; i < len; ++i) toks[i] = static_cast<unsigned char>(text[at + i]);
+    lm.reset();
+    auto logits = lm.step(toks, true);
+    for (size_t t = 1; t < len; ++t) bits += tl::negLog2Prob(&logits[(t - 1) * 256], 256, toks[t]);
+    scored += static_cast<int64_t>(len) - 1;
+    ++windows;
+    std::fprintf(stderr, "\rperplexity: %lld windows, %.4f bits per byte so far", static_cast<long long>(windows),
+                 bits / scored);
+  }
+  std::fprintf(stderr, "\n");
+  std::printf("%s: %.4f bits per byte (%lld bytes scored in %lld windows of up to %lld; %.1f s)\n", path.c_str(),
+              bits / scored, static_cast<long long>(scored), static_cast<long long>(windows),
+              static_cast<long long>(window), seconds(t0));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,9 +136,11 @@ int main(int argc, char** argv) {
                 "expression is evaluated once per run and all tensor ops are enqueued without syncing.\n\n"
                 "  tl-run --list-devices\n"
                 "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile]\n");
-  std::string device, checkDir;
-  bool listDevices = false, profile = false;
+  std::string device, checkDir, prompt, tokens, perplexityFile;
+  bool listDevices = false, profile = false, gen = false;
   double atol = 1e-4, rtol = 1e-3;
+  int64_t n = 128, window = 512, context = 4096;
+  tl::SamplingOptions sampling;
   auto& app = tool.app();
   app.add_flag("--list-devices", listDevices, "list OpenCL devices with their capabilities, and exit");
   app.add_option("--device", device, "device by index (see --list-devices) or name substring; default: first GPU, else CPU");
@@ -53,6 +148,19 @@ int main(int argc, char** argv) {
   app.add_option("--atol", atol, "absolute tolerance for --check")->capture_default_str();
   app.add_option("--rtol", rtol, "relative tolerance for --check")->capture_default_str();
   app.add_flag("--profile", profile, "print device time per op (OpenCL profiling events)");
+  app.add_flag("--generate", gen, "generate text: prefill the prompt, then decode -n tokens");
+  app.add_option("--prompt", prompt, "prompt text (bytes are tokens for byte-level models)");
+  app.add_option("--tokens", tokens, "prompt as token ids, e.g. 1,2,3 (any model)");
+  app.add_option("-n", n, "tokens to generate")->capture_default_str();
+  app.add_option("--context", context, "longest sequence (prompt + generated) allowed")->capture_default_str();
+  app.add_option("--temperature", sampling.temperature, "0: greedy; > 0: sample")->capture_default_str();
+  app.add_option("--top-k", sampling.topK, "keep the k most likely tokens (0: off)")->capture_default_str();
+  app.add_option("--top-p", sampling.topP, "keep the smallest set with this probability mass")->capture_default_str();
+  app.add_option("--min-p", sampling.minP, "drop tokens below min-p times the top probability")->capture_default_str();
+  app.add_option("--typical", sampling.typical, "locally typical sampling mass (1: off)")->capture_default_str();
+  app.add_option("--seed", sampling.seed, "random seed for sampling")->capture_default_str();
+  app.add_option("--perplexity", perplexityFile, "score FILE: mean -log2 p per byte in --window windows");
+  app.add_option("--window", window, "window for --perplexity")->capture_default_str();
   return tool.run(argc, argv, [&] {
     if (listDevices) {
       auto all = tl::listDevices();
@@ -60,14 +168,34 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < all.size(); ++i) std::cout << i << ": " << tl::describe(all[i]) << "\n";
       return;
     }
-    if (checkDir.empty()) throw tl::Error("nothing to do: give --check DIR (or --list-devices)", tl::ExitCode::Usage);
+    const int modes = !checkDir.empty() + gen + !perplexityFile.empty();
+    if (modes != 1)
+      throw tl::Error("give exactly one of --check DIR, --generate, --perplexity FILE (or --list-devices)",
+                      tl::ExitCode::Usage);
+    if (gen && prompt.empty() == tokens.empty())
+      throw tl::Error("--generate needs --prompt TEXT or --tokens IDS", tl::ExitCode::Usage);
+    if (n < 0) throw tl::Error("-n must be >= 0", tl::ExitCode::Usage);
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
     tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);
-    auto sets = tl::loadDataSets(checkDir);
+    std::vector<tl::DataSet> sets;
+    if (!checkDir.empty()) sets = tl::loadDataSets(checkDir);
     tl::Device dev(tl::selectDevice(device), profile);
     std::fprintf(stderr, "device: %s / %s\n", dev.info().platformName.c_str(), dev.info().name.c_str());
     tl::Executor ex(dev, model, graph, analysis);
+    if (gen || !perplexityFile.empty()) {
+      tl::CausalLm lm(ex, graph, analysis);
+      if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window);
+      std::vector<int64_t> ids;
+      if (!tokens.empty()) {
+        ids = parseTokens(tokens);
+      } else if (lm.vocab() == 256) {
+        for (unsigned char c : prompt) ids.push_back(c);
+      } else {
+        throw tl::Error("--prompt needs a byte-level model (vocab 256); give --tokens for this one", tl::ExitCode::Usage);
+      }
+      return generate(lm, ex, ids, n, context, sampling, profile);
+    }
     bool allPass = true;
     for (const auto& set : sets) {
       std::vector<std::string> names;

@@ -71,6 +71,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     }
   }
   dry_ = false;
+  clCheck(clFinish(device_.queue()), "clFinish");  // the constants' staging copies may go now
 }
 
 Executor::~Executor() {
@@ -117,7 +118,11 @@ Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
 void Executor::upload(const std::string& tensor, const void* data, size_t bytes) {
   Buffer& b = ensure(tensor, bytes);
   if (bytes == 0) return;
-  clCheck(clEnqueueWriteBuffer(device_.queue(), b.mem, CL_TRUE, 0, bytes, data, 0, nullptr, nullptr),
+  // Non-blocking: the bytes wait in a staging copy that outlives the run, so that
+  // uploading inputs never stalls the host on the queue.
+  auto& stage = staging_[tensor];
+  stage.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+  clCheck(clEnqueueWriteBuffer(device_.queue(), b.mem, CL_FALSE, 0, bytes, stage.data(), 0, nullptr, nullptr),
           "clEnqueueWriteBuffer", "tensor '" + tensor + "'");
 }
 
@@ -153,13 +158,23 @@ void Executor::recordEvent(size_t node, cl_event e) {
   if (e) events_.emplace_back(node, e);
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {
+void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried) {
+  // Staging copies are reused run to run: a run nobody read must finish first.
+  if (pending_) clCheck(clFinish(device_.queue()), "clFinish");
+  pending_ = true;
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& t : inputs) given[t.name] = &t;
+  std::unordered_map<std::string, const Carry*> carriedBy;
+  for (const auto& c : carried) carriedBy[c.input] = &c;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& in : graph_.proto().input()) {
     const auto& info = analysis_.at(in.name());
     if (info.cls != TensorClass::Input) continue;
+    if (auto c = carriedBy.find(in.name()); c != carriedBy.end()) {
+      if (!shapes_.count(c->second->fromTensor)) throw Error("input '" + in.name() + "' is carried from a tensor no run made");
+      shapes.emplace_back(in.name(), shapes_.at(c->second->fromTensor));
+      continue;
+    }
     auto it = given.find(in.name());
     if (it == given.end()) throw Error("input '" + in.name() + "' is missing");
     if (it->second->dtype != info.dtype)
@@ -171,15 +186,37 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
     if (!analysis_.tensors.count(name) || analysis_.at(name).cls != TensorClass::Input)
       throw Error("the model has no input '" + name + "'");
   SymbolValues binding = bindFromInputs(analysis_, shapes);
-  for (const auto& [s, v] : binding)
-    if (v < 1) throw Error("symbol " + s + " = " + std::to_string(v) + ": dimensions must be at least 1");
+  // Carried data moves before prepare() may grow (and so replace) the source buffers.
+  for (const auto& c : carried) {
+    size_t bytes = static_cast<size_t>(count(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);
+    cl_mem src = buffer(c.fromTensor);
+    Buffer& dst = ensure(c.input, bytes);
+    if (bytes)
+      clCheck(clEnqueueCopyBuffer(device_.queue(), src, dst.mem, 0, 0, bytes, 0, nullptr, nullptr),
+              "clEnqueueCopyBuffer", "input '" + c.input + "'");
+  }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-
   for (auto& [n, e] : events_) clReleaseEvent(e);
   events_.clear();
   for (size_t i : tensorNodes_) enqueueNode(*this, i);
+}
 
+std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {
+  if (analysis_.at(tensor).dtype != DType::Float) throw Error("tensor '" + tensor + "' is not float32");
+  if (offset < 0 || offset + n > count(shape(tensor))) throw Error("read past the end of '" + tensor + "'");
+  std::vector<float> out(static_cast<size_t>(n));
+  if (n)
+    clCheck(clEnqueueReadBuffer(device_.queue(), buffer(tensor), CL_TRUE, offset * 4, n * 4, out.data(), 0, nullptr,
+                                nullptr),
+            "clEnqueueReadBuffer", "tensor '" + tensor + "'");
+  pending_ = false;  // a blocking read on the in-order queue: everything before it is done
+  collectProfile();
+  return out;
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {
+  enqueue(inputs, {});
   std::vector<std::string> names = wanted;
   if (names.empty())
     for (const auto& o : graph_.proto().output()) names.push_back(o.name());
@@ -204,14 +241,21 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
     out.push_back(std::move(t));
   }
   clCheck(clFinish(device_.queue()), "clFinish");
+  pending_ = false;
+  collectProfile();
+  return out;
+}
+
+void Executor::collectProfile() {
   profile_.clear();
+  if (!device_.profiling()) return;
+  clCheck(clFinish(device_.queue()), "clFinish");
   for (auto& [node, e] : events_) {
     cl_ulong start = 0, end = 0;
     clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr);
     clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
     profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), (end - start) * 1e-6});
   }
-  return out;
 }
 
 }  // namespace tl

@@ -43,6 +43,16 @@ class Executor {
   // `wanted` (all graph outputs when empty), in that order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted = {});
 
+  // An input filled on the device from a tensor of the previous run (present.* ->
+  // past_key_values.*), so a decode loop never moves the cache through the host.
+  struct Carry {
+    std::string input, fromTensor;
+  };
+  // Enqueues a run and returns without waiting; read results with read().
+  void enqueue(const std::vector<Tensor>& hostInputs, const std::vector<Carry>& carried);
+  // Reads `count` elements of a tensor from `offset` (blocking: the run's one sync).
+  std::vector<float> readFloats(const std::string& tensor, int64_t offset, int64_t count);
+
   // Device time per enqueued kernel of the last run (profiling devices only).
   const std::vector<OpTime>& profile() const { return profile_; }
   const SymbolValues& lastBinding() const { return binding_; }
@@ -66,6 +76,7 @@ class Executor {
   void prepare(const SymbolValues& binding);
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
+  void collectProfile();
 
   Device& device_;
   KernelLibrary kernels_;
@@ -76,10 +87,12 @@ class Executor {
   std::unordered_map<std::string, Buffer> buffers_;
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
+  std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
   SymbolValues binding_;
   std::vector<std::pair<size_t, cl_event>> events_;
   std::vector<OpTime> profile_;
   bool dry_ = false;
+  bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
 };
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry

@@ -36,6 +36,28 @@ cl_int8 pad8(const Dims& v, int64_t fill) {
   return r;
 }
 
+// Merges adjacent dims that every operand walks contiguously (and drops dims of 1),
+// so kernels divide through as few dims as possible: an elementwise op on
+// same-shaped tensors becomes rank 1 whatever its rank was.
+void collapse(Dims& dims, std::vector<Dims*> strides) {
+  Dims d;
+  std::vector<Dims> s(strides.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    bool merge = !d.empty();
+    for (size_t j = 0; j < strides.size() && merge; ++j) merge = s[j].back() == (*strides[j])[i] * dims[i];
+    if (merge) {
+      d.back() *= dims[i];
+      for (size_t j = 0; j < strides.size(); ++j) s[j].back() = (*strides[j])[i];
+    } else {
+      d.push_back(dims[i]);
+      for (size_t j = 0; j < strides.size(); ++j) s[j].push_back((*strides[j])[i]);
+    }
+  }
+  dims = d;
+  for (size_t j = 0; j < strides.size(); ++j) *strides[j] = s[j];
+}
+
 // Strides that read `in` broadcast to `out` (numpy rules): 0 along broadcast dims.
 Dims broadcastStrides(const Dims& in, const Dims& out) {
   Dims s(out.size(), 0);
@@ -96,9 +118,10 @@ class Launch {
   Launch& raw(const void* p, size_t n) { return set(n, p); }
 
   void run1d(int64_t n) { run({static_cast<size_t>(n), 1, 1}, nullptr, 1); }
+  // lx == 0: the driver picks the work-group size.
   void run3d(size_t gx, size_t gy, size_t gz, size_t lx, size_t ly) {
     const size_t local[3] = {lx, ly, 1};
-    run({gx, gy, gz}, local, 3);
+    run({gx, gy, gz}, lx ? local : nullptr, 3);
   }
 
  private:
@@ -163,8 +186,9 @@ struct Node {
 };
 
 // out[oo + os . c] = in[io + is . c] for c over dims.
-void copy(const Node& n, const std::string& src, const std::string& dst, const Dims& dims, int64_t inOff,
-          const Dims& inStrides, int64_t outOff, const Dims& outStrides) {
+void copy(const Node& n, const std::string& src, const std::string& dst, Dims dims, int64_t inOff,
+          Dims inStrides, int64_t outOff, Dims outStrides) {
+  collapse(dims, {&inStrides, &outStrides});
   n.launch(std::string("copy_") + sizeSuffix(n.dtype(src)))
       .mem(src)
       .mem(dst)
@@ -183,16 +207,19 @@ void contiguousCopy(const Node& n) {
 }
 
 void binary(const Node& n, const std::string& op, const std::string& a, const std::string& b, const std::string& dst) {
-  const Dims& o = n.shape(dst);
+  Dims o = n.shape(dst);
+  const int64_t c = count(o);
+  Dims sa = broadcastStrides(n.shape(a), o), sb = broadcastStrides(n.shape(b), o), so = contiguousStrides(o);
+  collapse(o, {&sa, &sb, &so});
   n.launch(op + "_" + typeSuffix(n.dtype(a)))
       .mem(a)
       .mem(b)
       .mem(dst)
-      .i32(count(o))
+      .i32(c)
       .vec(pad8(o, 1))
-      .vec(pad8(broadcastStrides(n.shape(a), o), 0))
-      .vec(pad8(broadcastStrides(n.shape(b), o), 0))
-      .run1d(count(o));
+      .vec(pad8(sa, 0))
+      .vec(pad8(sb, 0))
+      .run1d(c);
 }
 
 void binaryOp(const Node& n) {
@@ -226,18 +253,22 @@ void castOp(const Node& n) {
 }
 
 void whereOp(const Node& n) {
-  const Dims& o = n.shape(n.out(0));
+  Dims o = n.shape(n.out(0));
+  const int64_t c = count(o);
+  Dims sc = broadcastStrides(n.shape(n.in(0)), o), sx = broadcastStrides(n.shape(n.in(1)), o),
+       sy = broadcastStrides(n.shape(n.in(2)), o), so = contiguousStrides(o);
+  collapse(o, {&sc, &sx, &sy, &so});
   n.launch(std::string("where_") + typeSuffix(n.dtype(n.in(1))))
       .mem(n.in(0))
       .mem(n.in(1))
       .mem(n.in(2))
       .mem(n.out(0))
-      .i32(count(o))
+      .i32(c)
       .vec(pad8(o, 1))
-      .vec(pad8(broadcastStrides(n.shape(n.in(0)), o), 0))
-      .vec(pad8(broadcastStrides(n.shape(n.in(1)), o), 0))
-      .vec(pad8(broadcastStrides(n.shape(n.in(2)), o), 0))
-      .run1d(count(o));
+      .vec(pad8(sc, 0))
+      .vec(pad8(sx, 0))
+      .vec(pad8(sy, 0))
+      .run1d(c);
 }
 
 void transposeOp(const Node& n) {
@@ -384,7 +415,13 @@ void matmul(const Node& n, const std::string& a, const std::string& b, const std
   };
   const int64_t aRows = ad[ad.size() - 2], aCols = ad[ad.size() - 1];
   const int64_t bRows = bd[bd.size() - 2], bCols = bd[bd.size() - 1];
-  n.launch("matmul_f32")
+  // GPUs: 16x16 tiles through local memory once there are rows to fill them. CPUs:
+  // 4x4 register blocks where B's rows are contiguous. Otherwise one output per item.
+  const bool gpu = n.ex.device().info().isGpu;
+  const bool tiled = gpu && M >= 16;
+  const bool blocked = !gpu && !transB && N % 4 == 0;
+  const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
+  n.launch(kernel)
       .mem(a)
       .mem(b)
       .mem(dst)
@@ -398,8 +435,9 @@ void matmul(const Node& n, const std::string& a, const std::string& b, const std
       .vec(pad8(batch, 1))
       .vec(pad8(batchStrides(ab, aRows * aCols), 0))
       .vec(pad8(batchStrides(bb, bRows * bCols), 0))
-      .run3d(static_cast<size_t>((N + 15) / 16 * 16), static_cast<size_t>((M + 15) / 16 * 16),
-             static_cast<size_t>(count(batch)), 16, 16);
+      .run3d(blocked ? static_cast<size_t>(N / 4) : static_cast<size_t>((N + 15) / 16 * 16),
+             static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked ? (M + 3) / 4 : M), static_cast<size_t>(count(batch)),
+             blocked ? 0 : 16, tiled ? 16 : 1);
 }
 
 void matmulOp(const Node& n) {

@@ -1,0 +1,98 @@
+#include "lm/causal_lm.h"
+
+#include <cstring>
+
+#include "cli/error.h"
+
+namespace tl {
+namespace {
+
+Tensor int64Tensor(const std::string& name, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
+  Tensor t;
+  t.name = name;
+  t.dtype = DType::Int64;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * 8);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+}  // namespace
+
+CausalLm::CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis) : ex_(executor) {
+  bool ids = false;
+  for (const auto& in : graph.proto().input()) {
+    const std::string& n = in.name();
+    if (analysis.at(n).cls != TensorClass::Input) continue;
+    if (n == "input_ids") {
+      ids = true;
+    } else if (n == "attention_mask") {
+      hasMask_ = true;
+    } else if (n == "position_ids") {
+      hasPositions_ = true;
+    } else if (n.rfind("past_key_values.", 0) == 0) {
+      std::string out = "present." + n.substr(std::strlen("past_key_values."));
+      if (!analysis.tensors.count(out)) throw Error("cache input '" + n + "' has no matching output '" + out + "'");
+      const auto& dims = analysis.at(n).dims;
+      if (dims.size() != 4 || !dims[1].isConst() || !dims[3].isConst())
+        throw Error("cache input '" + n + "' is not [batch, heads, past, head_dim] " + str(dims));
+      kvInputs_.push_back(n);
+      kvOutputs_.push_back(out);
+      kvEmpty_.push_back({1, *dims[1].constValue(), 0, *dims[3].constValue()});
+    } else {
+      throw Error("input '" + n + "' is not one a causal language model takes (input_ids, attention_mask, "
+                  "position_ids, past_key_values.*)");
+    }
+  }
+  if (!ids) throw Error("the model has no input 'input_ids'");
+  if (!analysis.tensors.count("logits")) throw Error("the model has no output 'logits'");
+  const auto& ld = analysis.at("logits").dims;
+  if (ld.empty() || !ld.back().isConst()) throw Error("the vocabulary size (last dim of logits) is not constant");
+  vocab_ = *ld.back().constValue();
+}
+
+void CausalLm::reset() {
+  length_ = 0;
+  history_.clear();
+}
+
+std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPositions) {
+  if (tokens.empty()) throw Error("no tokens to feed");
+  for (auto t : tokens)
+    if (t < 0 || t >= vocab_) throw Error("token " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab_));
+  std::vector<int64_t> feed = tokens;
+  int64_t past = length_;
+  if (!hasCache()) {
+    history_.insert(history_.end(), tokens.begin(), tokens.end());
+    feed = history_;
+    past = 0;
+  }
+  const int64_t n = static_cast<int64_t>(feed.size());
+  std::vector<Tensor> inputs;
+  inputs.push_back(int64Tensor("input_ids", {1, n}, feed));
+  if (hasMask_) inputs.push_back(int64Tensor("attention_mask", {1, past + n}, std::vector<int64_t>(past + n, 1)));
+  if (hasPositions_) {
+    std::vector<int64_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) pos[i] = past + i;
+    inputs.push_back(int64Tensor("position_ids", {1, n}, pos));
+  }
+  std::vector<Executor::Carry> carried;
+  for (size_t i = 0; i < kvInputs_.size(); ++i) {
+    if (past == 0) {
+      Tensor empty;
+      empty.name = kvInputs_[i];
+      empty.dtype = DType::Float;
+      empty.dims = kvEmpty_[i];
+      inputs.push_back(std::move(empty));
+    } else {
+      carried.push_back({kvInputs_[i], kvOutputs_[i]});
+    }
+  }
+  ex_.enqueue(inputs, carried);
+  length_ += static_cast<int64_t>(tokens.size());
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  if (allPositions) return ex_.readFloats("logits", (n - rows) * vocab_, rows * vocab_);
+  return ex_.readFloats("logits", (n - 1) * vocab_, vocab_);
+}
+
+}  // namespace tl

@@ -1,0 +1,40 @@
+// CausalLm: a decoder-only language model behind the executor, fed by token ids.
+//
+// It recognizes the inputs exporters write (input_ids, attention_mask,
+// position_ids, past_key_values.K.key|value with outputs present.K.*, logits). With
+// a cache, each step feeds only the new tokens and the cache moves on the device
+// from present.* to past_key_values.* (no host copy); without one, each step
+// re-runs the whole sequence (the reference the cached path is tested against).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace tl {
+
+class CausalLm {
+ public:
+  CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis);
+
+  bool hasCache() const { return !kvInputs_.empty(); }
+  int64_t vocab() const { return vocab_; }
+  int64_t length() const { return length_; }  // tokens consumed so far
+  void reset();
+
+  // Feeds tokens after those already consumed. Returns the logits of the last
+  // position, or of every new position when allPositions ([tokens.size() x vocab]).
+  std::vector<float> step(const std::vector<int64_t>& tokens, bool allPositions = false);
+
+ private:
+  Executor& ex_;
+  std::vector<std::string> kvInputs_, kvOutputs_;
+  std::vector<std::vector<int64_t>> kvEmpty_;  // [batch 1, heads, 0, head_dim] per cache input
+  bool hasMask_ = false, hasPositions_ = false;
+  int64_t vocab_ = 0;
+  int64_t length_ = 0;
+  std::vector<int64_t> history_;  // all tokens, for models without a cache
+};
+
+}  // namespace tl
