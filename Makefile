@@ -1,6 +1,6 @@
 # Thin wrapper over CMake and ctest.
 #   make          build (build/bin/tl-*)
-#   make demo     set up, build, run tl-shape on the bundled default model
+#   make demo     set up, build, generate text from the bundled default model (tl-shape | tl-run)
 #   make test     set up, build, run every test (what CI runs)
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -20,9 +20,8 @@ test: setup
 
 demo: setup
 	$(MAKE) all
-	$(BUILD)/bin/tl-shape $(MODEL) -o $(BUILD)/bytellama-past.shaped.onnx
-	$(BUILD)/bin/tl-shape $(MODEL) --bind batch=1,N=7,past=11 | sed -n '/^symbols:/,$$p'
-	@echo "shaped model: $(BUILD)/bytellama-past.shaped.onnx"
+	$(BUILD)/bin/tl-shape $(MODEL) -o $(BUILD)/default.shaped.onnx
+	$(BUILD)/bin/tl-run $(BUILD)/default.shaped.onnx --generate --prompt "def " -n 200
 
 clean:
 	rm -rf $(BUILD)

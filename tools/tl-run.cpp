@@ -72,9 +72,11 @@ void emitToken(int64_t token, int64_t vocab) {
 void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
               const tl::SamplingOptions& opt, bool profile) {
   if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
-  if (static_cast<int64_t>(prompt.size()) + n > context)
+  const int64_t limit = lm.positionLimit() ? std::min(context, lm.positionLimit()) : context;
+  if (static_cast<int64_t>(prompt.size()) + n > limit)
     throw tl::Error("a prompt of " + std::to_string(prompt.size()) + " tokens plus " + std::to_string(n) +
-                    " new ones exceeds the context of " + std::to_string(context) + " (--context)");
+                    " new ones exceeds the context of " + std::to_string(limit) +
+                    (limit == context ? " (--context)" : " (the model's position table)"));
   tl::Sampler sampler(opt);
   for (auto t : prompt) emitToken(t, lm.vocab());
   auto t0 = std::chrono::steady_clock::now();
@@ -101,6 +103,9 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
 void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
   if (lm.vocab() != 256) throw tl::Error("--perplexity scores bytes: it needs a byte-level model (vocab 256)");
   if (window < 2) throw tl::Error("--window must be at least 2", tl::ExitCode::Usage);
+  if (lm.positionLimit() && window > lm.positionLimit())
+    throw tl::Error("--window " + std::to_string(window) + " exceeds the model's position table of " +
+                    std::to_string(lm.positionLimit()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw tl::Error("--perplexity: cannot open '" + path + "'");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -200,7 +205,12 @@ int main(int argc, char** argv) {
     for (const auto& set : sets) {
       std::vector<std::string> names;
       for (const auto& t : set.outputs) names.push_back(t.name);
-      auto got = ex.run(set.inputs, names);
+      std::vector<tl::Tensor> got;
+      try {
+        got = ex.run(set.inputs, names);
+      } catch (const tl::Error& e) {
+        throw tl::Error(set.dir.filename().string() + ": " + e.what(), e.code());
+      }
       std::printf("%s:\n", set.dir.filename().c_str());
       for (size_t j = 0; j < got.size(); ++j) {
         auto c = tl::compareTensors(got[j], set.outputs[j], atol, rtol);

@@ -1,6 +1,7 @@
 #include "lm/causal_lm.h"
 
 #include <cstring>
+#include <set>
 
 #include "cli/error.h"
 
@@ -15,6 +16,29 @@ Tensor int64Tensor(const std::string& name, std::vector<int64_t> dims, const std
   t.bytes.resize(values.size() * 8);
   std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
+}
+
+// Whether `tensor` is computed from positions (position_ids, or a Range) and not from
+// token ids: the indices of a position-embedding lookup.
+bool fromPositions(const Graph& g, const std::string& tensor) {
+  std::vector<std::string> todo{tensor};
+  std::set<std::string> seen;
+  bool positions = false;
+  while (!todo.empty()) {
+    std::string t = todo.back();
+    todo.pop_back();
+    if (!seen.insert(t).second) continue;
+    if (t == "input_ids") return false;
+    if (t == "position_ids") positions = true;
+    int p = g.producer(t);
+    if (p < 0) continue;
+    const auto& n = g.node(static_cast<size_t>(p));
+    if (n.op_type() == "Range") positions = true;
+    if (n.op_type() == "Shape" || n.op_type() == "Size") continue;  // reads a shape, not token values
+    for (const auto& in : n.input())
+      if (!in.empty()) todo.push_back(in);
+  }
+  return positions;
 }
 
 }  // namespace
@@ -49,6 +73,13 @@ CausalLm::CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& 
   const auto& ld = analysis.at("logits").dims;
   if (ld.empty() || !ld.back().isConst()) throw Error("the vocabulary size (last dim of logits) is not constant");
   vocab_ = *ld.back().constValue();
+  for (size_t i = 0; i < graph.nodeCount(); ++i) {
+    const auto& n = graph.node(i);
+    if (n.op_type() != "Gather" || n.input_size() < 2 || !graph.initializer(n.input(0))) continue;
+    if (!fromPositions(graph, n.input(1))) continue;
+    int64_t rows = graph.initializer(n.input(0))->dims(0);
+    positionLimit_ = positionLimit_ ? std::min(positionLimit_, rows) : rows;
+  }
 }
 
 void CausalLm::reset() {

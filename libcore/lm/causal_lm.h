@@ -21,6 +21,9 @@ class CausalLm {
   bool hasCache() const { return !kvInputs_.empty(); }
   int64_t vocab() const { return vocab_; }
   int64_t length() const { return length_; }  // tokens consumed so far
+  // Rows of the model's learned position table (gpt2's wpe), the longest sequence it
+  // can take; 0 when it has none (rotary models).
+  int64_t positionLimit() const { return positionLimit_; }
   void reset();
 
   // Feeds tokens after those already consumed. Returns the logits of the last
@@ -33,6 +36,7 @@ class CausalLm {
   std::vector<std::vector<int64_t>> kvEmpty_;  // [batch 1, heads, 0, head_dim] per cache input
   bool hasMask_ = false, hasPositions_ = false;
   int64_t vocab_ = 0;
+  int64_t positionLimit_ = 0;
   int64_t length_ = 0;
   std::vector<int64_t> history_;  // all tokens, for models without a cache
 };

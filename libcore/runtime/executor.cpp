@@ -160,10 +160,21 @@ void Executor::recordEvent(size_t node, cl_event e) {
 
 void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried) {
   // Staging copies are reused run to run: a run nobody read must finish first.
-  if (pending_) clCheck(clFinish(device_.queue()), "clFinish");
+  if (pending_) {
+    clCheck(clFinish(device_.queue()), "clFinish");
+    ++syncs_;
+  }
   pending_ = true;
   std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& t : inputs) given[t.name] = &t;
+  for (const auto& t : inputs) {
+    if (!analysis_.tensors.count(t.name) || analysis_.at(t.name).cls != TensorClass::Input) {
+      std::string names;
+      for (const auto& in : graph_.proto().input())
+        if (analysis_.at(in.name()).cls == TensorClass::Input) names += (names.empty() ? "" : ", ") + in.name();
+      throw Error("the model has no input '" + t.name + "' (its inputs: " + names + ")");
+    }
+    if (!given.emplace(t.name, &t).second) throw Error("input '" + t.name + "' is given twice");
+  }
   std::unordered_map<std::string, const Carry*> carriedBy;
   for (const auto& c : carried) carriedBy[c.input] = &c;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
@@ -182,9 +193,6 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
                   dtypeName(info.dtype));
     shapes.emplace_back(in.name(), it->second->dims);
   }
-  for (const auto& [name, t] : given)
-    if (!analysis_.tensors.count(name) || analysis_.at(name).cls != TensorClass::Input)
-      throw Error("the model has no input '" + name + "'");
   SymbolValues binding = bindFromInputs(analysis_, shapes);
   // Carried data moves before prepare() may grow (and so replace) the source buffers.
   for (const auto& c : carried) {
@@ -211,6 +219,7 @@ std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offse
                                 nullptr),
             "clEnqueueReadBuffer", "tensor '" + tensor + "'");
   pending_ = false;  // a blocking read on the in-order queue: everything before it is done
+  ++syncs_;
   collectProfile();
   return out;
 }
@@ -242,6 +251,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
   }
   clCheck(clFinish(device_.queue()), "clFinish");
   pending_ = false;
+  ++syncs_;
   collectProfile();
   return out;
 }

@@ -56,6 +56,9 @@ class Executor {
   // Device time per enqueued kernel of the last run (profiling devices only).
   const std::vector<OpTime>& profile() const { return profile_; }
   const SymbolValues& lastBinding() const { return binding_; }
+  // Times the host has waited on the device so far (blocking reads, finishes). A
+  // decode step costs one: reading its logits.
+  int64_t syncs() const { return syncs_; }
 
   // Used by lowering: the state of the run being enqueued.
   struct Buffer {
@@ -93,6 +96,7 @@ class Executor {
   std::vector<OpTime> profile_;
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
+  int64_t syncs_ = 0;
 };
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry

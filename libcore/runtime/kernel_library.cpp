@@ -44,7 +44,7 @@ bool KernelLibrary::has(const std::string& name) const { return kernels_.count(n
 
 cl_kernel KernelLibrary::get(const std::string& name) {
   auto it = kernels_.find(name);
-  if (it == kernels_.end()) throw Error("no kernel '" + name + "'", ExitCode::Device);
+  if (it == kernels_.end()) throw Error("no kernel '" + name + "' (an op or dtype tl cannot run yet)");
   return it->second;
 }
 

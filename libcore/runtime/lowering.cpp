@@ -29,7 +29,7 @@ Dims contiguousStrides(const Dims& d) {
 
 // Rank-8 vectors, padded on the left (dims with 1, strides with 0).
 cl_int8 pad8(const Dims& v, int64_t fill) {
-  if (v.size() > 8) throw Error("rank " + std::to_string(v.size()) + " is over the kernels' limit of 8", ExitCode::Device);
+  if (v.size() > 8) throw Error("rank " + std::to_string(v.size()) + " is over the kernels' limit of 8", ExitCode::BadInput);
   cl_int8 r;
   for (int i = 0; i < 8; ++i) r.s[i] = static_cast<cl_int>(fill);
   for (size_t i = 0; i < v.size(); ++i) r.s[8 - v.size() + i] = static_cast<cl_int>(v[i]);
@@ -73,7 +73,7 @@ const char* typeSuffix(DType t) {
     case DType::Int64: return "i64";
     case DType::Int32: return "i32";
     case DType::Bool: case DType::UInt8: return "u8";
-    default: throw Error(std::string("no kernels for dtype ") + dtypeName(t), ExitCode::Device);
+    default: throw Error(std::string("no kernels for dtype ") + dtypeName(t), ExitCode::BadInput);
   }
 }
 
@@ -82,7 +82,7 @@ const char* sizeSuffix(DType t) {
     case 8: return "b8";
     case 32: return "b32";
     case 64: return "b64";
-    default: throw Error(std::string("no copy kernel for dtype ") + dtypeName(t), ExitCode::Device);
+    default: throw Error(std::string("no copy kernel for dtype ") + dtypeName(t), ExitCode::BadInput);
   }
 }
 
@@ -117,11 +117,15 @@ class Launch {
   Launch& vec(const cl_int8& v) { return set(sizeof(v), &v); }
   Launch& raw(const void* p, size_t n) { return set(n, p); }
 
-  void run1d(int64_t n) { run({static_cast<size_t>(n), 1, 1}, nullptr, 1); }
-  // lx == 0: the driver picks the work-group size.
+  // A fixed work-group size: drivers that specialize kernels per launch geometry
+  // (PoCL compiles one per local size) then build each kernel once, not per shape.
+  void run1d(int64_t n) {
+    const size_t local[3] = {64, 1, 1};
+    run({static_cast<size_t>(n), 1, 1}, local, 1);
+  }
   void run3d(size_t gx, size_t gy, size_t gz, size_t lx, size_t ly) {
     const size_t local[3] = {lx, ly, 1};
-    run({gx, gy, gz}, lx ? local : nullptr, 3);
+    run({gx, gy, gz}, local, 3);
   }
 
  private:
@@ -223,9 +227,9 @@ void binary(const Node& n, const std::string& op, const std::string& a, const st
 }
 
 void binaryOp(const Node& n) {
-  if (n.proto.input_size() != 2) throw Error("only two inputs are supported", ExitCode::Device);
+  if (n.proto.input_size() != 2) throw Error("only two inputs are supported", ExitCode::BadInput);
   std::string op = lowerCase(n.proto.op_type());
-  if (op == "mod" && n.attrInt("fmod", 0)) throw Error("Mod with fmod=1 has no kernel", ExitCode::Device);
+  if (op == "mod" && n.attrInt("fmod", 0)) throw Error("Mod with fmod=1 has no kernel", ExitCode::BadInput);
   binary(n, op, n.in(0), n.in(1), n.out(0));
 }
 
@@ -238,7 +242,7 @@ void unaryOp(const Node& n) {
   std::string op = lowerCase(n.proto.op_type());
   if (op == "identity" || op == "dropout") {
     contiguousCopy(n);
-    if (n.hasOut(1)) throw Error("Dropout's mask output has no kernel", ExitCode::Device);
+    if (n.hasOut(1)) throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);
     return;
   }
   if (op == "gelu" && n.attrString("approximate", "none") == "tanh") op = "gelutanh";
@@ -345,7 +349,7 @@ void splitOp(const Node& n) {
 }
 
 void gatherOp(const Node& n) {
-  if (n.dtype(n.in(1)) != DType::Int64) throw Error("Gather indices must be int64", ExitCode::Device);
+  if (n.dtype(n.in(1)) != DType::Int64) throw Error("Gather indices must be int64", ExitCode::BadInput);
   const Dims& data = n.shape(n.in(0));
   size_t k = n.axis(n.attrInt("axis", 0), data.size());
   int64_t inner = 1;
@@ -363,8 +367,8 @@ void gatherOp(const Node& n) {
 }
 
 void gatherNDOp(const Node& n) {
-  if (n.attrInt("batch_dims", 0) != 0) throw Error("GatherND with batch_dims has no kernel", ExitCode::Device);
-  if (n.dtype(n.in(1)) != DType::Int64) throw Error("GatherND indices must be int64", ExitCode::Device);
+  if (n.attrInt("batch_dims", 0) != 0) throw Error("GatherND with batch_dims has no kernel", ExitCode::BadInput);
+  if (n.dtype(n.in(1)) != DType::Int64) throw Error("GatherND indices must be int64", ExitCode::BadInput);
   const Dims& data = n.shape(n.in(0));
   const Dims& idx = n.shape(n.in(1));
   int64_t m = idx.back();
@@ -435,19 +439,19 @@ void matmul(const Node& n, const std::string& a, const std::string& b, const std
       .vec(pad8(batch, 1))
       .vec(pad8(batchStrides(ab, aRows * aCols), 0))
       .vec(pad8(batchStrides(bb, bRows * bCols), 0))
-      .run3d(blocked ? static_cast<size_t>(N / 4) : static_cast<size_t>((N + 15) / 16 * 16),
+      .run3d(static_cast<size_t>(((blocked ? N / 4 : N) + 15) / 16 * 16),
              static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked ? (M + 3) / 4 : M), static_cast<size_t>(count(batch)),
-             blocked ? 0 : 16, tiled ? 16 : 1);
+             16, tiled ? 16 : 1);
 }
 
 void matmulOp(const Node& n) {
-  if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::Device);
+  if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::BadInput);
   matmul(n, n.in(0), n.in(1), n.out(0), false, false);
 }
 
 void gemmOp(const Node& n) {
   if (n.attrFloat("alpha", 1.0f) != 1.0f || n.attrFloat("beta", 1.0f) != 1.0f)
-    throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::Device);
+    throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::BadInput);
   matmul(n, n.in(0), n.in(1), n.out(0), n.attrInt("transA", 0) != 0, n.attrInt("transB", 0) != 0);
   if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
@@ -499,10 +503,10 @@ void layerNormOp(const Node& n) {
   int64_t cols = 1;
   for (size_t i = k; i < d.size(); ++i) cols *= d[i];
   if (count(n.shape(n.in(1))) != cols || (n.hasIn(2) && count(n.shape(n.in(2))) != cols))
-    throw Error("LayerNormalization with broadcast scale or bias has no kernel", ExitCode::Device);
+    throw Error("LayerNormalization with broadcast scale or bias has no kernel", ExitCode::BadInput);
   int64_t rows = count(d) / std::max<int64_t>(cols, 1);
   const bool stats = n.hasOut(1) && n.hasOut(2);
-  if (n.hasOut(1) != n.hasOut(2)) throw Error("LayerNormalization needs both or neither statistics outputs", ExitCode::Device);
+  if (n.hasOut(1) != n.hasOut(2)) throw Error("LayerNormalization needs both or neither statistics outputs", ExitCode::BadInput);
   Launch l = n.launch("layernorm_f32");
   l.mem(n.in(0)).mem(n.in(1));
   if (n.hasIn(2)) l.mem(n.in(2)); else l.nullMem();
@@ -590,7 +594,7 @@ void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
-    throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::Device);
+    throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);
   it->second(Node{ex, index, proto});
 }
 

@@ -1,0 +1,178 @@
+// tl-run as a user runs it: bad input gives one line and exit 1, usage errors exit 2,
+// and it takes tl-shape's artifact as well as a plain model.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <regex>
+
+#include "cli/test_support.h"
+
+namespace tl {
+namespace {
+
+using test::runTool;
+
+const std::string kLlama = (test::sharedModels() / "llama-nopast").string();
+
+// The error is the last line of stderr (a "device: ..." line may come before it), and
+// the only one that says error.
+void expectOneLineError(const test::RunResult& r, const std::string& fragment, int code = 1) {
+  EXPECT_EQ(r.exitCode, code) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  const size_t start = r.err.rfind('\n', r.err.size() - 2);
+  const std::string last = r.err.substr(start == std::string::npos ? 0 : start + 1);
+  EXPECT_EQ(last.rfind("tl-run: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find("error"), r.err.find(last) + 8) << r.err;
+  EXPECT_NE(last.find(fragment), std::string::npos) << r.err;
+}
+
+// A data set for llama-nopast with the reference inputs, edited by `edit`.
+std::string dataSet(const std::string& name, const std::function<void(std::vector<onnx::TensorProto>&)>& edit) {
+  auto dir = test::tempDir("run_" + name);
+  auto set = dir / "test_data_set_0";
+  std::filesystem::create_directories(set);
+  std::vector<onnx::TensorProto> inputs(2);
+  for (int j = 0; j < 2; ++j)
+    inputs[j].ParseFromString(test::readFile(kLlama + "/test_data_set_0/input_" + std::to_string(j) + ".pb"));
+  edit(inputs);
+  for (size_t j = 0; j < inputs.size(); ++j)
+    test::writeFile(set / ("input_" + std::to_string(j) + ".pb"), inputs[j].SerializeAsString());
+  std::filesystem::copy(kLlama + "/test_data_set_0/output_0.pb", set / "output_0.pb");
+  return dir.string();
+}
+
+TEST(TlRunCli, ChecksAPlainModelAndTlShapesArtifact) {
+  auto r = runTool("tl-run", kLlama + "/model.onnx --check " + kLlama);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("PASSED"), std::string::npos) << r.out;
+  auto shaped = (test::tempDir("run_shaped") / "m.onnx").string();
+  ASSERT_EQ(runTool("tl-shape", kLlama + "/model.onnx -o " + shaped).exitCode, 0);
+  r = runTool("tl-run", shaped + " --check " + kLlama);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("PASSED"), std::string::npos) << r.out;
+}
+
+TEST(TlRunCli, FailingComparisonExitsOne) {
+  auto r = runTool("tl-run", kLlama + "/model.onnx --check " + kLlama + " --atol 0 --rtol 0");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
+}
+
+TEST(TlRunCli, MissingInput) {
+  auto d = dataSet("missing", [](auto& in) { in.pop_back(); });
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d), "input 'attention_mask' is missing");
+}
+
+TEST(TlRunCli, MisnamedInput) {
+  auto d = dataSet("misnamed", [](auto& in) { in[1].set_name("attn_mask"); });
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d),
+                     "the model has no input 'attn_mask' (its inputs: input_ids, attention_mask)");
+}
+
+TEST(TlRunCli, WrongDtype) {
+  auto d = dataSet("dtype", [](auto& in) {
+    onnx::TensorProto t;
+    t.set_name("input_ids");
+    t.set_data_type(onnx::TensorProto::INT32);
+    for (auto x : in[0].dims()) t.add_dims(x);
+    for (int64_t i = 0; i < in[0].dims(1); ++i) t.add_int32_data(1);
+    in[0] = t;
+  });
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d),
+                     "input 'input_ids' is int32, the model expects int64");
+}
+
+TEST(TlRunCli, WrongRank) {
+  auto d = dataSet("rank", [](auto& in) {
+    auto n = in[0].dims(1);
+    in[0].clear_dims();
+    in[0].add_dims(n);
+  });
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d),
+                     "input 'input_ids' has rank 1, the model expects 2 [batch, N]");
+}
+
+TEST(TlRunCli, InconsistentShapes) {
+  auto d = dataSet("mismatch", [](auto& in) {
+    in[1].set_dims(1, in[1].dims(1) + 1);
+    in[1].add_int64_data(1);
+    if (in[1].has_raw_data()) in[1].mutable_raw_data()->append(8, '\0');
+  });
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d), "input 'attention_mask' axis 1 is");
+}
+
+TEST(TlRunCli, UnreadableDataSets) {
+  auto d = dataSet("corrupt", [](auto&) {});
+  test::writeFile(std::filesystem::path(d) / "test_data_set_0/input_0.pb", "\xff\xff\xff garbage");
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + d), "is not a serialized TensorProto");
+  auto empty = test::tempDir("run_empty").string();
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + empty), "no test_data_set_*");
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check /nonexistent"), "is not a directory");
+}
+
+TEST(TlRunCli, PromptLongerThanTheModelAllows) {
+  const std::string gpt2 = (test::sharedModels() / "gpt2-past/model.onnx").string();
+  auto prompt = test::tempDir("run_prompt") / "p";
+  std::string tokens;
+  for (int i = 0; i < 600; ++i) tokens += (i ? "," : "") + std::to_string(i % 200);
+  expectOneLineError(runTool("tl-run", gpt2 + " --generate -n 4 --tokens " + tokens),
+                     "a prompt of 600 tokens plus 4 new ones exceeds the context of 512 (the model's position table)");
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --generate -n 10 --context 8 --prompt 'def f():'"),
+                     "exceeds the context of 8 (--context)");
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --generate -n 1 --tokens 300"),
+                     "token 300 is outside the vocabulary of 256");
+}
+
+TEST(TlRunCli, OpWithoutKernelIsNamedBeforeRunning) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* in = m.mutable_graph()->add_input();
+  in->set_name("input_ids");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::INT64);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  auto* reps = m.mutable_graph()->add_initializer();
+  reps->set_name("reps");
+  reps->set_data_type(onnx::TensorProto::INT64);
+  reps->add_dims(2);
+  reps->add_int64_data(1);
+  reps->add_int64_data(2);
+  auto* n = m.mutable_graph()->add_node();
+  n->set_name("Tile_0");
+  n->set_op_type("Tile");
+  n->add_input("input_ids");
+  n->add_input("reps");
+  n->add_output("logits");
+  m.mutable_graph()->add_output()->set_name("logits");
+  auto p = (test::tempDir("run_nokernel") / "m.onnx").string();
+  test::writeFile(p, m.SerializeAsString());
+  expectOneLineError(runTool("tl-run", p + " --generate --tokens 1"),
+                     "node 'Tile_0' (Tile): no device kernel for operator 'Tile'");
+}
+
+TEST(TlRunCli, UsageErrors) {
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx"), "give exactly one of", 2);
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --generate"), "--generate needs --prompt", 2);
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --check " + kLlama + " --device nosuchdevice"),
+                     "matches no device", 2);
+  expectOneLineError(runTool("tl-run", kLlama + "/model.onnx --generate --tokens 1,x"), "--tokens expects", 2);
+  auto r = runTool("tl-run", "--list-devices");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("fp16"), std::string::npos) << r.out;
+}
+
+TEST(TlRunCli, PerplexityOfTheHeldOutText) {
+  auto r = runTool("tl-run", (test::sourceDir() / "models/bytellama-past/model.onnx").string() + " --perplexity " +
+                                 (test::sharedModels() / "bytellama-heldout.txt").string() + " --window 512");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(([0-9.]+) bits per byte \(65408 bytes scored in 128 windows)")))
+      << r.out;
+  const double bpb = std::stod(m[1]);
+  EXPECT_NEAR(bpb, 0.92, 0.01) << r.out;
+}
+
+}  // namespace
+}  // namespace tl

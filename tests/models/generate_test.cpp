@@ -1,0 +1,106 @@
+// Generation: the cached path (present.* carried to past_key_values.* on the
+// device) must give exactly what re-running the whole sequence gives.
+#include <gtest/gtest.h>
+
+#include "cli/test_support.h"
+#include "graph/graph.h"
+#include "lm/causal_lm.h"
+#include "onnx/model_io.h"
+#include "runtime/executor.h"
+#include "sample/sampler.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+struct Loaded {
+  explicit Loaded(const std::filesystem::path& path)
+      : model(loadModel(path.string())), graph(model.proto.graph()), analysis(inferShapes(model, graph)),
+        device(selectDevice(""), false), ex(device, model, graph, analysis), lm(ex, graph, analysis) {}
+  Model model;
+  Graph graph;
+  ShapeAnalysis analysis;
+  Device device;
+  Executor ex;
+  CausalLm lm;
+};
+
+std::string greedy(CausalLm& lm, const std::string& prompt, int n) {
+  std::vector<int64_t> toks(prompt.begin(), prompt.end());
+  Sampler s(SamplingOptions{});
+  auto logits = lm.step(toks);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    int64_t t = s.sample(logits);
+    out += static_cast<char>(t);
+    if (i + 1 < n) logits = lm.step({t});
+  }
+  return out;
+}
+
+TEST(Generate, CachedEqualsRecomputedAndLooksLikePython) {
+  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  ASSERT_TRUE(past.lm.hasCache());
+  ASSERT_FALSE(nopast.lm.hasCache());
+  const std::string a = greedy(past.lm, "def ", 80), b = greedy(nopast.lm, "def ", 80);
+  EXPECT_EQ(a, b);
+  int python = 0;
+  for (const char* w : {"self", "return", "(", "):", "\n    ", "=", "."}) python += a.find(w) != std::string::npos;
+  EXPECT_GE(python, 4) << a;
+}
+
+TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
+  // bytellama's two exports share their trained weights (the tiny random ones do not).
+  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  const std::vector<int64_t> toks{5, 77, 200, 13, 42, 9};
+  auto a = past.lm.step(toks, true), b = nopast.lm.step(toks, true);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4) << i;
+}
+
+TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
+  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  past.lm.step({'d', 'e', 'f', ' '});
+  for (int i = 0; i < 3; ++i) {
+    const int64_t before = past.ex.syncs();
+    past.lm.step({'x'});
+    EXPECT_EQ(past.ex.syncs() - before, 1);
+  }
+}
+
+TEST(Sampler, SeededAndFiltered) {
+  std::vector<float> logits{0.0f, 2.0f, 1.0f, -1.0f, 1.9f};
+  EXPECT_EQ(Sampler(SamplingOptions{}).sample(logits), 1);
+  SamplingOptions o;
+  o.temperature = 1.0f;
+  o.seed = 7;
+  Sampler a(o), b(o);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
+  o.topK = 2;
+  Sampler k(o);
+  for (int i = 0; i < 200; ++i) {
+    auto t = k.sample(logits);
+    EXPECT_TRUE(t == 1 || t == 4) << t;
+  }
+  o.topK = 0;
+  o.minP = 0.5f;  // p(4)/p(1) = e^-0.1 > 0.5, p(2)/p(1) = e^-1 < 0.5
+  Sampler mp(o);
+  for (int i = 0; i < 200; ++i) {
+    auto t = mp.sample(logits);
+    EXPECT_TRUE(t == 1 || t == 4) << t;
+  }
+  o.minP = 0;
+  o.topP = 0.3f;  // the top token alone holds over 0.3
+  Sampler tp(o);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(tp.sample(logits), 1);
+  o.topP = 1;
+  o.typical = 0.2f;
+  Sampler ty(o);
+  for (int i = 0; i < 50; ++i) EXPECT_NE(ty.sample(logits), 3);
+  EXPECT_NEAR(negLog2Prob(logits.data(), 5, 1), -std::log2(std::exp(2.0) / (1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0) + std::exp(1.9))), 1e-6);
+}
+
+}  // namespace
+}  // namespace tl
