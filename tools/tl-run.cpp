@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
                 "Shapes come from tl-shape's analysis (run here if the model has none): every shape\n"
                 "expression is evaluated once per run and all tensor ops are enqueued without syncing.\n\n"
                 "  tl-run --list-devices\n"
-                "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile]\n");
+                "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile]\n"
+                "  tl-run model.onnx --generate --prompt \"def \" -n 200 [--temperature 0.8 --top-p 0.95 --seed 1]\n"
+                "  tl-run model.onnx --perplexity FILE --window 512\n");
   std::string device, checkDir, prompt, tokens, perplexityFile;
   bool listDevices = false, profile = false, gen = false;
   double atol = 1e-4, rtol = 1e-3;
