@@ -1,0 +1,208 @@
+#include "quant/quantize_model.h"
+
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "cli/error.h"
+#include "tensor/tensor.h"
+
+namespace tl {
+namespace {
+
+const QuantScheme kAllSchemes[] = {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::W4A8, QuantScheme::Q8,
+                                   QuantScheme::Q3H};
+
+std::vector<float> floats(const Tensor& t) {
+  auto d = t.toDouble();
+  return std::vector<float>(d.begin(), d.end());
+}
+
+onnx::TensorProto* addInitializer(onnx::GraphProto& g, const std::string& name, int32_t type,
+                                  std::vector<int64_t> dims, const void* data, size_t bytes) {
+  auto* t = g.add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
+  return t;
+}
+
+}  // namespace
+
+std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, const QuantOptions& opt) {
+  std::set<std::string> seen;
+  std::set<std::string> outputs;
+  for (const auto& o : graph.proto().output()) outputs.insert(o.name());
+  std::vector<EligibleWeight> out;
+  for (size_t i : graph.topoOrder()) {
+    const auto& n = graph.node(i);
+    if (n.op_type() != "MatMul" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() != 2) continue;
+    const auto* w = graph.initializer(n.input(1));
+    if (!w || w->dims_size() != 2 || w->data_type() != onnx::TensorProto::FLOAT) continue;
+    if (!seen.insert(w->name()).second) continue;
+    EligibleWeight e{w->name(), graph.nodeName(i), w->dims(0), w->dims(1), ""};
+    for (const auto& pattern : opt.skip)
+      if (e.name.find(pattern) != std::string::npos || e.node.find(pattern) != std::string::npos)
+        e.keptBecause = "--skip " + pattern;
+    if (e.keptBecause.empty() && outputs.count(n.output(0)) && !opt.quantizeLmHead)
+      e.keptBecause = "lm_head (--quantize-lm-head)";
+    out.push_back(e);
+  }
+  (void)model;
+  return out;
+}
+
+std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress) {
+  auto& g = *model.proto.mutable_graph();
+  for (const auto& n : g.node())
+    if (n.domain() == "tl" && n.op_type() == "QMatMul")
+      throw Error("node '" + n.name() + "': the model is already quantized (tl.QMatMul)");
+  if (opt.group <= 0) throw Error("--group must be positive", ExitCode::Usage);
+  std::vector<EligibleWeight> done;
+  {
+    Graph graph(g);
+    auto weights = findWeights(model, graph, opt);
+    std::map<std::string, QuantizedMatrix> quantized;
+    size_t index = 0, before = 0, after = 0;
+    for (const auto& w : weights) {
+      ++index;
+      if (!w.keptBecause.empty()) continue;
+      Tensor t = readTensor(*graph.initializer(w.name), model.baseDir);
+      auto data = floats(t);
+      auto q = quantize(data.data(), w.K, w.N, opt.scheme, opt.group);
+      auto back = dequantize(q);
+      before += data.size() * 4;
+      after += q.packed.size() + 8 * q.scale.size();
+      if (progress)
+        std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
+                     weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),
+                     schemeName(opt.scheme), meanAbsError(data.data(), back.data(), data.size()), q.bitsPerWeight());
+      quantized.emplace(w.name, std::move(q));
+      done.push_back(w);
+    }
+    if (progress)
+      std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
+                   after / 1048576.0);
+    for (auto& [name, q] : quantized) {
+      addInitializer(g, name + ".qweight", onnx::TensorProto::UINT8, {q.N, q.rowBytes}, q.packed.data(), q.packed.size());
+      addInitializer(g, name + ".qscale", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.scale.data(), 4 * q.scale.size());
+      addInitializer(g, name + ".qoffset", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.offset.data(),
+                     4 * q.offset.size());
+    }
+    for (auto& n : *g.mutable_node()) {
+      if (n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
+      const auto& q = quantized.at(n.input(1));
+      const std::string w = n.input(1);
+      n.set_op_type("QMatMul");
+      n.set_domain("tl");
+      n.set_input(1, w + ".qweight");
+      n.add_input(w + ".qscale");
+      n.add_input(w + ".qoffset");
+      auto attr = [&](const char* name) {
+        auto* a = n.add_attribute();
+        a->set_name(name);
+        return a;
+      };
+      auto* s = attr("scheme");
+      s->set_type(onnx::AttributeProto::STRING);
+      s->set_s(schemeName(q.scheme));
+      for (auto [name, v] : {std::pair<const char*, int64_t>{"group", q.group}, {"K", q.K}, {"N", q.N}}) {
+        auto* a = attr(name);
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(v);
+      }
+    }
+  }
+  // Drop float weights nothing reads any more (an embedding tied to lm_head stays).
+  std::set<std::string> used;
+  for (const auto& n : g.node())
+    for (const auto& i : n.input()) used.insert(i);
+  for (const auto& o : g.output()) used.insert(o.name());
+  auto* inits = g.mutable_initializer();
+  for (int i = inits->size(); i-- > 0;)
+    if (!used.count(inits->Get(i).name())) inits->DeleteSubrange(i, 1);
+  bool hasTl = false;
+  for (const auto& o : model.proto.opset_import()) hasTl = hasTl || o.domain() == "tl";
+  if (!hasTl) {
+    auto* o = model.proto.add_opset_import();
+    o->set_domain("tl");
+    o->set_version(1);
+  }
+  return done;
+}
+
+ReportFormat parseReportFormat(const std::string& s) {
+  if (s == "md") return ReportFormat::Md;
+  if (s == "csv") return ReportFormat::Csv;
+  if (s == "json") return ReportFormat::Json;
+  throw Error("--report-format must be md, csv or json", ExitCode::Usage);
+}
+
+std::string errorReport(const Model& model, const Graph& graph, const QuantOptions& opt, ReportFormat format) {
+  std::ostringstream os;
+  auto weights = findWeights(model, graph, opt);
+  if (format == ReportFormat::Md) {
+    os << "| weight | K x N |";
+    for (auto s : kAllSchemes) os << " " << schemeName(s) << " MAE |";
+    os << " e0m4/int4 |";
+    for (auto s : kAllSchemes) os << " " << schemeName(s) << " bits |";
+    os << "\n|---|---|";
+    for (size_t i = 0; i < 2 * std::size(kAllSchemes) + 1; ++i) os << "---|";
+    os << "\n";
+  } else if (format == ReportFormat::Csv) {
+    os << "weight,K,N";
+    for (auto s : kAllSchemes) os << "," << schemeName(s) << "_mae";
+    os << ",e0m4_over_int4";
+    for (auto s : kAllSchemes) os << "," << schemeName(s) << "_bits";
+    os << ",kept\n";
+  } else {
+    os << "{\"group\": " << opt.group << ", \"weights\": [\n";
+  }
+  bool first = true;
+  char buf[64];
+  auto num = [&](double v) {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  for (const auto& w : weights) {
+    Tensor t = readTensor(*graph.initializer(w.name), model.baseDir);
+    auto data = floats(t);
+    std::vector<double> mae, bits;
+    for (auto s : kAllSchemes) {
+      auto q = quantize(data.data(), w.K, w.N, s, opt.group);
+      auto back = dequantize(q);
+      mae.push_back(meanAbsError(data.data(), back.data(), data.size()));
+      bits.push_back(q.bitsPerWeight());
+    }
+    const double ratio = mae[1] > 0 ? mae[0] / mae[1] : 0;
+    const std::string dims = std::to_string(w.K) + " x " + std::to_string(w.N);
+    if (format == ReportFormat::Md) {
+      os << "| " << w.name << (w.keptBecause.empty() ? "" : " (kept: " + w.keptBecause + ")") << " | " << dims << " |";
+      for (double m : mae) os << " " << num(m) << " |";
+      os << " " << num(ratio) << " |";
+      for (double b : bits) os << " " << num(b) << " |";
+      os << "\n";
+    } else if (format == ReportFormat::Csv) {
+      os << w.name << "," << w.K << "," << w.N;
+      for (double m : mae) os << "," << num(m);
+      os << "," << num(ratio);
+      for (double b : bits) os << "," << num(b);
+      os << "," << (w.keptBecause.empty() ? "no" : "yes") << "\n";
+    } else {
+      os << (first ? "" : ",\n") << "  {\"weight\": \"" << w.name << "\", \"K\": " << w.K << ", \"N\": " << w.N
+         << ", \"kept\": " << (w.keptBecause.empty() ? "false" : "true") << ", \"mae\": {";
+      for (size_t i = 0; i < mae.size(); ++i)
+        os << (i ? ", " : "") << "\"" << schemeName(kAllSchemes[i]) << "\": " << num(mae[i]);
+      os << "}, \"e0m4_over_int4\": " << num(ratio) << ", \"bits_per_weight\": {";
+      for (size_t i = 0; i < bits.size(); ++i)
+        os << (i ? ", " : "") << "\"" << schemeName(kAllSchemes[i]) << "\": " << num(bits[i]);
+      os << "}}";
+    }
+    first = false;
+  }
+  if (format == ReportFormat::Json) os << "\n]}\n";
+  return os.str();
+}
+
+}  // namespace tl

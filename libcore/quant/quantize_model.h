@@ -1,0 +1,39 @@
+// Quantizing a model: which MatMul weights are eligible, the rewrite into tl.QMatMul
+// (docs/ops.md), and the per-weight error report (Transformer-Lite Table 2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "quant/quant.h"
+
+namespace tl {
+
+struct QuantOptions {
+  QuantScheme scheme = QuantScheme::E0M4;
+  int64_t group = 128;
+  std::vector<std::string> skip;  // substrings of weight or node names to keep in float
+  bool quantizeLmHead = false;    // the MatMul that produces the logits
+};
+
+struct EligibleWeight {
+  std::string name;     // the initializer
+  std::string node;     // first MatMul using it
+  int64_t K = 0, N = 0;
+  std::string keptBecause;  // empty when it is quantized
+};
+
+// MatMuls whose B is a constant 2-D float initializer, with the reason any is kept.
+std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, const QuantOptions& opt);
+
+// Rewrites the model in place; returns the weights it quantized. Progress on stderr.
+std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress);
+
+enum class ReportFormat { Md, Csv, Json };
+ReportFormat parseReportFormat(const std::string& s);
+// Mean absolute error of the dequantized weight per scheme, E0M4/INT4 ratio, bits per weight.
+std::string errorReport(const Model& model, const Graph& graph, const QuantOptions& opt, ReportFormat format);
+
+}  // namespace tl

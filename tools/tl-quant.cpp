@@ -1,0 +1,50 @@
+// tl-quant: group-wise weight quantization.
+//
+//   tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx
+//   tl-quant model.onnx --report [--report-format md|csv|json]
+#include <iostream>
+
+#include "cli/error.h"
+#include "cli/tool.h"
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "quant/quantize_model.h"
+
+int main(int argc, char** argv) {
+  tl::Tool tool("tl-quant",
+                "tl-quant: quantize MatMul weights (constant 2-D initializers) group-wise along K and\n"
+                "rewrite those MatMuls into tl.QMatMul (docs/ops.md). Schemes: e0m4 (Transformer-Lite's\n"
+                "FP4), int4 (asymmetric min/max), w4a8 (int4 weights, int8 activations), q8, q3h (3.5 bits).\n"
+                "The lm_head (the MatMul producing a graph output) is kept in float unless\n"
+                "--quantize-lm-head: its errors reach the logits directly; embeddings are Gathers and stay.\n\n"
+                "  tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx\n"
+                "  tl-quant model.onnx --report --report-format md\n");
+  std::string scheme = "e0m4", format = "md";
+  tl::QuantOptions opt;
+  bool report = false;
+  auto& app = tool.app();
+  app.add_option("--scheme", scheme, "e0m4, int4, w4a8, q8 or q3h")->capture_default_str();
+  app.add_option("--group", opt.group, "weights per group along K (a ragged last group is exact)")->capture_default_str();
+  app.add_option("--skip", opt.skip, "keep weights whose name or node contains this (repeatable)");
+  app.add_flag("--quantize-lm-head", opt.quantizeLmHead, "also quantize the MatMul that produces the logits");
+  app.add_flag("--report", report, "print the error of every scheme per weight instead of writing a model");
+  app.add_option("--report-format", format, "md, csv or json")->capture_default_str();
+  return tool.run(argc, argv, [&] {
+    opt.scheme = tl::parseScheme(scheme);
+    if (opt.group <= 0) throw tl::Error("--group must be positive, not " + std::to_string(opt.group), tl::ExitCode::Usage);
+    if ((opt.scheme == tl::QuantScheme::Q3H) && opt.group % 2)
+      throw tl::Error("q3h pairs weights: --group must be even", tl::ExitCode::Usage);
+    auto fmt = tl::parseReportFormat(format);
+    tl::Model model = tl::loadModel(tool.input());
+    if (report) {
+      tl::Graph graph(model.proto.graph());
+      tool.writeOutput(tl::errorReport(model, graph, opt, fmt), false);
+      return;
+    }
+    auto done = tl::quantizeModel(model, opt, true);
+    if (done.empty()) throw tl::Error("no MatMul has a constant 2-D float weight to quantize");
+    std::filesystem::path outDir =
+        tool.output() == "-" ? std::filesystem::current_path() : std::filesystem::absolute(tool.output()).parent_path();
+    tool.writeOutput(tl::serializeModel(model, outDir), true);
+  });
+}
