@@ -26,14 +26,15 @@ int main(int argc, char** argv) {
   app.add_option("--scheme", scheme, "e0m4, int4, w4a8, q8 or q3h")->capture_default_str();
   app.add_option("--group", opt.group, "weights per group along K (a ragged last group is exact)")->capture_default_str();
   app.add_option("--skip", opt.skip, "keep weights whose name or node contains this (repeatable)");
+  app.add_option("--only", opt.only, "quantize exactly this weight (repeatable); it must be a constant MatMul weight");
   app.add_flag("--quantize-lm-head", opt.quantizeLmHead, "also quantize the MatMul that produces the logits");
   app.add_flag("--report", report, "print the error of every scheme per weight instead of writing a model");
   app.add_option("--report-format", format, "md, csv or json")->capture_default_str();
   return tool.run(argc, argv, [&] {
     opt.scheme = tl::parseScheme(scheme);
-    if (opt.group <= 0) throw tl::Error("--group must be positive, not " + std::to_string(opt.group), tl::ExitCode::Usage);
-    if ((opt.scheme == tl::QuantScheme::Q3H) && opt.group % 2)
-      throw tl::Error("q3h pairs weights: --group must be even", tl::ExitCode::Usage);
+    // Any positive group works (ragged last groups are exact); q3h needs pairs.
+    if (opt.group <= 0) throw tl::Error("--group must be positive, not " + std::to_string(opt.group));
+    if (opt.scheme == tl::QuantScheme::Q3H && opt.group % 2) throw tl::Error("q3h pairs weights: --group must be even");
     auto fmt = tl::parseReportFormat(format);
     tl::Model model = tl::loadModel(tool.input());
     if (report) {

@@ -14,7 +14,7 @@ QuantScheme parseScheme(const std::string& name) {
   if (name == "q8") return QuantScheme::Q8;
   if (name == "w4a8") return QuantScheme::W4A8;
   if (name == "q3h") return QuantScheme::Q3H;
-  throw Error("unknown scheme '" + name + "' (e0m4, int4, w4a8, q8, q3h)", ExitCode::Usage);
+  throw Error("unknown scheme '" + name + "' (e0m4, int4, w4a8, q8, q3h)");
 }
 
 const char* schemeName(QuantScheme s) {
@@ -111,7 +111,8 @@ double QuantizedMatrix::bitsPerWeight() const {
 }
 
 QuantizedMatrix quantize(const float* w, int64_t K, int64_t N, QuantScheme scheme, int64_t group) {
-  if (group <= 0) throw Error("group size must be positive", ExitCode::Usage);
+  if (group <= 0) throw Error("group size must be positive, not " + std::to_string(group));
+  if (scheme == QuantScheme::Q3H && group % 2) throw Error("q3h pairs weights: the group size must be even");
   QuantizedMatrix q;
   q.scheme = scheme;
   q.K = K;
@@ -159,10 +160,13 @@ QuantizedMatrix quantize(const float* w, int64_t K, int64_t N, QuantScheme schem
         }
         case QuantScheme::Int4:
         case QuantScheme::Q3H: {
+          // The range always holds 0, so the integer zero point stays within the codes
+          // (ONNX Runtime's MatMulNBits does the same).
           const int top = schemeLevels(scheme) - 1;
-          const float step = hi > lo ? (hi - lo) / top : 1.0f;
+          const float l = std::min(lo, 0.0f), h = std::max(hi, 0.0f);
+          const float step = h > l ? (h - l) / top : 1.0f;
           // Integer zero point, as the paper's INT4 baseline: 0 is exact.
-          const int zero = std::clamp(static_cast<int>(std::lround(-lo / step)), 0, top);
+          const int zero = std::clamp(static_cast<int>(std::lround(-l / step)), 0, top);
           s = step;
           o = -zero * step;
           for (int64_t k = k0; k < k1; ++k)

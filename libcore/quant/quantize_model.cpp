@@ -1,5 +1,6 @@
 #include "quant/quantize_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -31,6 +32,22 @@ onnx::TensorProto* addInitializer(onnx::GraphProto& g, const std::string& name, 
 }  // namespace
 
 std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, const QuantOptions& opt) {
+  // A weight asked for by name must be what a MatMul multiplies by, and constant.
+  for (const auto& name : opt.only) {
+    bool found = false;
+    for (size_t i = 0; i < graph.nodeCount() && !found; ++i) {
+      const auto& n = graph.node(i);
+      if (n.op_type() != "MatMul" || n.input_size() != 2 || n.input(1) != name) continue;
+      found = true;
+      const auto* w = graph.initializer(name);
+      if (!w)
+        throw Error("node '" + graph.nodeName(i) + "': weight '" + name + "' is not constant (" +
+                    (graph.isGraphInput(name) ? "a graph input" : "computed by the graph") + ")");
+      if (w->dims_size() != 2 || w->data_type() != onnx::TensorProto::FLOAT)
+        throw Error("node '" + graph.nodeName(i) + "': weight '" + name + "' is not a 2-D float32 matrix");
+    }
+    if (!found) throw Error("--only " + name + ": no MatMul multiplies by a tensor of that name");
+  }
   std::set<std::string> seen;
   std::set<std::string> outputs;
   for (const auto& o : graph.proto().output()) outputs.insert(o.name());
@@ -42,10 +59,11 @@ std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, 
     if (!w || w->dims_size() != 2 || w->data_type() != onnx::TensorProto::FLOAT) continue;
     if (!seen.insert(w->name()).second) continue;
     EligibleWeight e{w->name(), graph.nodeName(i), w->dims(0), w->dims(1), ""};
+    if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), e.name) == opt.only.end()) continue;
     for (const auto& pattern : opt.skip)
       if (e.name.find(pattern) != std::string::npos || e.node.find(pattern) != std::string::npos)
         e.keptBecause = "--skip " + pattern;
-    if (e.keptBecause.empty() && outputs.count(n.output(0)) && !opt.quantizeLmHead)
+    if (e.keptBecause.empty() && outputs.count(n.output(0)) && !opt.quantizeLmHead && opt.only.empty())
       e.keptBecause = "lm_head (--quantize-lm-head)";
     out.push_back(e);
   }
@@ -58,7 +76,7 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   for (const auto& n : g.node())
     if (n.domain() == "tl" && n.op_type() == "QMatMul")
       throw Error("node '" + n.name() + "': the model is already quantized (tl.QMatMul)");
-  if (opt.group <= 0) throw Error("--group must be positive", ExitCode::Usage);
+  if (opt.group <= 0) throw Error("--group must be positive, not " + std::to_string(opt.group));
   std::vector<EligibleWeight> done;
   {
     Graph graph(g);

@@ -16,6 +16,7 @@ struct QuantOptions {
   int64_t group = 128;
   std::vector<std::string> skip;  // substrings of weight or node names to keep in float
   bool quantizeLmHead = false;    // the MatMul that produces the logits
+  std::vector<std::string> only;  // when given: exactly these weights (each must be a constant MatMul weight)
 };
 
 struct EligibleWeight {

@@ -73,6 +73,8 @@ class Executor {
   const std::vector<int64_t>& value(const std::string& tensor) const;  // a folded tensor's elements
   cl_mem buffer(const std::string& tensor) const;
   void recordEvent(size_t node, cl_event e);
+  // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
+  void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
   bool dryRun() const { return dry_; }
 
  private:

@@ -553,6 +553,27 @@ void triluOp(const Node& n) {
       .run1d(c);
 }
 
+// tl.QMatMul: A [..., K] x quantized [K, N]; W4A8 first quantizes A's rows to int8.
+void qmatmulOp(const Node& n) {
+  const std::string scheme = n.attrString("scheme", "");
+  const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
+  const Dims& a = n.shape(n.in(0));
+  const int64_t M = count(a) / std::max<int64_t>(K, 1);
+  const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
+  const size_t gx = static_cast<size_t>((N + 15) / 16 * 16), gy = static_cast<size_t>(M);
+  if (scheme == "w4a8") {
+    const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
+    n.ex.scratch(qa, static_cast<size_t>(M * K));
+    n.ex.scratch(rs, static_cast<size_t>(M * 4));
+    n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run1d(M);
+    n.launch("qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
+        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
+    return;
+  }
+  n.launch("qmatmul_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
+      .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
+}
+
 const std::map<std::string, void (*)(const Node&)>& lowerings() {
   static const std::map<std::string, void (*)(const Node&)> table = [] {
     std::map<std::string, void (*)(const Node&)> t;
@@ -592,6 +613,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
 
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
+  if (proto.domain() == "tl" && proto.op_type() == "QMatMul") return qmatmulOp(Node{ex, index, proto});
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
     throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);

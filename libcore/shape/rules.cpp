@@ -877,6 +877,20 @@ void layerNormRule(RuleContext& c) {
   c.setOutput(2, st, stat);
 }
 
+// tl.QMatMul (docs/ops.md): A [..., K] times a quantized K x N weight.
+void qmatmulRule(RuleContext& c) {
+  auto k = c.attrInt("K"), n = c.attrInt("N");
+  if (!k || !n) c.fail("tl.QMatMul needs attributes K and N");
+  auto out = c.input(0).dims;
+  if (out.empty()) c.fail("tl.QMatMul input must have rank >= 1");
+  if (c.resolve(out.back()) != SymExpr(*k)) {
+    if (out.back().isConst()) c.fail("inner dimension " + out.back().str() + " is not K = " + std::to_string(*k));
+    c.unify(out.back(), SymExpr(*k));
+  }
+  out.back() = SymExpr(*n);
+  c.setOutput(0, c.input(0).dtype, out);
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1011,6 +1025,7 @@ const std::map<std::string, ShapeRule>& registry() {
 }  // namespace
 
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
+  if (domain == "tl") return opType == "QMatMul" ? qmatmulRule : nullptr;
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto it = registry().find(opType);
   return it == registry().end() ? nullptr : it->second;

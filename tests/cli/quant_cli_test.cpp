@@ -1,0 +1,83 @@
+// tl-quant as a user runs it: reports, rewrites, and bad input as one line, exit 1.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <sstream>
+
+#include "cli/test_support.h"
+
+namespace tl {
+namespace {
+
+using test::runTool;
+
+const std::string kByte = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+
+void expectOneLineError(const test::RunResult& r, const std::string& fragment) {
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("tl-quant: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
+}
+
+TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
+  auto r = runTool("tl-quant", kByte + " --report --report-format csv --group 128");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("weight,K,N,e0m4_mae,int4_mae,w4a8_mae,q8_mae,q3h_mae,e0m4_over_int4", 0), 0u) << line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_GE(f.size(), 9u);
+    EXPECT_LT(std::stod(f[3]), std::stod(f[4])) << line;  // e0m4 MAE < int4 MAE
+    EXPECT_LT(std::stod(f[8]), 1.0) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 29);  // 4 layers x 7 projections + lm_head
+  r = runTool("tl-quant", kByte + " --report --report-format json");
+  EXPECT_EQ(r.exitCode, 0);
+  EXPECT_NE(r.out.find("\"e0m4_over_int4\""), std::string::npos);
+}
+
+TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHead) {
+  auto out = (test::tempDir("quant_rewrite") / "q.onnx").string();
+  auto r = runTool("tl-quant", kByte + " --scheme int4 --group 64 -o " + out);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("[28/29]"), std::string::npos) << r.err;  // progress, lm_head skipped
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(test::readFile(out)));
+  int q = 0, mm = 0;
+  for (const auto& n : m.graph().node()) {
+    q += n.domain() == "tl" && n.op_type() == "QMatMul";
+    mm += n.op_type() == "MatMul" && n.input(1).rfind("onnx::MatMul", 0) == 0;
+  }
+  EXPECT_EQ(q, 28);
+  EXPECT_EQ(mm, 1);
+  expectOneLineError(runTool("tl-quant", out + " --scheme e0m4 -o /dev/null"), "already quantized");
+  // The quantized model still runs and shapes.
+  r = runTool("tl-shape", out + " --emit text");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("QMatMul"), std::string::npos);
+}
+
+TEST(TlQuantCli, BadInput) {
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme fp3 -o /dev/null"), "unknown scheme 'fp3'");
+  expectOneLineError(runTool("tl-quant", kByte + " --group 0 -o /dev/null"), "--group must be positive, not 0");
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme q3h --group 127 -o /dev/null"), "--group must be even");
+  expectOneLineError(runTool("tl-quant", kByte + " --only nosuch -o /dev/null"), "no MatMul multiplies by");
+  // A MatMul by an activation (attention's q x k) is no constant weight.
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(test::readFile(kByte)));
+  std::string act;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "MatMul" && n.input(1).find("Transpose") != std::string::npos) act = n.input(1);
+  ASSERT_FALSE(act.empty());
+  expectOneLineError(runTool("tl-quant", kByte + " --only '" + act + "' -o /dev/null"), "is not constant");
+}
+
+}  // namespace
+}  // namespace tl
