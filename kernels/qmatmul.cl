@@ -68,3 +68,20 @@ __kernel void qmatmul_w4a8(__global const char* QA, __global const float* RS, __
   }
   C[(long)m * N + n] = acc * RS[m];
 }
+
+// Prefill: dequantize a whole weight once into a float K x N matrix (row-major), then
+// the float matmul runs at full speed. One element per work item.
+#define DEQUANT(NAME, DECODE)                                                                       \
+  __kernel void NAME(__global const uchar* W, __global const float* S, __global const float* O,     \
+                     __global float* out, int K, int N, int G, int row_bytes, int groups) {         \
+    const int k = get_global_id(0), n = get_global_id(1);                                           \
+    if (k >= K || n >= N) return;                                                                   \
+    __global const uchar* w = W + (long)n * row_bytes;                                              \
+    const int g = n * groups + k / G;                                                               \
+    out[(long)k * N + n] = (DECODE) * S[g] + O[g];                                                  \
+  }
+
+DEQUANT(dequant_e0m4, as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)) & 15) << 19)))
+DEQUANT(dequant_int4, (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
+DEQUANT(dequant_q8, (float)(char)w[k])
+DEQUANT(dequant_q3h, (float)q3h_code(w, k))

@@ -395,9 +395,8 @@ void gatherNDOp(const Node& n) {
       .run1d(c);
 }
 
-void matmul(const Node& n, const std::string& a, const std::string& b, const std::string& dst, bool transA,
-            bool transB) {
-  Dims ad = n.shape(a), bd = n.shape(b);
+void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const std::string& dst,
+            bool transA, bool transB) {
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
@@ -446,13 +445,14 @@ void matmul(const Node& n, const std::string& a, const std::string& b, const std
 
 void matmulOp(const Node& n) {
   if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::BadInput);
-  matmul(n, n.in(0), n.in(1), n.out(0), false, false);
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), n.shape(n.in(1)), n.out(0), false, false);
 }
 
 void gemmOp(const Node& n) {
   if (n.attrFloat("alpha", 1.0f) != 1.0f || n.attrFloat("beta", 1.0f) != 1.0f)
     throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::BadInput);
-  matmul(n, n.in(0), n.in(1), n.out(0), n.attrInt("transA", 0) != 0, n.attrInt("transB", 0) != 0);
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), n.shape(n.in(1)), n.out(0), n.attrInt("transA", 0) != 0,
+         n.attrInt("transB", 0) != 0);
   if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
@@ -569,6 +569,14 @@ void qmatmulOp(const Node& n) {
     n.launch("qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
         .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
     return;
+  }
+  if (M >= 8) {  // prefill: dequantize once, then the float matmul
+    const std::string w = n.proto.name() + "#dequantized";
+    n.ex.scratch(w, static_cast<size_t>(K * N * 4));
+    n.launch("dequant_" + scheme).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(w)
+        .i32(K).i32(N).i32(G).i32(rowBytes).i32(groups)
+        .run3d(static_cast<size_t>((K + 15) / 16 * 16), static_cast<size_t>(N), 1, 16, 1);
+    return matmul(n, n.in(0), {M, K}, w, {K, N}, n.out(0), false, false);
   }
   n.launch("qmatmul_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
       .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
