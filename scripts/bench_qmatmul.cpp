@@ -1,0 +1,145 @@
+// Decode (M = 1) latency of the tl.QMatMul kernels, as Transformer-Lite's Table 1:
+// (K, N) = (4096, 4096), (4096, 11008), (11008, 4096), from OpenCL profiling events,
+// with the bandwidth each achieves against the device's measured copy bandwidth.
+//   bench_qmatmul [--device SPEC] [--runs 20] [--schemes e0m4,int4,...]
+#include <CL/cl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/error.h"
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "quant/quantize_model.h"
+#include "runtime/executor.h"
+#include "shape/shape_inference.h"
+
+namespace {
+
+tl::Model matmulModel(int64_t K, int64_t N, std::mt19937& rng) {
+  tl::Model m;
+  m.proto.set_ir_version(8);
+  m.proto.add_opset_import()->set_version(17);
+  auto* g = m.proto.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("M");
+  tt->mutable_shape()->add_dim()->set_dim_value(K);
+  std::vector<float> w(static_cast<size_t>(K * N));
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  for (auto& x : w) x = d(rng);
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(K);
+  init->add_dims(N);
+  init->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+  auto* n = g->add_node();
+  n->set_name("mm");
+  n->set_op_type("MatMul");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Device-to-device copy bandwidth (bytes read + written per second), 256 MiB.
+double copyBandwidth(tl::Device& dev, int runs) {
+  const size_t bytes = size_t(256) << 20;
+  cl_int err;
+  cl_mem a = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  tl::clCheck(err, "clCreateBuffer");
+  cl_mem b = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  tl::clCheck(err, "clCreateBuffer");
+  const char zero = 0;
+  tl::clCheck(clEnqueueFillBuffer(dev.queue(), a, &zero, 1, 0, bytes, 0, nullptr, nullptr), "clEnqueueFillBuffer");
+  std::vector<double> ms;
+  for (int i = 0; i < runs + 2; ++i) {
+    cl_event e;
+    tl::clCheck(clEnqueueCopyBuffer(dev.queue(), a, b, 0, 0, bytes, 0, nullptr, &e), "clEnqueueCopyBuffer");
+    clWaitForEvents(1, &e);
+    cl_ulong s = 0, t = 0;
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof s, &s, nullptr);
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, nullptr);
+    clReleaseEvent(e);
+    if (i >= 2) ms.push_back((t - s) * 1e-6);
+  }
+  clReleaseMemObject(a);
+  clReleaseMemObject(b);
+  return 2.0 * bytes / (median(ms) * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device, schemes = "e0m4,int4,w4a8,q8,q3h";
+  int runs = 20;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) device = argv[++i];
+    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (a == "--schemes" && i + 1 < argc) schemes = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: bench_qmatmul [--device SPEC] [--runs N] [--schemes e0m4,int4,...]\n");
+      return 2;
+    }
+  }
+  try {
+    tl::Device dev(tl::selectDevice(device), true);
+    const double copyGBs = copyBandwidth(dev, 5);
+    std::printf("device: %s / %s; copy bandwidth %.1f GB/s (read + write)\n\n", dev.info().platformName.c_str(),
+                dev.info().name.c_str(), copyGBs);
+    std::printf("| K x N | scheme | group | kernel ms (median of %d) | GB/s | %% of copy |\n|---|---|---|---|---|---|\n", runs);
+    std::mt19937 rng(1);
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
+      tl::Model base = matmulModel(K, N, rng);
+      std::stringstream ss(schemes);
+      for (std::string s; std::getline(ss, s, ',');) {
+        tl::Model model = base;
+        tl::QuantOptions opt;
+        opt.scheme = tl::parseScheme(s);
+        opt.group = 128;
+        opt.quantizeLmHead = true;
+        tl::quantizeModel(model, opt, false);
+        tl::Graph graph(model.proto.graph());
+        tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);
+        tl::Executor ex(dev, model, graph, analysis);
+        tl::Tensor x;
+        x.name = "x";
+        x.dtype = tl::DType::Float;
+        x.dims = {1, K};
+        x.bytes.assign(static_cast<size_t>(K) * 4, 0);
+        std::vector<double> ms;
+        for (int r = 0; r < runs + 3; ++r) {
+          ex.run({x});
+          double t = 0;
+          for (const auto& p : ex.profile()) t += p.ms;  // w4a8: its activation quantization too
+          if (r >= 3) ms.push_back(t);
+        }
+        size_t bytes = static_cast<size_t>(K) * 4 + static_cast<size_t>(N) * 4;
+        for (const auto& init : model.proto.graph().initializer()) bytes += init.raw_data().size();
+        const double t = median(ms);
+        const double gbs = bytes / (t * 1e-3) / 1e9;
+        std::printf("| %lld x %lld | %s | 128 | %.3f | %.1f | %.1f%% |\n", static_cast<long long>(K),
+                    static_cast<long long>(N), s.c_str(), t, gbs, 100 * gbs / copyGBs);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const tl::Error& e) {
+    std::fprintf(stderr, "bench_qmatmul: error: %s\n", e.what());
+    return static_cast<int>(e.code());
+  }
+}
