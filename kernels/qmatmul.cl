@@ -85,3 +85,63 @@ DEQUANT(dequant_e0m4, as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)
 DEQUANT(dequant_int4, (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
 DEQUANT(dequant_q8, (float)(char)w[k])
 DEQUANT(dequant_q3h, (float)q3h_code(w, k))
+
+// Decode (M <= 4): one 64-wide work-group per output column. Work item t reads codes
+// 8 at a time at 8t, 8t + 512, ... (consecutive items read consecutive bytes), keeps
+// a partial sum per row, and the group adds them up in local memory. Needs group % 8 == 0
+// so that 8 codes share one scale and offset; ragged K tails go code by code.
+#define GEMV_WG 64
+
+#define QGEMV(NAME, LOAD8, CODE, LEVEL, TAIL_CODE)                                                  \
+  __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
+  void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
+            __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,  \
+            int groups) {                                                                           \
+    __local float red[4 * GEMV_WG];                                                                 \
+    const int n = get_group_id(0), t = get_local_id(0);                                             \
+    __global const uchar* w = W + (long)n * row_bytes;                                              \
+    __global const float* s = S + (long)n * groups;                                                 \
+    __global const float* o = O + (long)n * groups;                                                 \
+    float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;                                      \
+    const int words = K / 8;                                                                        \
+    for (int i = t; i < words; i += GEMV_WG) {                                                      \
+      LOAD8;                                                                                        \
+      const int k0 = 8 * i, g = k0 / G;                                                             \
+      const float sc = s[g], of = o[g];                                                             \
+      for (int j = 0; j < 8; ++j) {                                                                 \
+        const float wv = (LEVEL(CODE)) * sc + of;                                                   \
+        acc0 += A[k0 + j] * wv;                                                                     \
+        if (M > 1) acc1 += A[K + k0 + j] * wv;                                                      \
+        if (M > 2) acc2 += A[2 * K + k0 + j] * wv;                                                  \
+        if (M > 3) acc3 += A[3 * K + k0 + j] * wv;                                                  \
+      }                                                                                             \
+    }                                                                                               \
+    for (int k = 8 * words + t; k < K; k += GEMV_WG) {                                              \
+      const int g = k / G;                                                                          \
+      const float wv = (LEVEL(TAIL_CODE)) * s[g] + o[g];                                            \
+      acc0 += A[k] * wv;                                                                            \
+      if (M > 1) acc1 += A[K + k] * wv;                                                             \
+      if (M > 2) acc2 += A[2 * K + k] * wv;                                                         \
+      if (M > 3) acc3 += A[3 * K + k] * wv;                                                         \
+    }                                                                                               \
+    red[t] = acc0;                                                                                  \
+    red[GEMV_WG + t] = acc1;                                                                        \
+    red[2 * GEMV_WG + t] = acc2;                                                                    \
+    red[3 * GEMV_WG + t] = acc3;                                                                    \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    for (int step = GEMV_WG / 2; step > 0; step >>= 1) {                                            \
+      if (t < step)                                                                                 \
+        for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+    }                                                                                               \
+    if (t < M) C[(long)t * N + n] = red[t * GEMV_WG];                                               \
+  }
+
+#define E0M4_LEVEL(q) as_float(0x40000000u | ((uint)(q) << 19))
+#define INT_LEVEL(q) ((float)(q))
+#define NIBBLE(j) ((b[(j) >> 1] >> (((j) & 1) * 4)) & 15)
+#define NIBBLE_AT(k) ((w[(k) >> 1] >> (((k) & 1) * 4)) & 15)
+
+QGEMV(qgemv_e0m4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), E0M4_LEVEL, NIBBLE_AT(k))
+QGEMV(qgemv_int4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), INT_LEVEL, NIBBLE_AT(k))
+QGEMV(qgemv_q8, char b[8]; vstore8(vload8(i, (__global const char*)w), 0, b), b[j], INT_LEVEL, ((char)w[k]))

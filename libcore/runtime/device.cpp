@@ -123,7 +123,7 @@ std::string describe(const DeviceInfo& d) {
          ";" + caps + ")";
 }
 
-Device::Device(const DeviceInfo& info, bool profiling) : info_(info), profiling_(profiling) {
+Device::Device(const DeviceInfo& info, bool profiling) : info_(info), profiling_(profiling), gpuKernels_(info.isGpu) {
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
   context_ = clCreateContext(props, 1, &info_.id, nullptr, nullptr, &err);

@@ -40,12 +40,18 @@ class Device {
   cl_context context() const { return context_; }
   cl_command_queue queue() const { return queue_; }
   bool profiling() const { return profiling_; }
+  // Which kernel variants lowering picks: work-group tiles and reductions (GPUs) or
+  // per-item blocks (CPUs, where barriers cost more than they save). Defaults to the
+  // device type; tests force each to run both on one device.
+  bool gpuKernels() const { return gpuKernels_; }
+  void setGpuKernels(bool on) { gpuKernels_ = on; }
 
  private:
   DeviceInfo info_;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool profiling_;
+  bool gpuKernels_;
 };
 
 }  // namespace tl

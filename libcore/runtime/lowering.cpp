@@ -420,7 +420,7 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
   const int64_t bRows = bd[bd.size() - 2], bCols = bd[bd.size() - 1];
   // GPUs: 16x16 tiles through local memory once there are rows to fill them. CPUs:
   // 4x4 register blocks where B's rows are contiguous. Otherwise one output per item.
-  const bool gpu = n.ex.device().info().isGpu;
+  const bool gpu = n.ex.device().gpuKernels();
   const bool tiled = gpu && M >= 16;
   const bool blocked = !gpu && !transB && N % 4 == 0;
   const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
@@ -568,6 +568,13 @@ void qmatmulOp(const Node& n) {
     n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run1d(M);
     n.launch("qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
         .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
+    return;
+  }
+  const bool gemv = n.ex.device().gpuKernels() && M <= 4 && G % 8 == 0 &&
+                    (scheme == "e0m4" || scheme == "int4" || scheme == "q8");
+  if (gemv) {  // decode: a work-group per column
+    n.launch("qgemv_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
+        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);
     return;
   }
   if (M >= 8) {  // prefill: dequantize once, then the float matmul

@@ -48,6 +48,7 @@ Model matmulModel(const Mat& w) {
 struct Case {
   QuantScheme scheme;
   int64_t K, N, group;
+  bool gpuKernels;  // the work-group variants (GEMV, tiled matmul), forced on PoCL too
 };
 
 class QMatMulKernel : public ::testing::TestWithParam<Case> {};
@@ -72,6 +73,7 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   Device device(selectDevice(""), false);
+  device.setGpuKernels(c.gpuKernels);
   Executor ex(device, model, graph, analysis);
   for (int64_t M : {1, 2, 7, 64, 300}) {
     Mat x(M, c.K);
@@ -106,18 +108,20 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8, QuantScheme::W4A8, QuantScheme::Q3H}) {
-    out.push_back({s, 256, 48, 128});
-    out.push_back({s, 688, 40, 128});  // bytellama's down_proj K: ragged last group of 48
-    out.push_back({s, 100, 33, 32});   // ragged group of 4, odd N
-    out.push_back({s, 37, 8, 16});     // odd K: a half-filled last byte / pair
+  for (bool gpu : {false, true}) {
+    for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8, QuantScheme::W4A8, QuantScheme::Q3H}) {
+      out.push_back({s, 256, 48, 128, gpu});
+      out.push_back({s, 688, 40, 128, gpu});  // bytellama's down_proj K: ragged last group of 48
+      out.push_back({s, 100, 33, 32, gpu});   // ragged group of 4, odd N
+      out.push_back({s, 37, 8, 16, gpu});     // odd K: a half-filled last byte / pair
+    }
   }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [](const auto& info) {
-  return std::string(schemeName(info.param.scheme)) + "_K" + std::to_string(info.param.K) + "_N" +
-         std::to_string(info.param.N) + "_g" + std::to_string(info.param.group);
+  return std::string(info.param.gpuKernels ? "gpu_" : "cpu_") + schemeName(info.param.scheme) + "_K" +
+         std::to_string(info.param.K) + "_N" + std::to_string(info.param.N) + "_g" + std::to_string(info.param.group);
 });
 
 }  // namespace

@@ -20,17 +20,20 @@ TEST_P(RunModels, MatchesReferenceOutputs) {
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   Device device(selectDevice(""), false);
-  Executor ex(device, model, graph, analysis);
-  for (const auto& set : loadDataSets(dir)) {
-    std::vector<std::string> names;
-    for (const auto& t : set.outputs) names.push_back(t.name);
-    auto got = ex.run(set.inputs, names);
-    ASSERT_EQ(got.size(), set.outputs.size());
-    for (size_t j = 0; j < got.size(); ++j) {
-      auto c = compareTensors(got[j], set.outputs[j], 1e-4, 1e-3);
-      EXPECT_TRUE(c.shapeMatches) << set.dir << " " << c.name;
-      EXPECT_LT(c.maxAbs, 1e-4) << set.dir << " " << c.name;
-      EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << ": " << c.mismatches << " elements off, max abs " << c.maxAbs;
+  for (bool gpuKernels : {false, true}) {  // both kernel families, on whatever device this is
+    device.setGpuKernels(gpuKernels);
+    Executor ex(device, model, graph, analysis);
+    for (const auto& set : loadDataSets(dir)) {
+      std::vector<std::string> names;
+      for (const auto& t : set.outputs) names.push_back(t.name);
+      auto got = ex.run(set.inputs, names);
+      ASSERT_EQ(got.size(), set.outputs.size());
+      for (size_t j = 0; j < got.size(); ++j) {
+        auto c = compareTensors(got[j], set.outputs[j], 1e-4, 1e-3);
+        EXPECT_TRUE(c.shapeMatches) << set.dir << " " << c.name;
+        EXPECT_LT(c.maxAbs, 1e-4) << set.dir << " " << c.name;
+        EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << ": " << c.mismatches << " elements off, max abs " << c.maxAbs;
+      }
     }
   }
 }
