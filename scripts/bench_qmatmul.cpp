@@ -21,34 +21,11 @@
 
 namespace {
 
-tl::Model matmulModel(int64_t K, int64_t N, std::mt19937& rng) {
-  tl::Model m;
-  m.proto.set_ir_version(8);
-  m.proto.add_opset_import()->set_version(17);
-  auto* g = m.proto.mutable_graph();
-  auto* in = g->add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_param("M");
-  tt->mutable_shape()->add_dim()->set_dim_value(K);
+std::vector<float> randomWeights(int64_t K, int64_t N, std::mt19937& rng) {
   std::vector<float> w(static_cast<size_t>(K * N));
   std::normal_distribution<float> d(0.0f, 0.02f);
   for (auto& x : w) x = d(rng);
-  auto* init = g->add_initializer();
-  init->set_name("w");
-  init->set_data_type(onnx::TensorProto::FLOAT);
-  init->add_dims(K);
-  init->add_dims(N);
-  init->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
-  auto* n = g->add_node();
-  n->set_name("mm");
-  n->set_op_type("MatMul");
-  n->add_input("x");
-  n->add_input("w");
-  n->add_output("y");
-  g->add_output()->set_name("y");
-  return m;
+  return w;
 }
 
 double median(std::vector<double> v) {
@@ -105,7 +82,8 @@ int main(int argc, char** argv) {
     std::printf("| K x N | scheme | group | kernel ms (median of %d) | GB/s | %% of copy |\n|---|---|---|---|---|---|\n", runs);
     std::mt19937 rng(1);
     for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
-      tl::Model base = matmulModel(K, N, rng);
+      const auto w = randomWeights(K, N, rng);
+      const tl::Model base = tl::matmulModel(w.data(), K, N);
       std::stringstream ss(schemes);
       for (std::string s; std::getline(ss, s, ',');) {
         tl::Model model = base;

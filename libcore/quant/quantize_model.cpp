@@ -150,6 +150,28 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   return done;
 }
 
+Model matmulModel(const float* w, int64_t K, int64_t N) {
+  Model m;
+  m.proto.set_ir_version(8);
+  m.proto.add_opset_import()->set_version(17);
+  auto* g = m.proto.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("M");
+  tt->mutable_shape()->add_dim()->set_dim_value(K);
+  addInitializer(*g, "w", onnx::TensorProto::FLOAT, {K, N}, w, static_cast<size_t>(K * N) * 4);
+  auto* n = g->add_node();
+  n->set_name("mm");
+  n->set_op_type("MatMul");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
 ReportFormat parseReportFormat(const std::string& s) {
   if (s == "md") return ReportFormat::Md;
   if (s == "csv") return ReportFormat::Csv;

@@ -32,6 +32,10 @@ std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, 
 // Rewrites the model in place; returns the weights it quantized. Progress on stderr.
 std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress);
 
+// y = x W: a one-node model with input x [M, K] (M symbolic) and constant W (row-major
+// K x N), the unit that kernel tests and benchmarks quantize.
+Model matmulModel(const float* w, int64_t K, int64_t N);
+
 enum class ReportFormat { Md, Csv, Json };
 ReportFormat parseReportFormat(const std::string& s);
 // Mean absolute error of the dequantized weight per scheme, E0M4/INT4 ratio, bits per weight.

@@ -17,34 +17,6 @@ namespace {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// y = x W with W constant [K, N]; x is [M, K] with M symbolic.
-Model matmulModel(const Mat& w) {
-  Model m;
-  m.proto.set_ir_version(8);
-  m.proto.add_opset_import()->set_version(17);
-  auto* g = m.proto.mutable_graph();
-  auto* in = g->add_input();
-  in->set_name("x");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_param("M");
-  tt->mutable_shape()->add_dim()->set_dim_value(w.rows());
-  auto* init = g->add_initializer();
-  init->set_name("w");
-  init->set_data_type(onnx::TensorProto::FLOAT);
-  init->add_dims(w.rows());
-  init->add_dims(w.cols());
-  init->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
-  auto* n = g->add_node();
-  n->set_name("mm");
-  n->set_op_type("MatMul");
-  n->add_input("x");
-  n->add_input("w");
-  n->add_output("y");
-  g->add_output()->set_name("y");
-  return m;
-}
-
 struct Case {
   QuantScheme scheme;
   int64_t K, N, group;
@@ -59,7 +31,7 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
   std::normal_distribution<float> normal(0.0f, 0.05f);
   Mat w(c.K, c.N);
   for (int64_t i = 0; i < w.size(); ++i) w.data()[i] = normal(rng);
-  Model model = matmulModel(w);
+  Model model = matmulModel(w.data(), c.K, c.N);
   QuantOptions opt;
   opt.scheme = c.scheme;
   opt.group = c.group;
