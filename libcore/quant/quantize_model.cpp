@@ -1,7 +1,9 @@
 #include "quant/quantize_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -27,6 +29,40 @@ onnx::TensorProto* addInitializer(onnx::GraphProto& g, const std::string& name, 
   for (auto d : dims) t->add_dims(d);
   t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
   return t;
+}
+
+// MatMulNBits (bits 4): B uint8 [N, blocks, block/2] (the last block zero-padded),
+// scales float [N * blocks], zero_points uint8 [N * ceil(blocks / 2)], low nibble first;
+// w = (q - zero_point) * scale, which is int4's f(q) * s + o with o = -zero_point * s.
+void addMatMulNBitsInputs(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& q) {
+  const int64_t blocks = q.groups(), blob = q.group / 2, zpBytes = (blocks + 1) / 2;
+  std::vector<uint8_t> b(static_cast<size_t>(q.N * blocks * blob), 0), zp(static_cast<size_t>(q.N * zpBytes), 0);
+  for (int64_t n = 0; n < q.N; ++n) {
+    std::memcpy(&b[static_cast<size_t>(n * blocks * blob)], &q.packed[static_cast<size_t>(n * q.rowBytes)],
+                static_cast<size_t>(q.rowBytes));
+    for (int64_t k = 0; k < blocks; ++k) {
+      const float s = q.scale[n * blocks + k], o = q.offset[n * blocks + k];
+      const int z = static_cast<int>(std::lround(-o / s));
+      zp[static_cast<size_t>(n * zpBytes + k / 2)] |= static_cast<uint8_t>(z << (4 * (k % 2)));
+    }
+  }
+  addInitializer(g, name + ".nbits_b", onnx::TensorProto::UINT8, {q.N, blocks, blob}, b.data(), b.size());
+  addInitializer(g, name + ".nbits_scales", onnx::TensorProto::FLOAT, {q.N * blocks}, q.scale.data(), 4 * q.scale.size());
+  addInitializer(g, name + ".nbits_zero_points", onnx::TensorProto::UINT8, {q.N * zpBytes}, zp.data(), zp.size());
+}
+
+void rewriteAsMatMulNBits(onnx::NodeProto& n, const std::string& w, const QuantizedMatrix& q) {
+  n.set_op_type("MatMulNBits");
+  n.set_domain("com.microsoft");
+  n.set_input(1, w + ".nbits_b");
+  n.add_input(w + ".nbits_scales");
+  n.add_input(w + ".nbits_zero_points");
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"K", q.K}, {"N", q.N}, {"bits", 4}, {"block_size", q.group}}) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
 }
 
 }  // namespace
@@ -74,9 +110,14 @@ std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, 
 std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress) {
   auto& g = *model.proto.mutable_graph();
   for (const auto& n : g.node())
-    if (n.domain() == "tl" && n.op_type() == "QMatMul")
-      throw Error("node '" + n.name() + "': the model is already quantized (tl.QMatMul)");
+    if ((n.domain() == "tl" && n.op_type() == "QMatMul") || n.op_type() == "MatMulNBits")
+      throw Error("node '" + n.name() + "': the model is already quantized (" + n.op_type() + ")");
   if (opt.group <= 0) throw Error("--group must be positive, not " + std::to_string(opt.group));
+  if (opt.ortFormat && opt.scheme != QuantScheme::Int4)
+    throw Error(std::string("--format ort writes int4 (MatMulNBits), not ") + schemeName(opt.scheme));
+  if (opt.ortFormat && (opt.group < 16 || (opt.group & (opt.group - 1))))
+    throw Error("--format ort needs a group size that is a power of two >= 16 (MatMulNBits' block_size), not " +
+                std::to_string(opt.group));
   std::vector<EligibleWeight> done;
   {
     Graph graph(g);
@@ -103,6 +144,10 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
                    after / 1048576.0);
     for (auto& [name, q] : quantized) {
+      if (opt.ortFormat) {
+        addMatMulNBitsInputs(g, name, q);
+        continue;
+      }
       addInitializer(g, name + ".qweight", onnx::TensorProto::UINT8, {q.N, q.rowBytes}, q.packed.data(), q.packed.size());
       addInitializer(g, name + ".qscale", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.scale.data(), 4 * q.scale.size());
       addInitializer(g, name + ".qoffset", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.offset.data(),
@@ -112,6 +157,10 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       if (n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));
       const std::string w = n.input(1);
+      if (opt.ortFormat) {
+        rewriteAsMatMulNBits(n, w, q);
+        continue;
+      }
       n.set_op_type("QMatMul");
       n.set_domain("tl");
       n.set_input(1, w + ".qweight");
@@ -140,11 +189,12 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   auto* inits = g.mutable_initializer();
   for (int i = inits->size(); i-- > 0;)
     if (!used.count(inits->Get(i).name())) inits->DeleteSubrange(i, 1);
-  bool hasTl = false;
-  for (const auto& o : model.proto.opset_import()) hasTl = hasTl || o.domain() == "tl";
-  if (!hasTl) {
+  const std::string domain = opt.ortFormat ? "com.microsoft" : "tl";
+  bool imported = false;
+  for (const auto& o : model.proto.opset_import()) imported = imported || o.domain() == domain;
+  if (!imported) {
     auto* o = model.proto.add_opset_import();
-    o->set_domain("tl");
+    o->set_domain(domain);
     o->set_version(1);
   }
   return done;

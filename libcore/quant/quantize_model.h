@@ -17,6 +17,9 @@ struct QuantOptions {
   std::vector<std::string> skip;  // substrings of weight or node names to keep in float
   bool quantizeLmHead = false;    // the MatMul that produces the logits
   std::vector<std::string> only;  // when given: exactly these weights (each must be a constant MatMul weight)
+  // Write int4 as ONNX Runtime's com.microsoft.MatMulNBits (its documented packing)
+  // instead of tl.QMatMul, so that ONNX Runtime runs the artifact.
+  bool ortFormat = false;
 };
 
 struct EligibleWeight {

@@ -69,6 +69,10 @@ TEST(TlQuantCli, BadInput) {
   expectOneLineError(runTool("tl-quant", kByte + " --group 0 -o /dev/null"), "--group must be positive, not 0");
   expectOneLineError(runTool("tl-quant", kByte + " --scheme q3h --group 127 -o /dev/null"), "--group must be even");
   expectOneLineError(runTool("tl-quant", kByte + " --only nosuch -o /dev/null"), "no MatMul multiplies by");
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --group 96 --format ort -o /dev/null"),
+                     "a power of two >= 16 (MatMulNBits' block_size), not 96");
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme e0m4 --format ort -o /dev/null"),
+                     "--format ort writes int4 (MatMulNBits), not e0m4");
   // A MatMul by an activation (attention's q x k) is no constant weight.
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromString(test::readFile(kByte)));

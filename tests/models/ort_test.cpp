@@ -1,0 +1,75 @@
+// tl-quant --format ort writes int4 as com.microsoft.MatMulNBits: ONNX Runtime
+// (onnxruntime-node, installed by scripts/setup.sh) must compute what tl-run computes
+// from the same codes written as tl.QMatMul.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "cli/test_support.h"
+#include "graph/graph.h"
+#include "lm/causal_lm.h"
+#include "onnx/model_io.h"
+#include "runtime/executor.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+TEST(OrtPeer, MatMulNBitsArtifactMatchesTlRun) {
+  const auto ortDir = test::sourceDir() / "tests/ort";
+  ASSERT_TRUE(std::filesystem::exists(ortDir / "node_modules/onnxruntime-node"))
+      << "onnxruntime-node is missing: run scripts/setup.sh";
+  const auto dir = test::tempDir("ort_peer");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  for (const char* fmt : {"ort", "tl"}) {
+    auto r = test::runTool("tl-quant", model + " --scheme int4 --group 64 --format " + std::string(fmt) + " -o " +
+                                           (dir / (std::string(fmt) + ".onnx")).string());
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+  }
+  // A prompt of 24 bytes with an empty cache.
+  const std::string prompt = "def fibonacci(n):\n    if";
+  std::ofstream js(dir / "inputs.json");
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  auto ints = [&](const char* name, const std::vector<int64_t>& v) {
+    js << "{\"name\": \"" << name << "\", \"dtype\": \"int64\", \"dims\": [1, " << v.size() << "], \"data\": [";
+    for (size_t i = 0; i < v.size(); ++i) js << (i ? "," : "") << v[i];
+    js << "]}";
+  };
+  std::vector<int64_t> ids(prompt.begin(), prompt.end()), ones(static_cast<size_t>(n), 1), pos;
+  for (int64_t i = 0; i < n; ++i) pos.push_back(i);
+  js << "[";
+  ints("input_ids", ids);
+  js << ",";
+  ints("attention_mask", ones);
+  js << ",";
+  ints("position_ids", pos);
+  for (int l = 0; l < 4; ++l)
+    for (const char* kv : {"key", "value"})
+      js << ",{\"name\": \"past_key_values." << l << "." << kv << "\", \"dtype\": \"float32\", \"dims\": [1, 4, 0, 32], \"data\": []}";
+  js << "]";
+  js.close();
+  const std::string cmd = "cd '" + ortDir.string() + "' && node run_ort.mjs '" + (dir / "ort.onnx").string() + "' '" +
+                          (dir / "inputs.json").string() + "' logits '" + (dir / "ort.bin").string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string raw = test::readFile(dir / "ort.bin");
+  ASSERT_EQ(raw.size(), static_cast<size_t>(n * 256 * 4));
+  std::vector<float> want(static_cast<size_t>(n * 256));
+  std::memcpy(want.data(), raw.data(), raw.size());
+
+  Model m = loadModel((dir / "tl.onnx").string());
+  Graph g(m.proto.graph());
+  ShapeAnalysis a = inferShapes(m, g);
+  Device device(selectDevice(""), false);
+  Executor ex(device, m, g, a);
+  CausalLm lm(ex, g, a);
+  auto got = lm.step(ids, true);
+  ASSERT_EQ(got.size(), want.size());
+  double maxErr = 0;
+  for (size_t i = 0; i < got.size(); ++i) maxErr = std::max(maxErr, double(std::fabs(got[i] - want[i])));
+  EXPECT_LT(maxErr, 1e-3) << "max abs logits difference between ONNX Runtime (MatMulNBits) and tl-run (tl.QMatMul)";
+}
+
+}  // namespace
+}  // namespace tl
