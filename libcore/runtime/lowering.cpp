@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cli/error.h"
+#include "graph/attributes.h"
 #include "runtime/executor.h"
 
 namespace tl {
@@ -164,26 +165,12 @@ struct Node {
   const Dims& shape(const std::string& t) const { return ex.shape(t); }
   DType dtype(const std::string& t) const { return ex.analysis().at(t).dtype; }
   Launch launch(const std::string& kernel) const { return Launch(ex, index, kernel); }
-  int64_t attrInt(const char* name, int64_t fallback) const {
-    for (const auto& a : proto.attribute())
-      if (a.name() == name) return a.i();
-    return fallback;
-  }
-  float attrFloat(const char* name, float fallback) const {
-    for (const auto& a : proto.attribute())
-      if (a.name() == name) return a.f();
-    return fallback;
-  }
+  int64_t attrInt(const char* name, int64_t fallback) const { return tl::attrInt(proto, name).value_or(fallback); }
+  float attrFloat(const char* name, float fallback) const { return tl::attrFloat(proto, name).value_or(fallback); }
   std::string attrString(const char* name, const std::string& fallback) const {
-    for (const auto& a : proto.attribute())
-      if (a.name() == name) return a.s();
-    return fallback;
+    return tl::attrString(proto, name).value_or(fallback);
   }
-  const onnx::AttributeProto* attr(const char* name) const {
-    for (const auto& a : proto.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  }
+  const onnx::AttributeProto* attr(const char* name) const { return findAttr(proto, name); }
   size_t axis(int64_t a, size_t rank) const {
     return static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a);
   }

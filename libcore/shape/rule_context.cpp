@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cli/error.h"
+#include "graph/attributes.h"
 
 namespace tl {
 
@@ -14,27 +15,13 @@ const TensorShape& RuleContext::input(size_t i) const {
   return analysis_.at(node_->input(static_cast<int>(i)));
 }
 
-const onnx::AttributeProto* RuleContext::attr(const char* name) const {
-  for (const auto& a : node_->attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
+const onnx::AttributeProto* RuleContext::attr(const char* name) const { return findAttr(*node_, name); }
 
-std::optional<int64_t> RuleContext::attrInt(const char* name) const {
-  const auto* a = attr(name);
-  if (!a) return std::nullopt;
-  if (a->type() != onnx::AttributeProto::INT) fail(std::string("attribute '") + name + "' is not an integer");
-  return a->i();
-}
+std::optional<int64_t> RuleContext::attrInt(const char* name) const { return tl::attrInt(*node_, name); }
 
 int64_t RuleContext::attrInt(const char* name, int64_t fallback) const { return attrInt(name).value_or(fallback); }
 
-std::optional<std::vector<int64_t>> RuleContext::attrInts(const char* name) const {
-  const auto* a = attr(name);
-  if (!a) return std::nullopt;
-  if (a->type() != onnx::AttributeProto::INTS) fail(std::string("attribute '") + name + "' is not a list of integers");
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
-}
+std::optional<std::vector<int64_t>> RuleContext::attrInts(const char* name) const { return tl::attrInts(*node_, name); }
 
 const std::vector<SymExpr>* RuleContext::value(size_t i) const {
   if (!hasInput(i)) return nullptr;
