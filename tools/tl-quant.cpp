@@ -31,12 +31,15 @@ int main(int argc, char** argv) {
   app.add_flag("--report", report, "print the error of every scheme per weight instead of writing a model");
   app.add_option("--report-format", format, "md, csv or json")->capture_default_str();
   std::string outFormat = "tl";
-  app.add_option("--format", outFormat, "tl (tl.QMatMul) or ort (int4 as com.microsoft.MatMulNBits, for ONNX Runtime)")
-      ->check(CLI::IsMember({"tl", "ort"}))
+  app.add_option("--format", outFormat,
+                 "tl (tl.QMatMul), ort (int4 as com.microsoft.MatMulNBits, for ONNX Runtime) or dequantized "
+                 "(float MatMuls with the dequantized weights: the quantization error alone)")
+      ->check(CLI::IsMember({"tl", "ort", "dequantized"}))
       ->capture_default_str();
   return tool.run(argc, argv, [&] {
     opt.scheme = tl::parseScheme(scheme);
     opt.ortFormat = outFormat == "ort";
+    opt.dequantizedFormat = outFormat == "dequantized";
     // Any positive group works (ragged last groups are exact); q3h needs pairs.
     if (opt.group <= 0) throw tl::Error("--group must be positive, not " + std::to_string(opt.group));
     if (opt.scheme == tl::QuantScheme::Q3H && opt.group % 2) throw tl::Error("q3h pairs weights: --group must be even");

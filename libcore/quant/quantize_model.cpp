@@ -144,6 +144,17 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
                    after / 1048576.0);
     for (auto& [name, q] : quantized) {
+      if (opt.dequantizedFormat) {
+        auto w = dequantize(q);
+        for (auto& init : *g.mutable_initializer()) {
+          if (init.name() != name) continue;
+          init.clear_float_data();
+          init.clear_external_data();
+          init.set_data_location(onnx::TensorProto::DEFAULT);
+          init.set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+        }
+        continue;
+      }
       if (opt.ortFormat) {
         addMatMulNBitsInputs(g, name, q);
         continue;
@@ -154,7 +165,7 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
                      4 * q.offset.size());
     }
     for (auto& n : *g.mutable_node()) {
-      if (n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
+      if (opt.dequantizedFormat || n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));
       const std::string w = n.input(1);
       if (opt.ortFormat) {
@@ -189,6 +200,7 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   auto* inits = g.mutable_initializer();
   for (int i = inits->size(); i-- > 0;)
     if (!used.count(inits->Get(i).name())) inits->DeleteSubrange(i, 1);
+  if (opt.dequantizedFormat) return done;
   const std::string domain = opt.ortFormat ? "com.microsoft" : "tl";
   bool imported = false;
   for (const auto& o : model.proto.opset_import()) imported = imported || o.domain() == domain;

@@ -20,6 +20,9 @@ struct QuantOptions {
   // Write int4 as ONNX Runtime's com.microsoft.MatMulNBits (its documented packing)
   // instead of tl.QMatMul, so that ONNX Runtime runs the artifact.
   bool ortFormat = false;
+  // Keep MatMul and float weights, but with the dequantized values: the quantization's
+  // own error, without any kernel's, for judging a quantized model's outputs.
+  bool dequantizedFormat = false;
 };
 
 struct EligibleWeight {

@@ -1,4 +1,4 @@
-// tl-quant --format ort writes int4 as com.microsoft.MatMulNBits: ONNX Runtime
+// Quantized models against their peers. tl-quant --format ort writes int4 as com.microsoft.MatMulNBits: ONNX Runtime
 // (onnxruntime-node, installed by scripts/setup.sh) must compute what tl-run computes
 // from the same codes written as tl.QMatMul.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "check/reference_check.h"
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
@@ -69,6 +70,44 @@ TEST(OrtPeer, MatMulNBitsArtifactMatchesTlRun) {
   double maxErr = 0;
   for (size_t i = 0; i < got.size(); ++i) maxErr = std::max(maxErr, double(std::fabs(got[i] - want[i])));
   EXPECT_LT(maxErr, 1e-3) << "max abs logits difference between ONNX Runtime (MatMulNBits) and tl-run (tl.QMatMul)";
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// A weight-only quantized model must compute what its dequantized twin (the same
+// weights as floats, plain MatMuls) computes: everything else about its outputs is
+// the quantization's own error, which is what `tl-run --check --atol` must allow for.
+TEST(QuantizedModels, MatchTheirDequantizedTwins) {
+  const auto dir = test::tempDir("quant_twins");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const auto sets = loadDataSets(test::sourceDir() / "models/bytellama-past");
+  for (const char* scheme : {"e0m4", "int4", "q8", "q3h"}) {
+    std::vector<std::vector<Tensor>> outs;
+    for (const char* fmt : {"tl", "dequantized"}) {
+      const auto path = dir / (std::string(scheme) + "." + fmt + ".onnx");
+      auto r = test::runTool("tl-quant", model + " --scheme " + scheme + " --format " + fmt + " -o " + path.string());
+      ASSERT_EQ(r.exitCode, 0) << r.err;
+      Model m = loadModel(path.string());
+      Graph g(m.proto.graph());
+      ShapeAnalysis a = inferShapes(m, g);
+      Device device(selectDevice(""), false);
+      Executor ex(device, m, g, a);
+      outs.push_back(ex.run(sets[0].inputs));
+    }
+    for (size_t j = 0; j < outs[0].size(); ++j) {
+      auto c = compareTensors(outs[0][j], outs[1][j], 1e-4, 1e-4);
+      EXPECT_TRUE(c.pass()) << scheme << " " << c.name << ": max abs " << c.maxAbs;
+    }
+  }
+  // The tolerance for --check against the float model's references follows from that:
+  // e0m4's dequantized twin is 2.30 off on bytellama's logits (test_data_set_0).
+  auto r = test::runTool("tl-run", (dir / "e0m4.tl.onnx").string() + " --check " +
+                                       (test::sourceDir() / "models/bytellama-past").string() + " --atol 2.5");
+  EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
 }
 
 }  // namespace
