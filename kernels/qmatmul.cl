@@ -145,3 +145,75 @@ DEQUANT(dequant_q3h, (float)q3h_code(w, k))
 QGEMV(qgemv_e0m4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), E0M4_LEVEL, NIBBLE_AT(k))
 QGEMV(qgemv_int4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), INT_LEVEL, NIBBLE_AT(k))
 QGEMV(qgemv_q8, char b[8]; vstore8(vload8(i, (__global const char*)w), 0, b), b[j], INT_LEVEL, ((char)w[k]))
+
+// q3h decode: work item t takes pairs t, t + 64, ... (two bytes hold a 7-bit pair);
+// a pair never straddles a group since groups are even.
+__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))
+void qgemv_q3h(__global const float* A, __global const uchar* W, __global const float* S, __global const float* O,
+               __global float* C, int M, int N, int K, int G, int row_bytes, int groups) {
+  __local float red[4 * GEMV_WG];
+  const int n = get_group_id(0), t = get_local_id(0);
+  __global const uchar* w = W + (long)n * row_bytes;
+  __global const float* s = S + (long)n * groups;
+  __global const float* o = O + (long)n * groups;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const int pairs = K / 2;
+  for (int p = t; p < pairs; p += GEMV_WG) {
+    const int bit = 7 * p, k = 2 * p, g = k / G;
+    const int pair = ((w[bit >> 3] | (w[(bit >> 3) + 1] << 8)) >> (bit & 7)) & 0x7f;
+    const float wa = (float)(pair / 11) * s[g] + o[g], wb = (float)(pair % 11) * s[g] + o[g];
+    for (int m = 0; m < M; ++m) acc[m] += A[m * K + k] * wa + A[m * K + k + 1] * wb;
+  }
+  if ((K & 1) && t == 0) {
+    const int k = K - 1, g = k / G;
+    const float wv = (float)q3h_code(w, k) * s[g] + o[g];
+    for (int m = 0; m < M; ++m) acc[m] += A[m * K + k] * wv;
+  }
+  for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] = acc[m];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
+    if (t < step)
+      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG];
+}
+
+// W4A8 decode: int8 activations times int4 weights, 8 at a time in integers, each
+// 8-code dot scaled by its group's scale; the row scale comes last. Needs group % 8 == 0.
+__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))
+void qgemv_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W, __global const float* S,
+                __global float* C, int M, int N, int K, int G, int row_bytes, int groups) {
+  __local float red[4 * GEMV_WG];
+  const int n = get_group_id(0), t = get_local_id(0);
+  __global const uchar* w = W + (long)n * row_bytes;
+  __global const float* s = S + (long)n * groups;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const int words = K / 8;
+  for (int i = t; i < words; i += GEMV_WG) {
+    uchar b[4];
+    vstore4(vload4(i, w), 0, b);
+    const int k0 = 8 * i;
+    const float sc = s[k0 / G];
+    for (int m = 0; m < M; ++m) {
+      int d = 0;
+      for (int j = 0; j < 8; ++j) {
+        int q = (b[j >> 1] >> ((j & 1) * 4)) & 15;
+        d += (int)QA[m * K + k0 + j] * (q >= 8 ? q - 16 : q);
+      }
+      acc[m] += sc * (float)d;
+    }
+  }
+  for (int k = 8 * words + t; k < K; k += GEMV_WG) {
+    int q = (w[k >> 1] >> ((k & 1) * 4)) & 15;
+    for (int m = 0; m < M; ++m) acc[m] += s[k / G] * (float)((int)QA[m * K + k] * (q >= 8 ? q - 16 : q));
+  }
+  for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] = acc[m];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
+    if (t < step)
+      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG] * RS[t];
+}

@@ -553,12 +553,14 @@ void qmatmulOp(const Node& n) {
     n.ex.scratch(qa, static_cast<size_t>(M * K));
     n.ex.scratch(rs, static_cast<size_t>(M * 4));
     n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run1d(M);
-    n.launch("qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
-        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
+    const bool gemv = n.ex.device().gpuKernels() && M <= 4 && G % 8 == 0;
+    n.launch(gemv ? "qgemv_w4a8" : "qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
+        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups)
+        .run3d(gemv ? static_cast<size_t>(N) * 64 : gx, gemv ? 1 : gy, 1, gemv ? 64 : 16, 1);
     return;
   }
-  const bool gemv = n.ex.device().gpuKernels() && M <= 4 && G % 8 == 0 &&
-                    (scheme == "e0m4" || scheme == "int4" || scheme == "q8");
+  const bool gemv = n.ex.device().gpuKernels() && M <= 4 &&
+                    (scheme == "q3h" || (G % 8 == 0 && (scheme == "e0m4" || scheme == "int4" || scheme == "q8")));
   if (gemv) {  // decode: a work-group per column
     n.launch("qgemv_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
         .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);
