@@ -36,16 +36,24 @@ inline int q3h_code(__global const uchar* w, int k) {
 }
 QMATMUL(qmatmul_q3h, (float)q3h_code(w, k))
 
-// W4A8, step 1: each row of A to int8 with its abs-max scale.
-__kernel void quantize_rows_i8(__global const float* A, __global char* Q, __global float* RS, int M, int K) {
-  const int m = get_global_id(0);
-  if (m >= M) return;
+// W4A8, step 1: each row of A to int8 with its abs-max scale; a 64-wide work-group
+// per row finds the maximum together, then writes the codes.
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void quantize_rows_i8(__global const float* A, __global char* Q, __global float* RS, int M, int K) {
+  __local float red[64];
+  const int m = get_group_id(0), t = get_local_id(0);
   __global const float* a = A + (long)m * K;
   float amax = 0.0f;
-  for (int k = 0; k < K; ++k) amax = fmax(amax, fabs(a[k]));
-  const float s = amax > 0.0f ? amax / 127.0f : 1.0f;
-  for (int k = 0; k < K; ++k) Q[(long)m * K + k] = (char)clamp((int)rint(a[k] / s), -127, 127);
-  RS[m] = s;
+  for (int k = t; k < K; k += 64) amax = fmax(amax, fabs(a[k]));
+  red[t] = amax;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = 32; step > 0; step >>= 1) {
+    if (t < step) red[t] = fmax(red[t], red[t + step]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float s = red[0] > 0.0f ? red[0] / 127.0f : 1.0f;
+  for (int k = t; k < K; k += 64) Q[(long)m * K + k] = (char)clamp((int)rint(a[k] / s), -127, 127);
+  if (t == 0) RS[m] = s;
 }
 
 // W4A8, step 2: int8 x int4 products summed in int per group, scaled once per group.

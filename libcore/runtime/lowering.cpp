@@ -552,7 +552,7 @@ void qmatmulOp(const Node& n) {
     const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
     n.ex.scratch(qa, static_cast<size_t>(M * K));
     n.ex.scratch(rs, static_cast<size_t>(M * 4));
-    n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run1d(M);
+    n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run3d(static_cast<size_t>(M) * 64, 1, 1, 64, 1);
     const bool gemv = n.ex.device().gpuKernels() && M <= 4 && G % 8 == 0;
     n.launch(gemv ? "qgemv_w4a8" : "qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
         .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups)
