@@ -100,6 +100,23 @@ DEQUANT(dequant_q3h, (float)q3h_code(w, k))
 // so that 8 codes share one scale and offset; ragged K tails go code by code.
 #define GEMV_WG 64
 
+// Adds up the work-group's partial sums of up to 4 rows and writes row m of column n
+// (scaled by row_scale[m] when given). Every work item of the group must call it.
+inline void gemv_finish(__local float* red, float a0, float a1, float a2, float a3, int t, int M, int N, int n,
+                        __global float* C, __global const float* row_scale) {
+  red[t] = a0;
+  red[GEMV_WG + t] = a1;
+  red[2 * GEMV_WG + t] = a2;
+  red[3 * GEMV_WG + t] = a3;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
+    if (t < step)
+      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG] * (row_scale ? row_scale[t] : 1.0f);
+}
+
 #define QGEMV(NAME, LOAD8, CODE, LEVEL, TAIL_CODE)                                                  \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
@@ -132,17 +149,7 @@ DEQUANT(dequant_q3h, (float)q3h_code(w, k))
       if (M > 2) acc2 += A[2 * K + k] * wv;                                                         \
       if (M > 3) acc3 += A[3 * K + k] * wv;                                                         \
     }                                                                                               \
-    red[t] = acc0;                                                                                  \
-    red[GEMV_WG + t] = acc1;                                                                        \
-    red[2 * GEMV_WG + t] = acc2;                                                                    \
-    red[3 * GEMV_WG + t] = acc3;                                                                    \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
-    for (int step = GEMV_WG / 2; step > 0; step >>= 1) {                                            \
-      if (t < step)                                                                                 \
-        for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];            \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
-    }                                                                                               \
-    if (t < M) C[(long)t * N + n] = red[t * GEMV_WG];                                               \
+    gemv_finish(red, acc0, acc1, acc2, acc3, t, M, N, n, C, 0);                                     \
   }
 
 #define E0M4_LEVEL(q) as_float(0x40000000u | ((uint)(q) << 19))
@@ -177,14 +184,7 @@ void qgemv_q3h(__global const float* A, __global const uchar* W, __global const 
     const float wv = (float)q3h_code(w, k) * s[g] + o[g];
     for (int m = 0; m < M; ++m) acc[m] += A[m * K + k] * wv;
   }
-  for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] = acc[m];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
-    if (t < step)
-      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG];
+  gemv_finish(red, acc[0], acc[1], acc[2], acc[3], t, M, N, n, C, 0);
 }
 
 // W4A8 decode: int8 activations times int4 weights, 8 at a time in integers, each
@@ -216,12 +216,5 @@ void qgemv_w4a8(__global const char* QA, __global const float* RS, __global cons
     int q = (w[k >> 1] >> ((k & 1) * 4)) & 15;
     for (int m = 0; m < M; ++m) acc[m] += s[k / G] * (float)((int)QA[m * K + k] * (q >= 8 ? q - 16 : q));
   }
-  for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] = acc[m];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
-    if (t < step)
-      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG] * RS[t];
+  gemv_finish(red, acc[0], acc[1], acc[2], acc[3], t, M, N, n, C, RS);
 }
