@@ -67,7 +67,7 @@ void rewriteAsMatMulNBits(onnx::NodeProto& n, const std::string& w, const Quanti
 
 }  // namespace
 
-std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, const QuantOptions& opt) {
+std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& opt) {
   // A weight asked for by name must be what a MatMul multiplies by, and constant.
   for (const auto& name : opt.only) {
     bool found = false;
@@ -103,7 +103,6 @@ std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, 
       e.keptBecause = "lm_head (--quantize-lm-head)";
     out.push_back(e);
   }
-  (void)model;
   return out;
 }
 
@@ -121,7 +120,7 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   std::vector<EligibleWeight> done;
   {
     Graph graph(g);
-    auto weights = findWeights(model, graph, opt);
+    auto weights = findWeights(graph, opt);
     std::map<std::string, QuantizedMatrix> quantized;
     size_t index = 0, before = 0, after = 0;
     for (const auto& w : weights) {
@@ -243,7 +242,7 @@ ReportFormat parseReportFormat(const std::string& s) {
 
 std::string errorReport(const Model& model, const Graph& graph, const QuantOptions& opt, ReportFormat format) {
   std::ostringstream os;
-  auto weights = findWeights(model, graph, opt);
+  auto weights = findWeights(graph, opt);
   if (format == ReportFormat::Md) {
     os << "| weight | K x N |";
     for (auto s : kAllSchemes) os << " " << schemeName(s) << " MAE |";

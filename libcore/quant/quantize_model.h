@@ -33,7 +33,7 @@ struct EligibleWeight {
 };
 
 // MatMuls whose B is a constant 2-D float initializer, with the reason any is kept.
-std::vector<EligibleWeight> findWeights(const Model& model, const Graph& graph, const QuantOptions& opt);
+std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& opt);
 
 // Rewrites the model in place; returns the weights it quantized. Progress on stderr.
 std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress);

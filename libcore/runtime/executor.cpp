@@ -127,7 +127,6 @@ void Executor::upload(const std::string& tensor, const void* data, size_t bytes)
 }
 
 void Executor::prepare(const SymbolValues& binding) {
-  binding_ = binding;
   for (const auto& name : analysis_.order) {
     const auto& t = analysis_.at(name);
     std::vector<int64_t> dims;

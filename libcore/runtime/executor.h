@@ -55,7 +55,6 @@ class Executor {
 
   // Device time per enqueued kernel of the last run (profiling devices only).
   const std::vector<OpTime>& profile() const { return profile_; }
-  const SymbolValues& lastBinding() const { return binding_; }
   // Times the host has waited on the device so far (blocking reads, finishes). A
   // decode step costs one: reading its logits.
   int64_t syncs() const { return syncs_; }
@@ -93,7 +92,6 @@ class Executor {
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
-  SymbolValues binding_;
   std::vector<std::pair<size_t, cl_event>> events_;
   std::vector<OpTime> profile_;
   bool dry_ = false;

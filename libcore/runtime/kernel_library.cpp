@@ -40,8 +40,6 @@ KernelLibrary::~KernelLibrary() {
   if (program_) clReleaseProgram(program_);
 }
 
-bool KernelLibrary::has(const std::string& name) const { return kernels_.count(name) != 0; }
-
 cl_kernel KernelLibrary::get(const std::string& name) {
   auto it = kernels_.find(name);
   if (it == kernels_.end()) throw Error("no kernel '" + name + "' (an op or dtype tl cannot run yet)");

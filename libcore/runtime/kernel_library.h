@@ -20,7 +20,6 @@ class KernelLibrary {
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;
 
-  bool has(const std::string& name) const;
   cl_kernel get(const std::string& name);  // throws tl::Error naming the kernel if absent
 
  private:
