@@ -18,6 +18,7 @@
 #include "cli/tool.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
+#include "lm/perplexity.h"
 #include "sample/sampler.h"
 #include "onnx/model_io.h"
 #include "runtime/device.h"
@@ -101,34 +102,22 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
 }
 
 void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
-  if (lm.vocab() != 256) throw tl::Error("--perplexity scores bytes: it needs a byte-level model (vocab 256)");
-  if (window < 2) throw tl::Error("--window must be at least 2", tl::ExitCode::Usage);
-  if (lm.positionLimit() && window > lm.positionLimit())
-    throw tl::Error("--window " + std::to_string(window) + " exceeds the model's position table of " +
-                    std::to_string(lm.positionLimit()));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw tl::Error("--perplexity: cannot open '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() < 2) throw tl::Error("--perplexity: '" + path + "' has fewer than 2 bytes");
-  double bits = 0;
-  int64_t scored = 0, windows = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  for (size_t at = 0; at < text.size(); at += static_cast<size_t>(window)) {
-    size_t len = std::min(text.size() - at, static_cast<size_t>(window));
-    if (len < 2) break;  // a last window of one byte has nothing to score
-    std::vector<int64_t> toks(len);
-    for (size_t i = 0; i < len; ++i) toks[i] = static_cast<unsigned char>(text[at + i]);
-    lm.reset();
-    auto logits = lm.step(toks, true);
-    for (size_t t = 1; t < len; ++t) bits += tl::negLog2Prob(&logits[(t - 1) * 256], 256, toks[t]);
-    scored += static_cast<int64_t>(len) - 1;
-    ++windows;
-    std::fprintf(stderr, "\rperplexity: %lld windows, %.4f bits per byte so far", static_cast<long long>(windows),
-                 bits / scored);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto t0 = std::chrono::steady_clock::now();
+  tl::PerplexityResult r;
+  try {
+    r = tl::bitsPerByte(lm, text, window, [](const tl::PerplexityResult& so_far) {
+      std::fprintf(stderr, "\rperplexity: %lld windows, %.4f bits per byte so far",
+                   static_cast<long long>(so_far.windows), so_far.bitsPerByte);
+    });
+  } catch (const tl::Error& e) {
+    throw tl::Error("--perplexity '" + path + "': " + e.what(), e.code());
   }
   std::fprintf(stderr, "\n");
   std::printf("%s: %.4f bits per byte (%lld bytes scored in %lld windows of up to %lld; %.1f s)\n", path.c_str(),
-              bits / scored, static_cast<long long>(scored), static_cast<long long>(windows),
+              r.bitsPerByte, static_cast<long long>(r.scored), static_cast<long long>(r.windows),
               static_cast<long long>(window), seconds(t0));
 }
 
