@@ -77,6 +77,51 @@ __kernel void qmatmul_w4a8(__global const char* QA, __global const float* RS, __
   C[(long)m * N + n] = acc * RS[m];
 }
 
+// Decode on CPUs (M <= 4): a column per work item, 8 codes per step as one vector
+// (the 8 levels of a 4-byte word, or 8 int8 codes) against 8 floats of each row of A.
+// Needs group % 8 == 0 so that a step stays in one group; ragged tails go code by code.
+#define SHIFTS8 (uint8)(0, 4, 8, 12, 16, 20, 24, 28)
+#define QGEMV_COLS(NAME, LEVELS8, LEVEL_AT)                                                         \
+  __kernel void NAME(__global const float* A, __global const uchar* W, __global const float* S,     \
+                     __global const float* O, __global float* C, int M, int N, int K, int G,        \
+                     int row_bytes, int groups) {                                                   \
+    const int n = get_global_id(0);                                                                 \
+    if (n >= N) return;                                                                             \
+    __global const uchar* w = W + (long)n * row_bytes;                                              \
+    float8 d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;                                              \
+    float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;                                      \
+    for (int g = 0; g < groups; ++g) {                                                              \
+      const int k0 = g * G, k1 = min(K, k0 + G);                                                    \
+      const float sc = S[(long)n * groups + g], of = O[(long)n * groups + g];                       \
+      int k = k0;                                                                                   \
+      for (; k + 8 <= k1; k += 8) {                                                                 \
+        const float8 wv = fma(LEVELS8, (float8)sc, (float8)of);                                     \
+        d0 = fma(vload8(0, A + k), wv, d0);                                                         \
+        if (M > 1) d1 = fma(vload8(0, A + K + k), wv, d1);                                          \
+        if (M > 2) d2 = fma(vload8(0, A + 2 * K + k), wv, d2);                                      \
+        if (M > 3) d3 = fma(vload8(0, A + 3 * K + k), wv, d3);                                      \
+      }                                                                                             \
+      for (; k < k1; ++k) {                                                                         \
+        const float wv = (LEVEL_AT) * sc + of;                                                      \
+        acc0 += A[k] * wv;                                                                          \
+        if (M > 1) acc1 += A[K + k] * wv;                                                           \
+        if (M > 2) acc2 += A[2 * K + k] * wv;                                                       \
+        if (M > 3) acc3 += A[3 * K + k] * wv;                                                       \
+      }                                                                                             \
+    }                                                                                               \
+    const float8 one = 1.0f;                                                                        \
+    C[n] = acc0 + dot(d0.lo, one.lo) + dot(d0.hi, one.hi);                                          \
+    if (M > 1) C[N + n] = acc1 + dot(d1.lo, one.lo) + dot(d1.hi, one.hi);                           \
+    if (M > 2) C[2 * N + n] = acc2 + dot(d2.lo, one.lo) + dot(d2.hi, one.hi);                       \
+    if (M > 3) C[3 * N + n] = acc3 + dot(d3.lo, one.lo) + dot(d3.hi, one.hi);                       \
+  }
+
+#define WORD_AT(k) ((uint8)as_uint(vload4((k) >> 3, w)) >> SHIFTS8 & 15u)
+QGEMV_COLS(qgemv_cols_e0m4, as_float8(0x40000000u | WORD_AT(k) << 19),
+           as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)) & 15) << 19)))
+QGEMV_COLS(qgemv_cols_int4, convert_float8(WORD_AT(k)), (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
+QGEMV_COLS(qgemv_cols_q8, convert_float8(vload8(0, (__global const char*)w + k)), (float)(char)w[k])
+
 // Prefill: dequantize a whole weight once into a float K x N matrix (row-major), then
 // the float matmul runs at full speed. One element per work item.
 #define DEQUANT(NAME, DECODE)                                                                       \

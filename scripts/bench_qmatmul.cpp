@@ -1,12 +1,14 @@
 // Decode (M = 1) latency of the tl.QMatMul kernels, as Transformer-Lite's Table 1:
 // (K, N) = (4096, 4096), (4096, 11008), (11008, 4096), from OpenCL profiling events,
-// with the bandwidth each achieves against the device's measured copy bandwidth.
+// schemes measured in turns, with the bandwidth each achieves against the device's measured copy bandwidth.
 //   bench_qmatmul [--device SPEC] [--runs 20] [--schemes e0m4,int4,...]
 #include <CL/cl.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -79,42 +81,58 @@ int main(int argc, char** argv) {
     const double copyGBs = copyBandwidth(dev, 5);
     std::printf("device: %s / %s; copy bandwidth %.1f GB/s (read + write)\n\n", dev.info().platformName.c_str(),
                 dev.info().name.c_str(), copyGBs);
-    std::printf("| K x N | scheme | group | kernel ms (median of %d) | GB/s | %% of copy |\n|---|---|---|---|---|---|\n", runs);
+    std::printf("| K x N | scheme | group | kernel ms (median of %d) | quartiles | GB/s | %% of copy |\n|---|---|---|---|---|---|---|\n", runs);
     std::mt19937 rng(1);
     for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
       const auto w = randomWeights(K, N, rng);
       const tl::Model base = tl::matmulModel(w.data(), K, N);
+      struct Case {
+        std::string scheme;
+        tl::Model model;
+        std::unique_ptr<tl::Graph> graph;
+        tl::ShapeAnalysis analysis;
+        std::unique_ptr<tl::Executor> ex;
+        std::vector<double> ms;
+      };
+      std::deque<Case> cases;  // executors keep references to their model: no moves
       std::stringstream ss(schemes);
       for (std::string s; std::getline(ss, s, ',');) {
-        tl::Model model = base;
+        Case& c = cases.emplace_back();
+        c.scheme = s;
+        c.model = base;
         tl::QuantOptions opt;
         opt.scheme = tl::parseScheme(s);
         opt.group = 128;
         opt.quantizeLmHead = true;
-        tl::quantizeModel(model, opt, false);
-        tl::Graph graph(model.proto.graph());
-        tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);
-        tl::Executor ex(dev, model, graph, analysis);
-        tl::Tensor x;
-        x.name = "x";
-        x.dtype = tl::DType::Float;
-        x.dims = {1, K};
-        x.bytes.assign(static_cast<size_t>(K) * 4, 0);
-        std::vector<double> ms;
-        for (int r = 0; r < runs + 3; ++r) {
-          ex.run({x});
-          double t = 0;
-          for (const auto& p : ex.profile()) t += p.ms;  // w4a8: its activation quantization too
-          if (r >= 3) ms.push_back(t);
-        }
-        size_t bytes = static_cast<size_t>(K) * 4 + static_cast<size_t>(N) * 4;
-        for (const auto& init : model.proto.graph().initializer()) bytes += init.raw_data().size();
-        const double t = median(ms);
-        const double gbs = bytes / (t * 1e-3) / 1e9;
-        std::printf("| %lld x %lld | %s | 128 | %.3f | %.1f | %.1f%% |\n", static_cast<long long>(K),
-                    static_cast<long long>(N), s.c_str(), t, gbs, 100 * gbs / copyGBs);
-        std::fflush(stdout);
+        tl::quantizeModel(c.model, opt, false);
+        c.graph = std::make_unique<tl::Graph>(c.model.proto.graph());
+        c.analysis = tl::inferShapes(c.model, *c.graph);
+        c.ex = std::make_unique<tl::Executor>(dev, c.model, *c.graph, c.analysis);
       }
+      tl::Tensor x;
+      x.name = "x";
+      x.dtype = tl::DType::Float;
+      x.dims = {1, K};
+      const auto xs = randomWeights(1, K, rng);
+      x.bytes.assign(reinterpret_cast<const uint8_t*>(xs.data()), reinterpret_cast<const uint8_t*>(xs.data() + K));
+      // Schemes take turns, run by run, so that clock and cache drift hits all alike.
+      for (int r = 0; r < runs + 3; ++r)
+        for (auto& c : cases) {
+          c.ex->run({x});
+          double t = 0;
+          for (const auto& p : c.ex->profile()) t += p.ms;  // w4a8: its activation quantization too
+          if (r >= 3) c.ms.push_back(t);
+        }
+      for (auto& c : cases) {
+        size_t bytes = static_cast<size_t>(K) * 4 + static_cast<size_t>(N) * 4;
+        for (const auto& init : c.model.proto.graph().initializer()) bytes += init.raw_data().size();
+        std::sort(c.ms.begin(), c.ms.end());
+        const double t = median(c.ms), q1 = c.ms[c.ms.size() / 4], q3 = c.ms[c.ms.size() * 3 / 4];
+        const double gbs = bytes / (t * 1e-3) / 1e9;
+        std::printf("| %lld x %lld | %s | 128 | %.4f | %.4f-%.4f | %.1f | %.1f%% |\n", static_cast<long long>(K),
+                    static_cast<long long>(N), c.scheme.c_str(), t, q1, q3, gbs, 100 * gbs / copyGBs);
+      }
+      std::fflush(stdout);
     }
   } catch (const tl::Error& e) {
     std::fprintf(stderr, "bench_qmatmul: error: %s\n", e.what());

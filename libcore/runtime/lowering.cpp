@@ -559,12 +559,12 @@ void qmatmulOp(const Node& n) {
         .run3d(gemv ? static_cast<size_t>(N) * 64 : gx, gemv ? 1 : gy, 1, gemv ? 64 : 16, 1);
     return;
   }
-  const bool gemv = n.ex.device().gpuKernels() && M <= 4 &&
-                    (scheme == "q3h" || (G % 8 == 0 && (scheme == "e0m4" || scheme == "int4" || scheme == "q8")));
-  if (gemv) {  // decode: a work-group per column
-    n.launch("qgemv_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
-        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);
-    return;
+  const bool gpu = n.ex.device().gpuKernels(), words = G % 8 == 0 && scheme != "q3h";
+  if (M <= 4 && (words || (gpu && scheme == "q3h"))) {  // decode
+    Launch l = n.launch((gpu ? "qgemv_" : "qgemv_cols_") + scheme);
+    l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0)).i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
+    if (gpu) return l.run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);  // a work-group per column
+    return l.run1d(N);                                                      // a column per work item
   }
   if (M >= 8) {  // prefill: dequantize once, then the float matmul
     const std::string w = n.proto.name() + "#dequantized";

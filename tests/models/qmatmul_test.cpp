@@ -1,5 +1,5 @@
 // Every quantized kernel against a CPU reference (Eigen) of the same dequantized
-// math, on random shapes with ragged last groups and M = 1, 2, 7, 64, 300.
+// math, on random shapes with ragged last groups and M = 1, 2, 4, 7, 64, 300.
 #include <Eigen/Dense>
 #include <gtest/gtest.h>
 
@@ -47,7 +47,7 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
   Device device(selectDevice(""), false);
   device.setGpuKernels(c.gpuKernels);
   Executor ex(device, model, graph, analysis);
-  for (int64_t M : {1, 2, 7, 64, 300}) {
+  for (int64_t M : {1, 2, 4, 7, 64, 300}) {
     Mat x(M, c.K);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
