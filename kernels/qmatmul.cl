@@ -1,40 +1,141 @@
 // tl.QMatMul (docs/ops.md): C[m][n] = sum_k A[m][k] * (f(code(k, n)) * scale[n][g] + offset[n][g]),
-// computed per group as scale * sum(a f) + offset * sum(a). One output per work item;
-// codes of column n are contiguous along k.
+// g = k / group; the codes of column n are contiguous along k. Three kernel families:
+// decode on GPUs (a work-group per column, M <= 4), tiles on GPUs (64 x 64 outputs per
+// work-group, each weight dequantized once per tile into local memory) and columns on
+// CPUs (a column and 8 rows per work item, 8 codes dequantized per vector step).
 
-#define QMATMUL(NAME, DECODE)                                                                       \
-  __kernel void NAME(__global const float* A, __global const uchar* W, __global const float* S,     \
-                     __global const float* O, __global float* C, int M, int N, int K, int G,        \
-                     int row_bytes, int groups) {                                                   \
-    const int n = get_global_id(0), m = get_global_id(1);                                           \
-    if (n >= N || m >= M) return;                                                                   \
-    __global const float* a = A + (long)m * K;                                                      \
-    __global const uchar* w = W + (long)n * row_bytes;                                              \
-    float acc = 0.0f;                                                                               \
-    for (int g = 0; g < groups; ++g) {                                                              \
-      const int k0 = g * G, k1 = min(K, k0 + G);                                                    \
-      float dot = 0.0f, asum = 0.0f;                                                                \
-      for (int k = k0; k < k1; ++k) {                                                               \
-        float f = DECODE;                                                                           \
-        dot += a[k] * f;                                                                            \
-        asum += a[k];                                                                               \
-      }                                                                                             \
-      acc += S[n * groups + g] * dot + O[n * groups + g] * asum;                                    \
-    }                                                                                               \
-    C[(long)m * N + n] = acc;                                                                       \
-  }
-
-// E0M4: the code goes into the top fraction bits of 2.0f: two bit operations.
-QMATMUL(qmatmul_e0m4, as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)) & 15) << 19)))
-QMATMUL(qmatmul_int4, (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
-QMATMUL(qmatmul_q8, (float)(char)w[k])
+inline uint nibble(__global const uchar* w, int k) { return (w[k >> 1] >> ((k & 1) * 4)) & 15; }
 
 inline int q3h_code(__global const uchar* w, int k) {
   const int bit = 7 * (k >> 1);
   const int pair = ((w[bit >> 3] | (w[(bit >> 3) + 1] << 8)) >> (bit & 7)) & 0x7f;
   return (k & 1) ? pair % 11 : pair / 11;
 }
-QMATMUL(qmatmul_q3h, (float)q3h_code(w, k))
+
+// The level f(code) of weight k of a column, one at a time...
+#define E0M4_LEVEL(q) as_float(0x40000000u | ((uint)(q) << 19))  // E0M4: two bit operations
+#define INT_LEVEL(q) ((float)(q))
+#define E0M4_AT(w, k) E0M4_LEVEL(nibble(w, k))
+#define INT4_AT(w, k) INT_LEVEL(nibble(w, k))
+#define Q8_AT(w, k) ((float)((__global const char*)(w))[k])
+#define Q3H_AT(w, k) ((float)q3h_code(w, k))
+
+// ... and eight at a time from k % 8 == 0: a 4-byte word of nibbles, 8 bytes, or 4 q3h pairs.
+#define SHIFTS8 (uint8)(0, 4, 8, 12, 16, 20, 24, 28)
+#define NIBBLES8(w, k) ((uint8)as_uint(vload4((k) >> 3, w)) >> SHIFTS8 & 15u)
+#define E0M4_AT8(w, k) as_float8(0x40000000u | NIBBLES8(w, k) << 19)
+#define INT4_AT8(w, k) convert_float8(NIBBLES8(w, k))
+#define Q8_AT8(w, k) convert_float8(vload8(0, (__global const char*)(w) + (k)))
+#define Q3H_AT8(w, k) q3h_levels8(w, k)
+
+// 4 pairs are 28 bits from a bit offset of 0 or 4 (7 * 4j): one 4-byte read (the row's
+// spare byte covers the end).
+inline float8 q3h_levels8(__global const uchar* w, int k) {
+  const int bit = 7 * (k >> 1);
+  const uint4 pair = (uint4)(as_uint(vload4(0, w + (bit >> 3))) >> (bit & 7)) >> (uint4)(0, 7, 14, 21) & 0x7fu;
+  const uint4 hi = pair / 11u, lo = pair - hi * 11u;
+  return convert_float8((uint8)(hi.s0, lo.s0, hi.s1, lo.s1, hi.s2, lo.s2, hi.s3, lo.s3));
+}
+
+// Stamps X(i) for the rows of a CPU work item: 4 for decode (fewer registers), 8 for prefill.
+#define ROWS4(X) X(0) X(1) X(2) X(3)
+#define ROWS8(X) ROWS4(X) X(4) X(5) X(6) X(7)
+#define ROWS4_COUNT 4
+#define ROWS8_COUNT 8
+
+// CPUs: a column n and ROWS rows per work item. Each 8-code step is dequantized once into
+// a float8 and used by every row. Steps stay within a group; a group's ragged end, and
+// whole groups when the group size is not a multiple of 8, go code by code. (The loop
+// forms matter: PoCL made decode 1.6x slower with a scalar head loop or a `k < k8` test.)
+#define QMATMUL_COLS(NAME, ROWS, AT, AT8)                                                           \
+  __kernel void NAME(__global const float* A, __global const uchar* W, __global const float* S,     \
+                     __global const float* O, __global float* C, int M, int N, int K, int G,        \
+                     int row_bytes, int groups) {                                                   \
+    const int n = get_global_id(0), r0 = ROWS##_COUNT * get_global_id(1);                           \
+    if (n >= N || r0 >= M) return;                                                                  \
+    const int R = min(ROWS##_COUNT, M - r0);                                                        \
+    __global const uchar* w = W + (long)n * row_bytes;                                              \
+    __global const float* a = A + (long)r0 * K;                                                     \
+    ROWS(COLS_DECLARE)                                                                              \
+    for (int g = 0; g < groups; ++g) {                                                              \
+      const int k1 = min(K, (g + 1) * G);                                                           \
+      const float sc = S[(long)n * groups + g], of = O[(long)n * groups + g];                       \
+      int k = g * G;                                                                                \
+      for (const int k8 = (G & 7) ? k : k1; k + 8 <= k8; k += 8) {                                  \
+        const float8 wv = fma(AT8(w, k), (float8)sc, (float8)of);                                   \
+        ROWS(COLS_VECTOR)                                                                           \
+      }                                                                                             \
+      for (; k < k1; ++k) {                                                                         \
+        const float wv = AT(w, k) * sc + of;                                                        \
+        ROWS(COLS_SCALAR)                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+    const float8 one = 1.0f;                                                                        \
+    ROWS(COLS_STORE)                                                                                \
+  }
+#define COLS_DECLARE(i) float8 d##i = 0.0f; float s##i = 0.0f;
+#define COLS_SCALAR(i) if (R > i) s##i += a[i * K + k] * wv;
+#define COLS_VECTOR(i) if (R > i) d##i = fma(vload8(0, a + i * K + k), wv, d##i);
+#define COLS_STORE(i) if (R > i) C[(long)(r0 + i) * N + n] = s##i + dot(d##i.lo, one.lo) + dot(d##i.hi, one.hi);
+
+QMATMUL_COLS(qmatmul_cols_e0m4, ROWS8, E0M4_AT, E0M4_AT8)
+QMATMUL_COLS(qmatmul_cols_int4, ROWS8, INT4_AT, INT4_AT8)
+QMATMUL_COLS(qmatmul_cols_q8, ROWS8, Q8_AT, Q8_AT8)
+QMATMUL_COLS(qmatmul_cols_q3h, ROWS8, Q3H_AT, Q3H_AT8)
+QMATMUL_COLS(qgemv_cols_e0m4, ROWS4, E0M4_AT, E0M4_AT8)
+QMATMUL_COLS(qgemv_cols_int4, ROWS4, INT4_AT, INT4_AT8)
+QMATMUL_COLS(qgemv_cols_q8, ROWS4, Q8_AT, Q8_AT8)
+QMATMUL_COLS(qgemv_cols_q3h, ROWS4, Q3H_AT, Q3H_AT8)
+
+// GPUs, M > 4 (prefill): 64 x 64 outputs per 16 x 16 work-group, 4 x 4 per item (rows
+// ty + 16i, columns tx + 16j). Per 16-deep step of k the group loads A's 64 x 16 slice
+// and dequantizes the weight's 16 x 64 slice once into local memory.
+#define QTILE 16
+#define QTILE_ROWS 64
+
+// Loads one step's slices: item `lid` takes elements lid + 256i of each, k fastest, so
+// consecutive items read consecutive codes of a column. TYPE is float, or int for w4a8.
+#define TILE_LOAD(TYPE, A_AT, W_AT)                                                                  \
+  for (int e = lid; e < QTILE * QTILE_ROWS; e += QTILE * QTILE) {                                    \
+    const int kk = e & (QTILE - 1), i = e / QTILE, k = k0 + kk;                                      \
+    const int m = m0 + i, n = n0 + i;                                                                \
+    As[kk][i] = (m < M && k < K) ? (TYPE)(A_AT) : (TYPE)0;                                           \
+    Ws[kk][i] = (n < N && k < K) ? (TYPE)(W_AT) : (TYPE)0;                                           \
+  }
+
+#define QMATMUL_TILES(NAME, AT)                                                                      \
+  __kernel __attribute__((reqd_work_group_size(QTILE, QTILE, 1)))                                    \
+  void NAME(__global const float* A, __global const uchar* W, __global const float* S,               \
+            __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,   \
+            int groups) {                                                                            \
+    __local float As[QTILE][QTILE_ROWS], Ws[QTILE][QTILE_ROWS];                                      \
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * QTILE + tx;                     \
+    const int n0 = get_group_id(0) * QTILE_ROWS, m0 = get_group_id(1) * QTILE_ROWS;                  \
+    float acc[4][4] = {{0.0f}};                                                                      \
+    for (int k0 = 0; k0 < K; k0 += QTILE) {                                                          \
+      TILE_LOAD(float, A[(long)m * K + k],                                                           \
+                AT(W + (long)n * row_bytes, k) * S[(long)n * groups + k / G] + O[(long)n * groups + k / G]) \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+      for (int kk = 0; kk < QTILE; ++kk) {                                                           \
+        float a[4], b[4];                                                                            \
+        for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];                                      \
+        for (int j = 0; j < 4; ++j) b[j] = Ws[kk][tx + 16 * j];                                      \
+        for (int i = 0; i < 4; ++i)                                                                  \
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];                                      \
+      }                                                                                              \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    }                                                                                                \
+    for (int i = 0; i < 4; ++i)                                                                      \
+      for (int j = 0; j < 4; ++j) {                                                                  \
+        const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;                                       \
+        if (m < M && n < N) C[(long)m * N + n] = acc[i][j];                                          \
+      }                                                                                              \
+  }
+
+QMATMUL_TILES(qmatmul_tiles_e0m4, E0M4_AT)
+QMATMUL_TILES(qmatmul_tiles_int4, INT4_AT)
+QMATMUL_TILES(qmatmul_tiles_q8, Q8_AT)
+QMATMUL_TILES(qmatmul_tiles_q3h, Q3H_AT)
 
 // W4A8, step 1: each row of A to int8 with its abs-max scale; a 64-wide work-group
 // per row finds the maximum together, then writes the codes.
@@ -56,88 +157,88 @@ void quantize_rows_i8(__global const float* A, __global char* Q, __global float*
   if (t == 0) RS[m] = s;
 }
 
-// W4A8, step 2: int8 x int4 products summed in int per group, scaled once per group.
-__kernel void qmatmul_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W,
-                           __global const float* S, __global float* C, int M, int N, int K, int G, int row_bytes,
-                           int groups) {
-  const int n = get_global_id(0), m = get_global_id(1);
-  if (n >= N || m >= M) return;
-  __global const char* a = QA + (long)m * K;
-  __global const uchar* w = W + (long)n * row_bytes;
-  float acc = 0.0f;
-  for (int g = 0; g < groups; ++g) {
-    const int k0 = g * G, k1 = min(K, k0 + G);
-    int dot = 0;
-    for (int k = k0; k < k1; ++k) {
-      int q = (w[k >> 1] >> ((k & 1) * 4)) & 15;
-      dot += (int)a[k] * (q >= 8 ? q - 16 : q);
+// W4A8, step 2 (prefill on GPUs): tiles as above with int8 activations and int4 weights
+// in local memory; products are summed in int until a group ends, then scaled by the
+// group's scale, and by the row's scale at the end.
+__kernel __attribute__((reqd_work_group_size(QTILE, QTILE, 1)))
+void qmatmul_tiles_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W,
+                        __global const float* S, __global float* C, int M, int N, int K, int G, int row_bytes,
+                        int groups) {
+  __local int As[QTILE][QTILE_ROWS], Ws[QTILE][QTILE_ROWS];
+  const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * QTILE + tx;
+  const int n0 = get_group_id(0) * QTILE_ROWS, m0 = get_group_id(1) * QTILE_ROWS;
+  float acc[4][4] = {{0.0f}};
+  int dot[4][4] = {{0}};
+  for (int k0 = 0; k0 < K; k0 += QTILE) {
+    TILE_LOAD(int, QA[(long)m * K + k], (int)(nibble(W + (long)n * row_bytes, k) << 28) >> 28)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < QTILE; ++kk) {
+      int a[4], b[4];
+      for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+      for (int j = 0; j < 4; ++j) b[j] = Ws[kk][tx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) dot[i][j] += a[i] * b[j];
+      const int k = k0 + kk;
+      if ((k + 1) % G == 0 || k + 1 == K) {  // the same k for the whole group: no divergence
+        for (int j = 0; j < 4; ++j) {
+          const int n = min(n0 + tx + 16 * j, N - 1);
+          const float s = S[(long)n * groups + k / G];
+          for (int i = 0; i < 4; ++i) {
+            acc[i][j] += s * (float)dot[i][j];
+            dot[i][j] = 0;
+          }
+        }
+      }
     }
-    acc += S[n * groups + g] * (float)dot;
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  C[(long)m * N + n] = acc * RS[m];
+  for (int i = 0; i < 4; ++i) {
+    const int m = m0 + ty + 16 * i;
+    for (int j = 0; j < 4; ++j) {
+      const int n = n0 + tx + 16 * j;
+      if (m < M && n < N) C[(long)m * N + n] = acc[i][j] * RS[m];
+    }
+  }
 }
 
-// Decode on CPUs (M <= 4): a column per work item, 8 codes per step as one vector
-// (the 8 levels of a 4-byte word, or 8 int8 codes) against 8 floats of each row of A.
-// Needs group % 8 == 0 so that a step stays in one group; ragged tails go code by code.
-#define SHIFTS8 (uint8)(0, 4, 8, 12, 16, 20, 24, 28)
-#define QGEMV_COLS(NAME, LEVELS8, LEVEL_AT)                                                         \
-  __kernel void NAME(__global const float* A, __global const uchar* W, __global const float* S,     \
-                     __global const float* O, __global float* C, int M, int N, int K, int G,        \
-                     int row_bytes, int groups) {                                                   \
-    const int n = get_global_id(0);                                                                 \
-    if (n >= N) return;                                                                             \
-    __global const uchar* w = W + (long)n * row_bytes;                                              \
-    float8 d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;                                              \
-    float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;                                      \
-    for (int g = 0; g < groups; ++g) {                                                              \
-      const int k0 = g * G, k1 = min(K, k0 + G);                                                    \
-      const float sc = S[(long)n * groups + g], of = O[(long)n * groups + g];                       \
-      int k = k0;                                                                                   \
-      for (; k + 8 <= k1; k += 8) {                                                                 \
-        const float8 wv = fma(LEVELS8, (float8)sc, (float8)of);                                     \
-        d0 = fma(vload8(0, A + k), wv, d0);                                                         \
-        if (M > 1) d1 = fma(vload8(0, A + K + k), wv, d1);                                          \
-        if (M > 2) d2 = fma(vload8(0, A + 2 * K + k), wv, d2);                                      \
-        if (M > 3) d3 = fma(vload8(0, A + 3 * K + k), wv, d3);                                      \
-      }                                                                                             \
-      for (; k < k1; ++k) {                                                                         \
-        const float wv = (LEVEL_AT) * sc + of;                                                      \
-        acc0 += A[k] * wv;                                                                          \
-        if (M > 1) acc1 += A[K + k] * wv;                                                           \
-        if (M > 2) acc2 += A[2 * K + k] * wv;                                                       \
-        if (M > 3) acc3 += A[3 * K + k] * wv;                                                       \
-      }                                                                                             \
-    }                                                                                               \
-    const float8 one = 1.0f;                                                                        \
-    C[n] = acc0 + dot(d0.lo, one.lo) + dot(d0.hi, one.hi);                                          \
-    if (M > 1) C[N + n] = acc1 + dot(d1.lo, one.lo) + dot(d1.hi, one.hi);                           \
-    if (M > 2) C[2 * N + n] = acc2 + dot(d2.lo, one.lo) + dot(d2.hi, one.hi);                       \
-    if (M > 3) C[3 * N + n] = acc3 + dot(d3.lo, one.lo) + dot(d3.hi, one.hi);                       \
+// W4A8 on CPUs: columns as above, 8 int8 x int4 products per vector step summed in int,
+// each group's sums scaled once.
+#define SIGNED_NIBBLES8(w, k) (as_int8(NIBBLES8(w, k) << 28) >> 28)
+#define W4A8_DECLARE(i) float f##i = 0.0f; int8 d##i = 0; int s##i = 0;
+#define W4A8_SCALAR(i) if (R > i) s##i += (int)a[i * K + k] * q;
+#define W4A8_VECTOR(i) if (R > i) d##i += convert_int8(vload8(0, a + i * K + k)) * q;
+#define W4A8_GROUP(i) if (R > i) { f##i += sc * (float)(s##i + d##i.s0 + d##i.s1 + d##i.s2 + d##i.s3 + d##i.s4 + d##i.s5 + d##i.s6 + d##i.s7); d##i = 0; s##i = 0; }
+#define W4A8_STORE(i) if (R > i) C[(long)(r0 + i) * N + n] = f##i * RS[r0 + i];
+
+__kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W,
+                                __global const float* S, __global float* C, int M, int N, int K, int G,
+                                int row_bytes, int groups) {
+  const int n = get_global_id(0), r0 = 8 * get_global_id(1);
+  if (n >= N || r0 >= M) return;
+  const int R = min(8, M - r0);
+  __global const uchar* w = W + (long)n * row_bytes;
+  __global const char* a = QA + (long)r0 * K;
+  ROWS8(W4A8_DECLARE)
+  for (int g = 0; g < groups; ++g) {
+    const int k1 = min(K, (g + 1) * G);
+    int k = g * G;
+    for (; k < k1 && (k & 7); ++k) {
+      const int q = (int)(nibble(w, k) << 28) >> 28;
+      ROWS8(W4A8_SCALAR)
+    }
+    for (; k + 8 <= k1; k += 8) {
+      const int8 q = SIGNED_NIBBLES8(w, k);
+      ROWS8(W4A8_VECTOR)
+    }
+    for (; k < k1; ++k) {
+      const int q = (int)(nibble(w, k) << 28) >> 28;
+      ROWS8(W4A8_SCALAR)
+    }
+    const float sc = S[(long)n * groups + g];
+    ROWS8(W4A8_GROUP)
   }
-
-#define WORD_AT(k) ((uint8)as_uint(vload4((k) >> 3, w)) >> SHIFTS8 & 15u)
-QGEMV_COLS(qgemv_cols_e0m4, as_float8(0x40000000u | WORD_AT(k) << 19),
-           as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)) & 15) << 19)))
-QGEMV_COLS(qgemv_cols_int4, convert_float8(WORD_AT(k)), (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
-QGEMV_COLS(qgemv_cols_q8, convert_float8(vload8(0, (__global const char*)w + k)), (float)(char)w[k])
-
-// Prefill: dequantize a whole weight once into a float K x N matrix (row-major), then
-// the float matmul runs at full speed. One element per work item.
-#define DEQUANT(NAME, DECODE)                                                                       \
-  __kernel void NAME(__global const uchar* W, __global const float* S, __global const float* O,     \
-                     __global float* out, int K, int N, int G, int row_bytes, int groups) {         \
-    const int k = get_global_id(0), n = get_global_id(1);                                           \
-    if (k >= K || n >= N) return;                                                                   \
-    __global const uchar* w = W + (long)n * row_bytes;                                              \
-    const int g = n * groups + k / G;                                                               \
-    out[(long)k * N + n] = (DECODE) * S[g] + O[g];                                                  \
-  }
-
-DEQUANT(dequant_e0m4, as_float(0x40000000u | ((uint)((w[k >> 1] >> ((k & 1) * 4)) & 15) << 19)))
-DEQUANT(dequant_int4, (float)((w[k >> 1] >> ((k & 1) * 4)) & 15))
-DEQUANT(dequant_q8, (float)(char)w[k])
-DEQUANT(dequant_q3h, (float)q3h_code(w, k))
+  ROWS8(W4A8_STORE)
+}
 
 // Decode (M <= 4): one 64-wide work-group per output column. Work item t reads codes
 // 8 at a time at 8t, 8t + 512, ... (consecutive items read consecutive bytes), keeps
@@ -197,13 +298,10 @@ inline void gemv_finish(__local float* red, float a0, float a1, float a2, float 
     gemv_finish(red, acc0, acc1, acc2, acc3, t, M, N, n, C, 0);                                     \
   }
 
-#define E0M4_LEVEL(q) as_float(0x40000000u | ((uint)(q) << 19))
-#define INT_LEVEL(q) ((float)(q))
 #define NIBBLE(j) ((b[(j) >> 1] >> (((j) & 1) * 4)) & 15)
-#define NIBBLE_AT(k) ((w[(k) >> 1] >> (((k) & 1) * 4)) & 15)
 
-QGEMV(qgemv_e0m4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), E0M4_LEVEL, NIBBLE_AT(k))
-QGEMV(qgemv_int4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), INT_LEVEL, NIBBLE_AT(k))
+QGEMV(qgemv_e0m4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), E0M4_LEVEL, nibble(w, k))
+QGEMV(qgemv_int4, uchar b[4]; vstore4(vload4(i, w), 0, b), NIBBLE(j), INT_LEVEL, nibble(w, k))
 QGEMV(qgemv_q8, char b[8]; vstore8(vload8(i, (__global const char*)w), 0, b), b[j], INT_LEVEL, ((char)w[k]))
 
 // q3h decode: work item t takes pairs t, t + 64, ... (two bytes hold a 7-bit pair);

@@ -540,42 +540,33 @@ void triluOp(const Node& n) {
       .run1d(c);
 }
 
-// tl.QMatMul: A [..., K] x quantized [K, N]; W4A8 first quantizes A's rows to int8.
+// tl.QMatMul: A [..., K] x quantized [K, N]. GPUs: a work-group per column for decode
+// (M <= 4), dequantizing tiles otherwise; CPUs: a column and 8 rows per work item.
+// W4A8 first quantizes A's rows to int8.
 void qmatmulOp(const Node& n) {
   const std::string scheme = n.attrString("scheme", "");
   const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
-  const Dims& a = n.shape(n.in(0));
-  const int64_t M = count(a) / std::max<int64_t>(K, 1);
+  const int64_t M = count(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
   const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
-  const size_t gx = static_cast<size_t>((N + 15) / 16 * 16), gy = static_cast<size_t>(M);
-  if (scheme == "w4a8") {
+  const bool gpu = n.ex.device().gpuKernels();
+  const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && (G % 8 == 0 || scheme == "q3h");
+  const bool cols4 = !gpu && M <= 4 && !w4a8;  // 4 rows: fewer registers, faster decode
+  const std::string kernel = (gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme;
+  Launch l = n.launch(kernel);
+  if (w4a8) {
     const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
     n.ex.scratch(qa, static_cast<size_t>(M * K));
     n.ex.scratch(rs, static_cast<size_t>(M * 4));
     n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run3d(static_cast<size_t>(M) * 64, 1, 1, 64, 1);
-    const bool gemv = n.ex.device().gpuKernels() && M <= 4 && G % 8 == 0;
-    n.launch(gemv ? "qgemv_w4a8" : "qmatmul_w4a8").mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2)).mem(n.out(0))
-        .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups)
-        .run3d(gemv ? static_cast<size_t>(N) * 64 : gx, gemv ? 1 : gy, 1, gemv ? 64 : 16, 1);
-    return;
+    l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
+  } else {
+    l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
   }
-  const bool gpu = n.ex.device().gpuKernels(), words = G % 8 == 0 && scheme != "q3h";
-  if (M <= 4 && (words || (gpu && scheme == "q3h"))) {  // decode
-    Launch l = n.launch((gpu ? "qgemv_" : "qgemv_cols_") + scheme);
-    l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0)).i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
-    if (gpu) return l.run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);  // a work-group per column
-    return l.run1d(N);                                                      // a column per work item
-  }
-  if (M >= 8) {  // prefill: dequantize once, then the float matmul
-    const std::string w = n.proto.name() + "#dequantized";
-    n.ex.scratch(w, static_cast<size_t>(K * N * 4));
-    n.launch("dequant_" + scheme).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(w)
-        .i32(K).i32(N).i32(G).i32(rowBytes).i32(groups)
-        .run3d(static_cast<size_t>((K + 15) / 16 * 16), static_cast<size_t>(N), 1, 16, 1);
-    return matmul(n, n.in(0), {M, K}, w, {K, N}, n.out(0), false, false);
-  }
-  n.launch("qmatmul_" + scheme).mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(n.out(0))
-      .i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups).run3d(gx, gy, 1, 16, 1);
+  l.mem(n.out(0)).i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
+  const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
+  if (gemv) return l.run3d(static_cast<size_t>(N) * 64, 1, 1, 64, 1);
+  if (gpu) return l.run3d(up(N, 64) * 16, up(M, 64) * 16, 1, 16, 16);
+  l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
 }
 
 const std::map<std::string, void (*)(const Node&)>& lowerings() {

@@ -86,6 +86,7 @@ std::vector<Case> cases() {
       out.push_back({s, 688, 40, 128, gpu});  // bytellama's down_proj K: ragged last group of 48
       out.push_back({s, 100, 33, 32, gpu});   // ragged group of 4, odd N
       out.push_back({s, 37, 8, 16, gpu});     // odd K: a half-filled last byte / pair
+      out.push_back({s, 100, 20, 12, gpu});   // groups not a multiple of 8: steps start mid-word
     }
   }
   return out;
