@@ -3,6 +3,7 @@
 //   tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx
 //   tl-quant model.onnx --report [--report-format md|csv|json]
 #include <iostream>
+#include <memory>
 
 #include "cli/error.h"
 #include "cli/tool.h"
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
                  "(float MatMuls with the dequantized weights: the quantization error alone)")
       ->check(CLI::IsMember({"tl", "ort", "dequantized"}))
       ->capture_default_str();
+  bool external = false;
+  app.add_flag("--external-data", external,
+               "write the quantized weights to OUT.data beside -o OUT, not inside the model (automatic when the "
+               "input keeps its weights in external data; protobuf stops at 2 GiB)");
   return tool.run(argc, argv, [&] {
     opt.scheme = tl::parseScheme(scheme);
     opt.ortFormat = outFormat == "ort";
@@ -50,10 +55,21 @@ int main(int argc, char** argv) {
       tool.writeOutput(tl::errorReport(model, graph, opt, fmt), false);
       return;
     }
+    const bool toFile = tool.output() != "-";
+    if (external && !toFile) throw tl::Error("--external-data needs -o FILE (the data goes beside it)", tl::ExitCode::Usage);
+    std::unique_ptr<tl::ExternalDataWriter> data;
+    if (toFile && (external || tl::hasExternalData(model.proto))) {
+      // Named relative to the input's folder, as every external location is until serializeModel.
+      const auto file = std::filesystem::absolute(tool.output() + ".data").lexically_normal();
+      data = std::make_unique<tl::ExternalDataWriter>(
+          file, file.lexically_relative(std::filesystem::absolute(model.baseDir).lexically_normal()).string());
+      opt.externalData = data.get();
+    }
     auto done = tl::quantizeModel(model, opt, true);
     if (done.empty()) throw tl::Error("no MatMul has a constant 2-D float weight to quantize");
     std::filesystem::path outDir =
-        tool.output() == "-" ? std::filesystem::current_path() : std::filesystem::absolute(tool.output()).parent_path();
+        toFile ? std::filesystem::absolute(tool.output()).parent_path() : std::filesystem::current_path();
+    if (data) data->commit();
     tool.writeOutput(tl::serializeModel(model, outDir), true);
   });
 }

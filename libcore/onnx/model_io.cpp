@@ -4,6 +4,8 @@
 #include <iostream>
 #include <iterator>
 
+#include <unistd.h>
+
 #include "cli/error.h"
 
 namespace tl {
@@ -71,6 +73,52 @@ std::string serializeModel(const Model& model, const std::filesystem::path& outD
   });
   if (!copy.SerializeToString(&out)) throw Error("cannot serialize the model (over 2 GiB?)");
   return out;
+}
+
+ExternalDataWriter::ExternalDataWriter(std::filesystem::path file, std::string location)
+    : file_(std::move(file)), location_(std::move(location)) {
+  tmp_ = file_;
+  tmp_ += ".tmp" + std::to_string(getpid());
+  out_.open(tmp_, std::ios::binary | std::ios::trunc);
+  if (!out_) throw Error("cannot write '" + file_.string() + "'");
+}
+
+ExternalDataWriter::~ExternalDataWriter() {
+  if (committed_) return;
+  out_.close();
+  std::error_code ec;
+  std::filesystem::remove(tmp_, ec);
+}
+
+void ExternalDataWriter::store(onnx::TensorProto& t, const void* data, size_t bytes) {
+  out_.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  if (!out_) throw Error("cannot write '" + file_.string() + "' (disk full?)");
+  t.clear_raw_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [key, value] : {std::pair<const char*, std::string>{"location", location_},
+                            {"offset", std::to_string(offset_)},
+                            {"length", std::to_string(bytes)}}) {
+    auto* kv = t.add_external_data();
+    kv->set_key(key);
+    kv->set_value(value);
+  }
+  offset_ += bytes;
+}
+
+void ExternalDataWriter::commit() {
+  out_.close();
+  if (!out_) throw Error("cannot write '" + file_.string() + "'");
+  std::error_code ec;
+  std::filesystem::rename(tmp_, file_, ec);
+  if (ec) throw Error("cannot write '" + file_.string() + "': " + ec.message());
+  committed_ = true;
+}
+
+bool hasExternalData(const onnx::ModelProto& proto) {
+  for (const auto& t : proto.graph().initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
+  return false;
 }
 
 int64_t onnxOpset(const onnx::ModelProto& proto) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -23,6 +24,31 @@ struct Model {
 Model loadModel(const std::string& path);
 // Serializes for writing into outDir (external data locations rewritten to stay valid).
 std::string serializeModel(const Model& model, const std::filesystem::path& outDir);
+// Writes tensors' bytes into one external data file as they come (so that a big
+// model's weights are never all in memory, nor serialized into a protobuf, which stops
+// at 2 GiB), to a temporary file that commit() renames; dropped unless committed.
+class ExternalDataWriter {
+ public:
+  // file: where the data goes; location: how the model names it (relative to the model).
+  ExternalDataWriter(std::filesystem::path file, std::string location);
+  ~ExternalDataWriter();
+  ExternalDataWriter(const ExternalDataWriter&) = delete;
+  ExternalDataWriter& operator=(const ExternalDataWriter&) = delete;
+  // Appends the bytes and points t at them (data_location EXTERNAL, no raw data).
+  void store(onnx::TensorProto& t, const void* data, size_t bytes);
+  void commit();
+
+ private:
+  std::filesystem::path file_, tmp_;
+  std::string location_;
+  std::ofstream out_;
+  size_t offset_ = 0;
+  bool committed_ = false;
+};
+
+// Whether any initializer keeps its bytes in external data.
+bool hasExternalData(const onnx::ModelProto& proto);
+
 // The ai.onnx opset the model imports (0 if none).
 int64_t onnxOpset(const onnx::ModelProto& proto);
 

@@ -21,20 +21,28 @@ std::vector<float> floats(const Tensor& t) {
   return std::vector<float>(d.begin(), d.end());
 }
 
-onnx::TensorProto* addInitializer(onnx::GraphProto& g, const std::string& name, int32_t type,
-                                  std::vector<int64_t> dims, const void* data, size_t bytes) {
+void setData(onnx::TensorProto& t, const void* data, size_t bytes, ExternalDataWriter* ext) {
+  if (ext) return ext->store(t, data, bytes);
+  t.clear_float_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_raw_data(std::string(static_cast<const char*>(data), bytes));
+}
+
+void addInitializer(onnx::GraphProto& g, const std::string& name, int32_t type, std::vector<int64_t> dims,
+                    const void* data, size_t bytes, ExternalDataWriter* ext = nullptr) {
   auto* t = g.add_initializer();
   t->set_name(name);
   t->set_data_type(type);
   for (auto d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
-  return t;
+  setData(*t, data, bytes, ext);
 }
 
 // MatMulNBits (bits 4): B uint8 [N, blocks, block/2] (the last block zero-padded),
 // scales float [N * blocks], zero_points uint8 [N * ceil(blocks / 2)], low nibble first;
 // w = (q - zero_point) * scale, which is int4's f(q) * s + o with o = -zero_point * s.
-void addMatMulNBitsInputs(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& q) {
+void addMatMulNBitsInputs(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& q,
+                          ExternalDataWriter* ext) {
   const int64_t blocks = q.groups(), blob = q.group / 2, zpBytes = (blocks + 1) / 2;
   std::vector<uint8_t> b(static_cast<size_t>(q.N * blocks * blob), 0), zp(static_cast<size_t>(q.N * zpBytes), 0);
   for (int64_t n = 0; n < q.N; ++n) {
@@ -46,9 +54,10 @@ void addMatMulNBitsInputs(onnx::GraphProto& g, const std::string& name, const Qu
       zp[static_cast<size_t>(n * zpBytes + k / 2)] |= static_cast<uint8_t>(z << (4 * (k % 2)));
     }
   }
-  addInitializer(g, name + ".nbits_b", onnx::TensorProto::UINT8, {q.N, blocks, blob}, b.data(), b.size());
-  addInitializer(g, name + ".nbits_scales", onnx::TensorProto::FLOAT, {q.N * blocks}, q.scale.data(), 4 * q.scale.size());
-  addInitializer(g, name + ".nbits_zero_points", onnx::TensorProto::UINT8, {q.N * zpBytes}, zp.data(), zp.size());
+  addInitializer(g, name + ".nbits_b", onnx::TensorProto::UINT8, {q.N, blocks, blob}, b.data(), b.size(), ext);
+  addInitializer(g, name + ".nbits_scales", onnx::TensorProto::FLOAT, {q.N * blocks}, q.scale.data(),
+                 4 * q.scale.size(), ext);
+  addInitializer(g, name + ".nbits_zero_points", onnx::TensorProto::UINT8, {q.N * zpBytes}, zp.data(), zp.size(), ext);
 }
 
 void rewriteAsMatMulNBits(onnx::NodeProto& n, const std::string& w, const QuantizedMatrix& q) {
@@ -63,6 +72,22 @@ void rewriteAsMatMulNBits(onnx::NodeProto& n, const std::string& w, const Quanti
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
   }
+}
+
+// Writes one quantized weight in the chosen format (inside the model or to external data).
+void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& q, const QuantOptions& opt) {
+  ExternalDataWriter* ext = opt.externalData;
+  if (opt.dequantizedFormat) {
+    auto w = dequantize(q);
+    for (auto& init : *g.mutable_initializer())
+      if (init.name() == name) setData(init, w.data(), w.size() * 4, ext);
+    return;
+  }
+  if (opt.ortFormat) return addMatMulNBitsInputs(g, name, q, ext);
+  addInitializer(g, name + ".qweight", onnx::TensorProto::UINT8, {q.N, q.rowBytes}, q.packed.data(), q.packed.size(), ext);
+  addInitializer(g, name + ".qscale", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.scale.data(), 4 * q.scale.size(), ext);
+  addInitializer(g, name + ".qoffset", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.offset.data(),
+                 4 * q.offset.size(), ext);
 }
 
 }  // namespace
@@ -136,33 +161,17 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
         std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
                      weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),
                      schemeName(opt.scheme), meanAbsError(data.data(), back.data(), data.size()), q.bitsPerWeight());
+      store(g, w.name, q, opt);
+      // The node rewrite needs only the shape and scheme: free the codes now.
+      q.packed = {};
+      q.scale = {};
+      q.offset = {};
       quantized.emplace(w.name, std::move(q));
       done.push_back(w);
     }
     if (progress)
       std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
                    after / 1048576.0);
-    for (auto& [name, q] : quantized) {
-      if (opt.dequantizedFormat) {
-        auto w = dequantize(q);
-        for (auto& init : *g.mutable_initializer()) {
-          if (init.name() != name) continue;
-          init.clear_float_data();
-          init.clear_external_data();
-          init.set_data_location(onnx::TensorProto::DEFAULT);
-          init.set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
-        }
-        continue;
-      }
-      if (opt.ortFormat) {
-        addMatMulNBitsInputs(g, name, q);
-        continue;
-      }
-      addInitializer(g, name + ".qweight", onnx::TensorProto::UINT8, {q.N, q.rowBytes}, q.packed.data(), q.packed.size());
-      addInitializer(g, name + ".qscale", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.scale.data(), 4 * q.scale.size());
-      addInitializer(g, name + ".qoffset", onnx::TensorProto::FLOAT, {q.N, q.groups()}, q.offset.data(),
-                     4 * q.offset.size());
-    }
     for (auto& n : *g.mutable_node()) {
       if (opt.dequantizedFormat || n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));

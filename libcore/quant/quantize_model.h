@@ -23,6 +23,8 @@ struct QuantOptions {
   // Keep MatMul and float weights, but with the dequantized values: the quantization's
   // own error, without any kernel's, for judging a quantized model's outputs.
   bool dequantizedFormat = false;
+  // When set, every tensor tl-quant writes goes there instead of into the model.
+  ExternalDataWriter* externalData = nullptr;
 };
 
 struct EligibleWeight {
@@ -36,6 +38,9 @@ struct EligibleWeight {
 std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& opt);
 
 // Rewrites the model in place; returns the weights it quantized. Progress on stderr.
+// One weight at a time: its float values are read (from external data too), quantized
+// and stored, so memory holds one float weight and the quantized ones (none of those
+// either with opt.externalData).
 std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress);
 
 // y = x W: a one-node model with input x [M, K] (M symbolic) and constant W (row-major

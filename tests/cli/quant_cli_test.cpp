@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "cli/test_support.h"
@@ -62,6 +63,56 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHead) {
   r = runTool("tl-shape", out + " --emit text");
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("QMatMul"), std::string::npos);
+}
+
+// Weights in external data come in one at a time and go out to OUT.data: the model
+// file holds no weight bytes, and it runs exactly as the inline quantized model.
+TEST(TlQuantCli, ExternalDataInExternalDataOut) {
+  const auto dir = test::tempDir("quant_external");
+  std::filesystem::create_directories(dir / "in");
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(test::readFile(kByte)));
+  std::string bin;
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.raw_data().size() < 1024) continue;
+    for (auto [key, value] : {std::pair<const char*, std::string>{"location", "weights.bin"},
+                              {"offset", std::to_string(bin.size())},
+                              {"length", std::to_string(t.raw_data().size())}}) {
+      auto* kv = t.add_external_data();
+      kv->set_key(key);
+      kv->set_value(value);
+    }
+    bin += t.raw_data();
+    t.clear_raw_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+  }
+  test::writeFile(dir / "in/weights.bin", bin);
+  std::string proto;
+  ASSERT_TRUE(m.SerializeToString(&proto));
+  test::writeFile(dir / "in/model.onnx", proto);
+
+  const std::string ext = (dir / "q.onnx").string(), inl = (dir / "inline.onnx").string();
+  auto r = runTool("tl-quant", (dir / "in/model.onnx").string() + " --scheme e0m4 -o " + ext);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = runTool("tl-quant", kByte + " --scheme e0m4 -o " + inl);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(ext + ".data"));
+  EXPECT_LT(std::filesystem::file_size(ext), std::filesystem::file_size(dir / "in/model.onnx") + 16 * 1024);
+  EXPECT_GT(std::filesystem::file_size(ext + ".data"), 1024u * 1024);
+  onnx::ModelProto q;
+  ASSERT_TRUE(q.ParseFromString(test::readFile(ext)));
+  for (const auto& t : q.graph().initializer()) EXPECT_LT(t.raw_data().size(), 1024u) << t.name();
+  const std::string gen = " --generate --prompt 'def ' -n 40";
+  auto a = runTool("tl-run", ext + gen), b = runTool("tl-run", inl + gen);
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  // Asked for explicitly from an inline model, too; not to stdout.
+  r = runTool("tl-quant", kByte + " --scheme q8 --external-data -o " + (dir / "q8.onnx").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "q8.onnx.data"));
+  r = runTool("tl-quant", kByte + " --scheme q8 --external-data -o -");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--external-data needs -o FILE"), std::string::npos) << r.err;
 }
 
 TEST(TlQuantCli, BadInput) {
