@@ -16,9 +16,13 @@ namespace {
 const QuantScheme kAllSchemes[] = {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::W4A8, QuantScheme::Q8,
                                    QuantScheme::Q3H};
 
-std::vector<float> floats(const Tensor& t) {
-  auto d = t.toDouble();
-  return std::vector<float>(d.begin(), d.end());
+// The weight's values, read alone (from external data too) and without a double copy:
+// a big model's largest matrix is what sets tl-quant's peak memory.
+std::vector<float> weightValues(const onnx::TensorProto& proto, const std::filesystem::path& baseDir) {
+  Tensor t = readTensor(proto, baseDir);
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  std::memcpy(out.data(), t.bytes.data(), out.size() * 4);  // findWeights admits float32 only
+  return out;
 }
 
 void setData(onnx::TensorProto& t, const void* data, size_t bytes, ExternalDataWriter* ext) {
@@ -151,8 +155,7 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
     for (const auto& w : weights) {
       ++index;
       if (!w.keptBecause.empty()) continue;
-      Tensor t = readTensor(*graph.initializer(w.name), model.baseDir);
-      auto data = floats(t);
+      auto data = weightValues(*graph.initializer(w.name), model.baseDir);
       auto q = quantize(data.data(), w.K, w.N, opt.scheme, opt.group);
       auto back = dequantize(q);
       before += data.size() * 4;
@@ -276,8 +279,7 @@ std::string errorReport(const Model& model, const Graph& graph, const QuantOptio
     return std::string(buf);
   };
   for (const auto& w : weights) {
-    Tensor t = readTensor(*graph.initializer(w.name), model.baseDir);
-    auto data = floats(t);
+    auto data = weightValues(*graph.initializer(w.name), model.baseDir);
     std::vector<double> mae, bits;
     for (auto s : kAllSchemes) {
       auto q = quantize(data.data(), w.K, w.N, s, opt.group);
