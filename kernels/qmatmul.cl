@@ -297,7 +297,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 }
 
-#define QGEMV(NAME, AT, AT8)                                                                        \
+#define QGEMV(NAME, ROWS, AT, AT8)                                                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,  \
@@ -305,20 +305,21 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
     __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
     const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
     COLS4(GEMV_POINTERS, _)                                                                          \
+    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     const int words = K / 8;                                                                        \
     for (int i = t; i < words; i += GEMV_WG) {                                                      \
       const int k0 = 8 * i, g = k0 / G;                                                             \
-      const float8 a0 = vload8(i, A), a1 = M > 1 ? vload8(i, A + K) : 0.0f,                         \
-                   a2 = M > 2 ? vload8(i, A + 2 * K) : 0.0f, a3 = M > 3 ? vload8(i, A + 3 * K) : 0.0f; \
+      const float8 a0 = vload8(i, A), a1 = rows > 1 && M > 1 ? vload8(i, A + K) : 0.0f,                         \
+                   a2 = rows > 2 && M > 2 ? vload8(i, A + 2 * K) : 0.0f, a3 = rows > 3 && M > 3 ? vload8(i, A + 3 * K) : 0.0f; \
       COLS4(GEMV_WORD, AT8)                                                                         \
     }                                                                                               \
     for (int k = 8 * words + t; k < K; k += GEMV_WG) {                                              \
       const int g = k / G;                                                                          \
       const float8 a0 = (float8)(A[k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f),                   \
-                   a1 = M > 1 ? (float8)(A[K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
-                   a2 = M > 2 ? (float8)(A[2 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
-                   a3 = M > 3 ? (float8)(A[3 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f; \
+                   a1 = rows > 1 && M > 1 ? (float8)(A[K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
+                   a2 = rows > 2 && M > 2 ? (float8)(A[2 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
+                   a3 = rows > 3 && M > 3 ? (float8)(A[3 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f; \
       COLS4(GEMV_TAIL, AT)                                                                          \
     }                                                                                               \
     gemv_finish_cols(red, part, acc, t, M, N, n0, C);                                               \
@@ -330,9 +331,9 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   __global const float* o##c = O + (long)col##c * groups;
 #define GEMV_ROWS(c, wv)                                                                            \
   acc[4 * c] += DOT8(a0, wv);                                                                       \
-  if (M > 1) acc[4 * c + 1] += DOT8(a1, wv);                                                        \
-  if (M > 2) acc[4 * c + 2] += DOT8(a2, wv);                                                        \
-  if (M > 3) acc[4 * c + 3] += DOT8(a3, wv);
+  if (rows > 1 && M > 1) acc[4 * c + 1] += DOT8(a1, wv);                                                        \
+  if (rows > 2 && M > 2) acc[4 * c + 2] += DOT8(a2, wv);                                                        \
+  if (rows > 3 && M > 3) acc[4 * c + 3] += DOT8(a3, wv);
 #define GEMV_WORD(c, AT8)                                                                           \
   {                                                                                                 \
     const float8 wv = fma(AT8(w##c, k0), (float8)s##c[g], (float8)o##c[g]);                         \
@@ -344,9 +345,12 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
     GEMV_ROWS(c, wv)                                                                                \
   }
 
-QGEMV(qgemv_e0m4, E0M4_AT, E0M4_AT8)
-QGEMV(qgemv_int4, INT4_AT, INT4_AT8)
-QGEMV(qgemv_q8, Q8_AT, Q8_AT8)
+QGEMV(qgemv_e0m4, 4, E0M4_AT, E0M4_AT8)
+QGEMV(qgemv_int4, 4, INT4_AT, INT4_AT8)
+QGEMV(qgemv_q8, 4, Q8_AT, Q8_AT8)
+QGEMV(qgemv_e0m4_m1, 1, E0M4_AT, E0M4_AT8)
+QGEMV(qgemv_int4_m1, 1, INT4_AT, INT4_AT8)
+QGEMV(qgemv_q8_m1, 1, Q8_AT, Q8_AT8)
 
 // e0m4, int4 decode when rows are 16-byte aligned (K % 32 == 0, group % 32 == 0): as
 // above, but each item reads 32 codes of a column as one uint4 and A as float4s: fewer
@@ -360,9 +364,9 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define GEMV16_LOAD(c, _)                                                                           \
   const uint4 q##c = ((__global const uint4*)w##c)[i];                                              \
   const float sc##c = s##c[g], of##c = o##c[g];
-#define A8(m) (M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
+#define A8(m) (rows > m && M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
 
-#define QGEMV16(NAME, LEVELS8)                                                                      \
+#define QGEMV16(NAME, ROWS, LEVELS8)                                                                    \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,  \
@@ -371,6 +375,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
     const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
     COLS4(GEMV_POINTERS, _)                                                                         \
     __global const float4* a4 = (__global const float4*)A;                                          \
+    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
@@ -384,8 +389,10 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
   }
 #define E0M4_LEVELS8(x) e0m4_levels8(x)
 #define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
-QGEMV16(qgemv16_e0m4, E0M4_LEVELS8)
-QGEMV16(qgemv16_int4, INT4_LEVELS8)
+QGEMV16(qgemv16_e0m4, 4, E0M4_LEVELS8)
+QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
+QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
+QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
 
 // q3h decode: work item t takes pairs t, t + 64, ... (two bytes hold a 7-bit pair);
 // a pair never straddles a group since groups are even.

@@ -552,8 +552,10 @@ void qmatmulOp(const Node& n) {
   const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && (G % 8 == 0 || scheme == "q3h");
   const bool cols4 = !gpu && M <= 4 && !w4a8;  // 4 rows: fewer registers, faster decode
   const bool gemv16 = gemv && (scheme == "e0m4" || scheme == "int4") && K % 32 == 0 && G % 32 == 0;
+  const bool oneRow = gemv && M == 1 && scheme != "q3h" && !w4a8;  // kernels compiled for one row
   const std::string kernel =
-      (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme;
+      (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme +
+      (oneRow ? "_m1" : "");
   Launch l = n.launch(kernel);
   if (w4a8) {
     const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
