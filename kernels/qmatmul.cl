@@ -215,7 +215,13 @@ void qmatmul_tiles_w4a8(__global const char* QA, __global const float* RS, __glo
 #define W4A8_DECLARE(i) float f##i = 0.0f; int8 d##i = 0; int s##i = 0;
 #define W4A8_SCALAR(i) if (R > i) s##i += (int)a[i * K + k] * q;
 #define W4A8_VECTOR(i) if (R > i) d##i += convert_int8(vload8(0, a + i * K + k)) * q;
-#define W4A8_GROUP(i) if (R > i) { f##i += sc * (float)(s##i + d##i.s0 + d##i.s1 + d##i.s2 + d##i.s3 + d##i.s4 + d##i.s5 + d##i.s6 + d##i.s7); d##i = 0; s##i = 0; }
+#define HSUM8(v) ((v).s0 + (v).s1 + (v).s2 + (v).s3 + (v).s4 + (v).s5 + (v).s6 + (v).s7)
+#define W4A8_GROUP(i)                             \
+  if (R > i) {                                    \
+    f##i += sc * (float)(s##i + HSUM8(d##i));     \
+    d##i = 0;                                     \
+    s##i = 0;                                     \
+  }
 #define W4A8_STORE(i) if (R > i) C[(long)(r0 + i) * N + n] = f##i * RS[r0 + i];
 
 __kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W,
@@ -297,29 +303,33 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 }
 
-#define QGEMV(NAME, ROWS, AT, AT8)                                                                      \
+// What every 4-column decode kernel starts with: arguments, local memory, the columns'
+// pointers (the last group's extra columns repeat column N - 1), the accumulators.
+#define QGEMV_HEAD(NAME, ROWS)                                                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,  \
             int groups) {                                                                           \
     __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
     const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
-    COLS4(GEMV_POINTERS, _)                                                                          \
-    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                \
-    float acc[4 * GEMV_COLS] = {0.0f};                                                              \
+    COLS4(GEMV_POINTERS, _)                                                                         \
+    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
+    float acc[4 * GEMV_COLS] = {0.0f};
+// Row m of A as 8 floats at word i, or as the one float at k (tails); 0 past M.
+#define A_WORD(m) (rows > m && M > m ? vload8(i, A + (m) * K) : 0.0f)
+#define A_CODE(m) (rows > m && M > m ? (float8)(A[(m) * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f)
+
+#define QGEMV(NAME, ROWS, AT, AT8)                                                                  \
+  QGEMV_HEAD(NAME, ROWS)                                                                            \
     const int words = K / 8;                                                                        \
     for (int i = t; i < words; i += GEMV_WG) {                                                      \
       const int k0 = 8 * i, g = k0 / G;                                                             \
-      const float8 a0 = vload8(i, A), a1 = rows > 1 && M > 1 ? vload8(i, A + K) : 0.0f,                         \
-                   a2 = rows > 2 && M > 2 ? vload8(i, A + 2 * K) : 0.0f, a3 = rows > 3 && M > 3 ? vload8(i, A + 3 * K) : 0.0f; \
+      const float8 a0 = A_WORD(0), a1 = A_WORD(1), a2 = A_WORD(2), a3 = A_WORD(3);                  \
       COLS4(GEMV_WORD, AT8)                                                                         \
     }                                                                                               \
     for (int k = 8 * words + t; k < K; k += GEMV_WG) {                                              \
       const int g = k / G;                                                                          \
-      const float8 a0 = (float8)(A[k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f),                   \
-                   a1 = rows > 1 && M > 1 ? (float8)(A[K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
-                   a2 = rows > 2 && M > 2 ? (float8)(A[2 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f, \
-                   a3 = rows > 3 && M > 3 ? (float8)(A[3 * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f; \
+      const float8 a0 = A_CODE(0), a1 = A_CODE(1), a2 = A_CODE(2), a3 = A_CODE(3);                  \
       COLS4(GEMV_TAIL, AT)                                                                          \
     }                                                                                               \
     gemv_finish_cols(red, part, acc, t, M, N, n0, C);                                               \
@@ -364,19 +374,12 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define GEMV16_LOAD(c, _)                                                                           \
   const uint4 q##c = ((__global const uint4*)w##c)[i];                                              \
   const float sc##c = s##c[g], of##c = o##c[g];
-#define A8(m) (rows > m && M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
+#define A8(m) \
+  (rows > m && M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
 
-#define QGEMV16(NAME, ROWS, LEVELS8)                                                                    \
-  __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
-  void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
-            __global const float* O, __global float* C, int M, int N, int K, int G, int row_bytes,  \
-            int groups) {                                                                           \
-    __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
-    const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
-    COLS4(GEMV_POINTERS, _)                                                                         \
+#define QGEMV16(NAME, ROWS, LEVELS8)                                                                \
+  QGEMV_HEAD(NAME, ROWS)                                                                            \
     __global const float4* a4 = (__global const float4*)A;                                          \
-    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                \
-    float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
       COLS4(GEMV16_LOAD, _)                                                                         \
