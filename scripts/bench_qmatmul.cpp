@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
                 dev.info().name.c_str(), copyGBs);
     std::printf("| K x N | scheme | group | kernel ms (median of %d) | quartiles | GB/s | %% of copy |\n|---|---|---|---|---|---|---|\n", runs);
     std::mt19937 rng(1);
+    std::vector<std::string> pairs;
     for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
       const auto w = randomWeights(K, N, rng);
       const tl::Model base = tl::matmulModel(w.data(), K, N);
@@ -123,6 +124,26 @@ int main(int argc, char** argv) {
           for (const auto& p : c.ex->profile()) t += p.ms;  // w4a8: its activation quantization too
           if (r >= 3) c.ms.push_back(t);
         }
+      // E0M4 against INT4 run by run (they took turns, so each pair saw the same conditions).
+      const auto find = [&](const char* s) {
+        for (auto& c : cases)
+          if (c.scheme == s) return &c;
+        return static_cast<Case*>(nullptr);
+      };
+      if (const Case *e = find("e0m4"), *i = find("int4"); e && i) {
+        std::vector<double> ratio;
+        int notSlower = 0;
+        for (size_t r = 0; r < e->ms.size(); ++r) {
+          ratio.push_back(e->ms[r] / i->ms[r]);
+          notSlower += e->ms[r] <= i->ms[r];
+        }
+        std::sort(ratio.begin(), ratio.end());
+        char line[200];
+        std::snprintf(line, sizeof line, "%lld x %lld: e0m4 / int4 per run: median %.3f (quartiles %.3f-%.3f), e0m4 <= int4 in %d of %zu runs",
+                      static_cast<long long>(K), static_cast<long long>(N), median(ratio), ratio[ratio.size() / 4],
+                      ratio[ratio.size() * 3 / 4], notSlower, ratio.size());
+        pairs.push_back(line);
+      }
       for (auto& c : cases) {
         size_t bytes = static_cast<size_t>(K) * 4 + static_cast<size_t>(N) * 4;
         for (const auto& init : c.model.proto.graph().initializer()) bytes += init.raw_data().size();
@@ -134,6 +155,8 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
+    std::printf("\n");
+    for (const auto& p : pairs) std::printf("%s\n", p.c_str());
   } catch (const tl::Error& e) {
     std::fprintf(stderr, "bench_qmatmul: error: %s\n", e.what());
     return static_cast<int>(e.code());
