@@ -1,8 +1,9 @@
 // tl.QMatMul (docs/ops.md): C[m][n] = sum_k A[m][k] * (f(code(k, n)) * scale[n][g] + offset[n][g]),
 // g = k / group; the codes of column n are contiguous along k. Three kernel families:
-// decode on GPUs (M <= 4: a 64-wide work-group per 1 or 4 columns), tiles on GPUs (64 x 64 outputs per
-// work-group, each weight dequantized once per tile into local memory) and columns on
-// CPUs (a column and 8 rows per work item, 8 codes dequantized per vector step).
+// decode on GPUs (M <= 4: a 64-wide work-group per 4 columns), tiles on GPUs (64 x 64
+// outputs per work-group, each weight dequantized once per tile into local memory) and
+// columns on CPUs (a column and 4 or 8 rows per work item, 8 codes dequantized per
+// vector step).
 
 inline uint nibble(__global const uchar* w, int k) { return (w[k >> 1] >> ((k & 1) * 4)) & 15; }
 
@@ -257,38 +258,22 @@ __kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* R
 // Decode on GPUs (M <= 4): 64-wide work-groups. Work item t reads codes 8 at a time at
 // 8t, 8t + 512, ... (consecutive items read consecutive words), keeps a partial sum per
 // row, and the group adds them up in local memory. Needs group % 8 == 0 so that 8 codes
-// share one scale and offset; ragged K tails go code by code. q3h and w4a8 take a column
-// per work-group, the others 4 (measured on the H100: 4 columns 1.4x faster than 1,
-// 8 columns and 128- or 256-wide groups no better).
+// share one scale and offset; ragged K tails go code by code. A work-group takes 4
+// columns (measured on the H100: 1.4x faster than 1; 8 columns, or 128- or 256-wide
+// groups, no better).
 #define GEMV_WG 64
 
-// Adds up the work-group's partial sums of up to 4 rows and writes row m of column n
-// (scaled by row_scale[m] when given). Every work item of the group must call it.
-inline void gemv_finish(__local float* red, float a0, float a1, float a2, float a3, int t, int M, int N, int n,
-                        __global float* C, __global const float* row_scale) {
-  red[t] = a0;
-  red[GEMV_WG + t] = a1;
-  red[2 * GEMV_WG + t] = a2;
-  red[3 * GEMV_WG + t] = a3;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int step = GEMV_WG / 2; step > 0; step >>= 1) {
-    if (t < step)
-      for (int m = 0; m < 4; ++m) red[m * GEMV_WG + t] += red[m * GEMV_WG + t + step];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (t < M) C[(long)t * N + n] = red[t * GEMV_WG] * (row_scale ? row_scale[t] : 1.0f);
-}
-
-// e0m4, int4, q8 decode: a work-group takes 4 columns, so that each 8 floats of A read
-// serve 4 words of weights (A is read from cache 8x as often as the weights otherwise).
+// A work-group takes 4 columns, so that each 8 floats of A read serve 4 words of weights
+// (A is read from cache 8x as often as the weights otherwise).
 #define GEMV_COLS 4
 #define COLS4(X, P) X(0, P) X(1, P) X(2, P) X(3, P)
 #define DOT8(a, b) (dot((a).lo, (b).lo) + dot((a).hi, (b).hi))
 
-// Sums the work-group's partials acc[4c + m] (column n0 + c, row m) and writes them:
-// 8 items per value add 8 partials each, then one item per value adds those 8.
+// Sums the work-group's partials acc[4c + m] (column n0 + c, row m) and writes them,
+// times row_scale[m] when given: 8 items per value add 8 partials each, then one item
+// per value adds those 8. Every work item of the group must call it.
 inline void gemv_finish_cols(__local float* red, __local float* part, const float* acc, int t, int M, int N,
-                             int n0, __global float* C) {
+                             int n0, __global float* C, __global const float* row_scale) {
   for (int v = 0; v < 4 * GEMV_COLS; ++v) red[v * GEMV_WG + t] = acc[v];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int e = t; e < 4 * GEMV_COLS * 8; e += GEMV_WG) {
@@ -299,7 +284,8 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   const int c = t >> 2, m = t & 3;
   if (t < 4 * GEMV_COLS && m < M && n0 + c < N) {
     __local const float* p = part + 8 * t;
-    C[(long)m * N + n0 + c] = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
+    const float sum = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
+    C[(long)m * N + n0 + c] = sum * (row_scale ? row_scale[m] : 1.0f);
   }
 }
 
@@ -313,6 +299,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
     __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
     const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
     COLS4(GEMV_POINTERS, _)                                                                         \
+    COLS4(GEMV_OFFSETS, _)                                                                          \
     const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
     float acc[4 * GEMV_COLS] = {0.0f};
 // Row m of A as 8 floats at word i, or as the one float at k (tails); 0 past M.
@@ -332,13 +319,13 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
       const float8 a0 = A_CODE(0), a1 = A_CODE(1), a2 = A_CODE(2), a3 = A_CODE(3);                  \
       COLS4(GEMV_TAIL, AT)                                                                          \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C);                                               \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, 0);                                            \
   }
 #define GEMV_POINTERS(c, _)                                                                         \
   const int col##c = min(n0 + c, N - 1);                                                            \
   __global const uchar* w##c = W + (long)col##c * row_bytes;                                        \
-  __global const float* s##c = S + (long)col##c * groups;                                           \
-  __global const float* o##c = O + (long)col##c * groups;
+  __global const float* s##c = S + (long)col##c * groups;
+#define GEMV_OFFSETS(c, _) __global const float* o##c = O + (long)col##c * groups;
 #define GEMV_ROWS(c, wv)                                                                            \
   acc[4 * c] += DOT8(a0, wv);                                                                       \
   if (rows > 1 && M > 1) acc[4 * c + 1] += DOT8(a1, wv);                                                        \
@@ -358,9 +345,11 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
 QGEMV(qgemv_e0m4, 4, E0M4_AT, E0M4_AT8)
 QGEMV(qgemv_int4, 4, INT4_AT, INT4_AT8)
 QGEMV(qgemv_q8, 4, Q8_AT, Q8_AT8)
+QGEMV(qgemv_q3h, 4, Q3H_AT, Q3H_AT8)
 QGEMV(qgemv_e0m4_m1, 1, E0M4_AT, E0M4_AT8)
 QGEMV(qgemv_int4_m1, 1, INT4_AT, INT4_AT8)
 QGEMV(qgemv_q8_m1, 1, Q8_AT, Q8_AT8)
+QGEMV(qgemv_q3h_m1, 1, Q3H_AT, Q3H_AT8)
 
 // e0m4, int4 decode when rows are 16-byte aligned (K % 32 == 0, group % 32 == 0): as
 // above, but each item reads 32 codes of a column as one uint4 and A as float4s: fewer
@@ -388,7 +377,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
         COLS4(GEMV16_WORD, LEVELS8)                                                                 \
       }                                                                                             \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C);                                               \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, 0);                                            \
   }
 #define E0M4_LEVELS8(x) e0m4_levels8(x)
 #define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
@@ -397,60 +386,53 @@ QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
 QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
 
-// q3h decode: work item t takes pairs t, t + 64, ... (two bytes hold a 7-bit pair);
-// a pair never straddles a group since groups are even.
-__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))
-void qgemv_q3h(__global const float* A, __global const uchar* W, __global const float* S, __global const float* O,
-               __global float* C, int M, int N, int K, int G, int row_bytes, int groups) {
-  __local float red[4 * GEMV_WG];
-  const int n = get_group_id(0), t = get_local_id(0);
-  __global const uchar* w = W + (long)n * row_bytes;
-  __global const float* s = S + (long)n * groups;
-  __global const float* o = O + (long)n * groups;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const int pairs = K / 2;
-  for (int p = t; p < pairs; p += GEMV_WG) {
-    const int bit = 7 * p, k = 2 * p, g = k / G;
-    const int pair = ((w[bit >> 3] | (w[(bit >> 3) + 1] << 8)) >> (bit & 7)) & 0x7f;
-    const float wa = (float)(pair / 11) * s[g] + o[g], wb = (float)(pair % 11) * s[g] + o[g];
-    for (int m = 0; m < M; ++m) acc[m] += A[m * K + k] * wa + A[m * K + k + 1] * wb;
+// W4A8 decode, 4 columns per work-group as above: int8 activations times int4 weights,
+// 8 at a time in integers, each 8-code dot scaled by its group's scale; the row scale
+// comes last.
+#define QA_WORD(m) (rows > m && M > m ? convert_int8(vload8(i, QA + (m) * K)) : 0)
+#define QA_CODE(m) (rows > m && M > m ? (int)QA[(m) * K + k] : 0)
+#define W4A8_ROWS(c, DOT)                                                                           \
+  acc[4 * c] += sc * (float)DOT(a0);                                                                \
+  if (rows > 1 && M > 1) acc[4 * c + 1] += sc * (float)DOT(a1);                                     \
+  if (rows > 2 && M > 2) acc[4 * c + 2] += sc * (float)DOT(a2);                                     \
+  if (rows > 3 && M > 3) acc[4 * c + 3] += sc * (float)DOT(a3);
+#define W4A8_DOT8(a) HSUM8((a) * q)
+#define W4A8_DOT1(a) ((a) * q)
+#define W4A8_WORD(c, _)                                                                             \
+  {                                                                                                 \
+    const int8 q = SIGNED_NIBBLES8(w##c, k0);                                                       \
+    const float sc = s##c[g];                                                                       \
+    W4A8_ROWS(c, W4A8_DOT8)                                                                         \
   }
-  if ((K & 1) && t == 0) {
-    const int k = K - 1, g = k / G;
-    const float wv = (float)q3h_code(w, k) * s[g] + o[g];
-    for (int m = 0; m < M; ++m) acc[m] += A[m * K + k] * wv;
+#define W4A8_CODE(c, _)                                                                             \
+  {                                                                                                 \
+    const int q = (int)(nibble(w##c, k) << 28) >> 28;                                              \
+    const float sc = s##c[g];                                                                       \
+    W4A8_ROWS(c, W4A8_DOT1)                                                                         \
   }
-  gemv_finish(red, acc[0], acc[1], acc[2], acc[3], t, M, N, n, C, 0);
-}
 
-// W4A8 decode: int8 activations times int4 weights, 8 at a time in integers, each
-// 8-code dot scaled by its group's scale; the row scale comes last. Needs group % 8 == 0.
-__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))
-void qgemv_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W, __global const float* S,
-                __global float* C, int M, int N, int K, int G, int row_bytes, int groups) {
-  __local float red[4 * GEMV_WG];
-  const int n = get_group_id(0), t = get_local_id(0);
-  __global const uchar* w = W + (long)n * row_bytes;
-  __global const float* s = S + (long)n * groups;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const int words = K / 8;
-  for (int i = t; i < words; i += GEMV_WG) {
-    uchar b[4];
-    vstore4(vload4(i, w), 0, b);
-    const int k0 = 8 * i;
-    const float sc = s[k0 / G];
-    for (int m = 0; m < M; ++m) {
-      int d = 0;
-      for (int j = 0; j < 8; ++j) {
-        int q = (b[j >> 1] >> ((j & 1) * 4)) & 15;
-        d += (int)QA[m * K + k0 + j] * (q >= 8 ? q - 16 : q);
-      }
-      acc[m] += sc * (float)d;
-    }
+#define QGEMV_W4A8(NAME, ROWS)                                                                      \
+  __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
+  void NAME(__global const char* QA, __global const float* RS, __global const uchar* W,             \
+            __global const float* S, __global float* C, int M, int N, int K, int G, int row_bytes,  \
+            int groups) {                                                                           \
+    __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
+    const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
+    COLS4(GEMV_POINTERS, _)                                                                         \
+    const int rows = ROWS;                                                                          \
+    float acc[4 * GEMV_COLS] = {0.0f};                                                              \
+    const int words = K / 8;                                                                        \
+    for (int i = t; i < words; i += GEMV_WG) {                                                      \
+      const int k0 = 8 * i, g = k0 / G;                                                             \
+      const int8 a0 = QA_WORD(0), a1 = QA_WORD(1), a2 = QA_WORD(2), a3 = QA_WORD(3);                \
+      COLS4(W4A8_WORD, _)                                                                           \
+    }                                                                                               \
+    for (int k = 8 * words + t; k < K; k += GEMV_WG) {                                              \
+      const int g = k / G;                                                                          \
+      const int a0 = QA_CODE(0), a1 = QA_CODE(1), a2 = QA_CODE(2), a3 = QA_CODE(3);                 \
+      COLS4(W4A8_CODE, _)                                                                           \
+    }                                                                                               \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, RS);                                           \
   }
-  for (int k = 8 * words + t; k < K; k += GEMV_WG) {
-    int q = (w[k >> 1] >> ((k & 1) * 4)) & 15;
-    for (int m = 0; m < M; ++m) acc[m] += s[k / G] * (float)((int)QA[m * K + k] * (q >= 8 ? q - 16 : q));
-  }
-  gemv_finish(red, acc[0], acc[1], acc[2], acc[3], t, M, N, n, C, RS);
-}
+QGEMV_W4A8(qgemv_w4a8, 4)
+QGEMV_W4A8(qgemv_w4a8_m1, 1)

@@ -549,10 +549,10 @@ void qmatmulOp(const Node& n) {
   const int64_t M = count(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
   const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
   const bool gpu = n.ex.device().gpuKernels();
-  const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && (G % 8 == 0 || scheme == "q3h");
+  const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && G % 8 == 0;
   const bool cols4 = !gpu && M <= 4 && !w4a8;  // 4 rows: fewer registers, faster decode
   const bool gemv16 = gemv && (scheme == "e0m4" || scheme == "int4") && K % 32 == 0 && G % 32 == 0;
-  const bool oneRow = gemv && M == 1 && scheme != "q3h" && !w4a8;  // kernels compiled for one row
+  const bool oneRow = gemv && M == 1;  // kernels compiled for one row
   const std::string kernel =
       (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme +
       (oneRow ? "_m1" : "");
@@ -568,7 +568,7 @@ void qmatmulOp(const Node& n) {
   }
   l.mem(n.out(0)).i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
   const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
-  if (gemv) return l.run3d(up(N, scheme == "q3h" || w4a8 ? 1 : 4) * 64, 1, 1, 64, 1);  // 1 or 4 columns per group
+  if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);  // 4 columns per work-group
   if (gpu) return l.run3d(up(N, 64) * 16, up(M, 64) * 16, 1, 16, 16);
   l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
 }
