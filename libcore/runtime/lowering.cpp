@@ -540,9 +540,10 @@ void triluOp(const Node& n) {
       .run1d(c);
 }
 
-// tl.QMatMul: A [..., K] x quantized [K, N]. GPUs: a work-group per column for decode
-// (M <= 4), dequantizing tiles otherwise; CPUs: a column and 8 rows per work item.
-// W4A8 first quantizes A's rows to int8.
+// tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). GPUs: a
+// work-group per 4 columns for decode (M <= 4, group % 8 == 0), dequantizing tiles
+// otherwise; CPUs: a column and 4 (decode) or 8 rows per work item. W4A8 first
+// quantizes A's rows to int8.
 void qmatmulOp(const Node& n) {
   const std::string scheme = n.attrString("scheme", "");
   const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
