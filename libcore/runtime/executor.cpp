@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cli/error.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
@@ -11,12 +12,6 @@ size_t elementBytes(DType t) {
   size_t bits = dtypeBits(t);
   if (bits < 8) throw Error(std::string("dtype ") + dtypeName(t) + " has no device layout", ExitCode::Device);
   return bits / 8;
-}
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (auto d : dims) n *= d;
-  return n;
 }
 
 // Folded values as bytes of the tensor's dtype, for consumers that read them as data.
@@ -135,7 +130,7 @@ void Executor::prepare(const SymbolValues& binding) {
     } catch (const Error& e) {
       throw Error("tensor '" + name + "': " + e.what());
     }
-    if (count(dims) >= (int64_t(1) << 31))
+    if (elementCount(dims) >= (int64_t(1) << 31))
       throw Error("tensor '" + name + "' has more than 2^31 elements", ExitCode::Device);
     shapes_[name] = std::move(dims);
     if (t.value) values_[name] = evaluateDims(*t.value, binding);
@@ -143,7 +138,7 @@ void Executor::prepare(const SymbolValues& binding) {
   for (size_t i : tensorNodes_) {
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
-      if (!out.empty()) ensure(out, count(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+      if (!out.empty()) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
     // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up once per binding.
     for (const auto& in : n.input()) {
       if (in.empty() || analysis_.at(in).cls != TensorClass::Shape) continue;
@@ -195,7 +190,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   SymbolValues binding = bindFromInputs(analysis_, shapes);
   // Carried data moves before prepare() may grow (and so replace) the source buffers.
   for (const auto& c : carried) {
-    size_t bytes = static_cast<size_t>(count(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);
+    size_t bytes = static_cast<size_t>(elementCount(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);
     cl_mem src = buffer(c.fromTensor);
     Buffer& dst = ensure(c.input, bytes);
     if (bytes)
@@ -211,7 +206,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {
   if (analysis_.at(tensor).dtype != DType::Float) throw Error("tensor '" + tensor + "' is not float32");
-  if (offset < 0 || offset + n > count(shape(tensor))) throw Error("read past the end of '" + tensor + "'");
+  if (offset < 0 || offset + n > elementCount(shape(tensor))) throw Error("read past the end of '" + tensor + "'");
   std::vector<float> out(static_cast<size_t>(n));
   if (n)
     clCheck(clEnqueueReadBuffer(device_.queue(), buffer(tensor), CL_TRUE, offset * 4, n * 4, out.data(), 0, nullptr,
@@ -240,7 +235,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
       auto bytes = encode(value(name), info.dtype);
       t.bytes.assign(bytes.begin(), bytes.end());
     } else {
-      t.bytes.resize(static_cast<size_t>(count(t.dims)) * elementBytes(info.dtype));
+      t.bytes.resize(static_cast<size_t>(elementCount(t.dims)) * elementBytes(info.dtype));
       if (!t.bytes.empty())
         clCheck(clEnqueueReadBuffer(device_.queue(), buffer(name), CL_TRUE, 0, t.bytes.size(), t.bytes.data(), 0,
                                     nullptr, nullptr),

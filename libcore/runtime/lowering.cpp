@@ -10,23 +10,12 @@
 #include "cli/error.h"
 #include "graph/attributes.h"
 #include "runtime/executor.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-int64_t count(const Dims& d) {
-  int64_t n = 1;
-  for (auto x : d) n *= x;
-  return n;
-}
-
-Dims contiguousStrides(const Dims& d) {
-  Dims s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
 
 // Rank-8 vectors, padded on the left (dims with 1, strides with 0).
 cl_int8 pad8(const Dims& v, int64_t fill) {
@@ -183,13 +172,13 @@ void copy(const Node& n, const std::string& src, const std::string& dst, Dims di
   n.launch(std::string("copy_") + sizeSuffix(n.dtype(src)))
       .mem(src)
       .mem(dst)
-      .i32(count(dims))
+      .i32(elementCount(dims))
       .vec(pad8(dims, 1))
       .i32(inOff)
       .vec(pad8(inStrides, 0))
       .i32(outOff)
       .vec(pad8(outStrides, 0))
-      .run1d(count(dims));
+      .run1d(elementCount(dims));
 }
 
 void contiguousCopy(const Node& n) {
@@ -199,7 +188,7 @@ void contiguousCopy(const Node& n) {
 
 void binary(const Node& n, const std::string& op, const std::string& a, const std::string& b, const std::string& dst) {
   Dims o = n.shape(dst);
-  const int64_t c = count(o);
+  const int64_t c = elementCount(o);
   Dims sa = broadcastStrides(n.shape(a), o), sb = broadcastStrides(n.shape(b), o), so = contiguousStrides(o);
   collapse(o, {&sa, &sb, &so});
   n.launch(op + "_" + typeSuffix(n.dtype(a)))
@@ -221,7 +210,7 @@ void binaryOp(const Node& n) {
 }
 
 void unary(const Node& n, const std::string& op) {
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(op + "_" + typeSuffix(n.dtype(n.in(0)))).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
 }
 
@@ -239,13 +228,13 @@ void unaryOp(const Node& n) {
 void castOp(const Node& n) {
   DType from = n.dtype(n.in(0)), to = n.dtype(n.out(0));
   if (from == to) return contiguousCopy(n);
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(std::string("cast_") + typeSuffix(from) + "_" + typeSuffix(to)).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
 }
 
 void whereOp(const Node& n) {
   Dims o = n.shape(n.out(0));
-  const int64_t c = count(o);
+  const int64_t c = elementCount(o);
   Dims sc = broadcastStrides(n.shape(n.in(0)), o), sx = broadcastStrides(n.shape(n.in(1)), o),
        sy = broadcastStrides(n.shape(n.in(2)), o), so = contiguousStrides(o);
   collapse(o, {&sc, &sx, &sy, &so});
@@ -341,13 +330,13 @@ void gatherOp(const Node& n) {
   size_t k = n.axis(n.attrInt("axis", 0), data.size());
   int64_t inner = 1;
   for (size_t i = k + 1; i < data.size(); ++i) inner *= data[i];
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(std::string("gather_") + sizeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
       .mem(n.in(1))
       .mem(n.out(0))
       .i32(c)
-      .i32(count(n.shape(n.in(1))))
+      .i32(elementCount(n.shape(n.in(1))))
       .i32(data[k])
       .i32(inner)
       .run1d(c);
@@ -369,7 +358,7 @@ void gatherNDOp(const Node& n) {
     dv.s[i] = i < m ? static_cast<cl_int>(head[i]) : 1;
     sv.s[i] = i < m ? static_cast<cl_int>(headStrides[i]) : 0;
   }
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(std::string("gathernd_") + sizeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
       .mem(n.in(1))
@@ -426,7 +415,7 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
       .vec(pad8(batchStrides(ab, aRows * aCols), 0))
       .vec(pad8(batchStrides(bb, bRows * bCols), 0))
       .run3d(static_cast<size_t>(((blocked ? N / 4 : N) + 15) / 16 * 16),
-             static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked ? (M + 3) / 4 : M), static_cast<size_t>(count(batch)),
+             static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked ? (M + 3) / 4 : M), static_cast<size_t>(elementCount(batch)),
              16, tiled ? 16 : 1);
 }
 
@@ -448,7 +437,7 @@ void softmaxOp(const Node& n) {
   size_t k = n.axis(n.attrInt("axis", -1), d.size());
   int64_t inner = 1;
   for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
-  int64_t rows = count(d) / std::max<int64_t>(d[k], 1);
+  int64_t rows = elementCount(d) / std::max<int64_t>(d[k], 1);
   n.launch("softmax_f32")
       .mem(n.in(0))
       .mem(n.out(0))
@@ -471,7 +460,7 @@ void reduceOp(const Node& n) {
     (reduce[i] ? rd : od).push_back(d[i]);
     (reduce[i] ? rs : os).push_back(is[i]);
   }
-  int64_t outCount = count(od), redCount = count(rd);
+  int64_t outCount = elementCount(od), redCount = elementCount(rd);
   n.launch(lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
       .mem(n.out(0))
@@ -489,9 +478,9 @@ void layerNormOp(const Node& n) {
   size_t k = n.axis(n.attrInt("axis", -1), d.size());
   int64_t cols = 1;
   for (size_t i = k; i < d.size(); ++i) cols *= d[i];
-  if (count(n.shape(n.in(1))) != cols || (n.hasIn(2) && count(n.shape(n.in(2))) != cols))
+  if (elementCount(n.shape(n.in(1))) != cols || (n.hasIn(2) && elementCount(n.shape(n.in(2))) != cols))
     throw Error("LayerNormalization with broadcast scale or bias has no kernel", ExitCode::BadInput);
-  int64_t rows = count(d) / std::max<int64_t>(cols, 1);
+  int64_t rows = elementCount(d) / std::max<int64_t>(cols, 1);
   const bool stats = n.hasOut(1) && n.hasOut(2);
   if (n.hasOut(1) != n.hasOut(2)) throw Error("LayerNormalization needs both or neither statistics outputs", ExitCode::BadInput);
   Launch l = n.launch("layernorm_f32");
@@ -504,7 +493,7 @@ void layerNormOp(const Node& n) {
 
 void rangeOp(const Node& n) {
   DType t = n.dtype(n.out(0));
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   int64_t start = n.ex.value(n.in(0)).at(0), delta = n.ex.value(n.in(2)).at(0);
   Launch l = n.launch(std::string("range_") + typeSuffix(t));
   l.mem(n.out(0)).i32(c);
@@ -521,14 +510,14 @@ void constantOfShapeOp(const Node& n) {
     Tensor v = readTensor(a->t(), {});
     std::memcpy(bytes, v.bytes.data(), std::min<size_t>(v.bytes.size(), 8));
   }
-  int64_t c = count(n.shape(n.out(0)));
+  int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(std::string("fill_") + sizeSuffix(t)).mem(n.out(0)).i32(c).raw(bytes, dtypeBits(t) / 8).run1d(c);
 }
 
 void triluOp(const Node& n) {
   const Dims& d = n.shape(n.in(0));
   int64_t k = n.hasIn(1) ? n.ex.value(n.in(1)).at(0) : 0;
-  int64_t c = count(d);
+  int64_t c = elementCount(d);
   n.launch(std::string("trilu_") + sizeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
       .mem(n.out(0))
@@ -547,7 +536,7 @@ void triluOp(const Node& n) {
 void qmatmulOp(const Node& n) {
   const std::string scheme = n.attrString("scheme", "");
   const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
-  const int64_t M = count(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
+  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
   const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
   const bool gpu = n.ex.device().gpuKernels();
   const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && G % 8 == 0;

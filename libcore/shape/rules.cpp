@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cli/error.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
@@ -20,25 +21,13 @@ using UnaryFn = std::function<std::optional<SymExpr>(const SymExpr&)>;
 
 constexpr int64_t kEndOfAxis = int64_t(1) << 31;  // slice bounds at least this large mean "to the end"
 
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (auto d : dims) n *= d;
-  return n;
-}
-
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
-  return s;
-}
-
 // For each element of `out`, the element of `in` it reads under numpy broadcasting.
 std::vector<int64_t> broadcastSource(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   const size_t off = out.size() - in.size();
-  const auto inStrides = stridesOf(in);
-  const auto outStrides = stridesOf(out);
-  std::vector<int64_t> src(static_cast<size_t>(count(out)));
-  for (int64_t k = 0; k < count(out); ++k) {
+  const auto inStrides = contiguousStrides(in);
+  const auto outStrides = contiguousStrides(out);
+  std::vector<int64_t> src(static_cast<size_t>(elementCount(out)));
+  for (int64_t k = 0; k < elementCount(out); ++k) {
     int64_t rem = k, idx = 0;
     for (size_t d = 0; d < out.size(); ++d) {
       int64_t coord = rem / outStrides[d];
@@ -50,7 +39,7 @@ std::vector<int64_t> broadcastSource(const std::vector<int64_t>& in, const std::
   return src;
 }
 
-bool smallEnough(const std::vector<int64_t>& dims) { return count(dims) <= kMaxValueElements; }
+bool smallEnough(const std::vector<int64_t>& dims) { return elementCount(dims) <= kMaxValueElements; }
 
 // Elementwise values of several broadcast inputs, when all are known.
 MaybeValues broadcastValues(RuleContext& c, const std::vector<size_t>& inputs, const std::vector<SymExpr>& outDims,
@@ -66,7 +55,7 @@ MaybeValues broadcastValues(RuleContext& c, const std::vector<size_t>& inputs, c
   }
   Values result;
   std::vector<SymExpr> args(inputs.size());
-  for (int64_t k = 0; k < count(*out); ++k) {
+  for (int64_t k = 0; k < elementCount(*out); ++k) {
     for (size_t j = 0; j < inputs.size(); ++j) args[j] = (*c.value(inputs[j]))[sources[j][k]];
     auto v = fn(args);
     if (!v) return std::nullopt;
@@ -453,12 +442,12 @@ void transposeRule(RuleContext& c) {
   MaybeValues value;
   auto cd = constDims(in);
   if (c.value(0) && cd) {
-    auto inStrides = stridesOf(*cd);
+    auto inStrides = contiguousStrides(*cd);
     std::vector<int64_t> outDims;
     for (auto p : perm) outDims.push_back((*cd)[c.axis(p, in.size())]);
-    auto outStrides = stridesOf(outDims);
+    auto outStrides = contiguousStrides(outDims);
     std::vector<int64_t> src;
-    for (int64_t k = 0; k < count(outDims); ++k) {
+    for (int64_t k = 0; k < elementCount(outDims); ++k) {
       int64_t rem = k, idx = 0;
       for (size_t d = 0; d < outDims.size(); ++d) {
         idx += (rem / outStrides[d]) * inStrides[c.axis(perm[d], in.size())];
@@ -630,9 +619,9 @@ void sliceRule(RuleContext& c) {
   auto outDims = constDims(out);
   auto firstC = constDims(first);
   if (c.value(0) && inDims && outDims && firstC) {
-    auto inStrides = stridesOf(*inDims), outStrides = stridesOf(*outDims);
+    auto inStrides = contiguousStrides(*inDims), outStrides = contiguousStrides(*outDims);
     std::vector<int64_t> src;
-    for (int64_t k = 0; k < count(*outDims); ++k) {
+    for (int64_t k = 0; k < elementCount(*outDims); ++k) {
       int64_t rem = k, idx = 0;
       for (size_t d = 0; d < outDims->size(); ++d) {
         idx += ((*firstC)[d] + (rem / outStrides[d]) * stride[d]) * inStrides[d];
@@ -962,7 +951,7 @@ void constantOfShapeRuleImpl(RuleContext& c) {
   }
   MaybeValues value;
   auto dims = constDims(shape);
-  if (fill && dims && count(*dims) <= kMaxValueElements) value = Values(static_cast<size_t>(count(*dims)), (*fill)[0]);
+  if (fill && dims && elementCount(*dims) <= kMaxValueElements) value = Values(static_cast<size_t>(elementCount(*dims)), (*fill)[0]);
   c.setOutput(0, dt, shape, value);
 }
 

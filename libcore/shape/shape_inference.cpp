@@ -205,10 +205,7 @@ ShapeAnalysis inferShapes(const Model& model, const Graph& graph) {
       if (out.empty()) continue;
       const auto& t = a.tensors.at(out);
       auto cd = constDims(t.dims);
-      int64_t n = 1;
-      if (cd)
-        for (auto x : *cd) n *= x;
-      small = small && cd && n <= kMaxValueElements && (isInteger(t.dtype) || t.dtype == DType::Bool);
+      small = small && cd && elementCount(*cd) <= kMaxValueElements && (isInteger(t.dtype) || t.dtype == DType::Bool);
     }
     if (small) {
       ++a.shapeOpsLeft;

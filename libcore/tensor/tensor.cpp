@@ -76,11 +76,19 @@ DType dtypeFromOnnx(int32_t onnxType) {
   return static_cast<DType>(onnxType);
 }
 
-int64_t Tensor::numel() const {
+int64_t elementCount(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (auto d : dims) n *= d;
   return n;
 }
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+int64_t Tensor::numel() const { return elementCount(dims); }
 
 namespace {
 

@@ -30,6 +30,10 @@ bool isInteger(DType t);          // signed or unsigned integer types, not bool
 bool isFloating(DType t);
 DType dtypeFromOnnx(int32_t onnxType);  // throws tl::Error for numbers ONNX does not define
 
+// Elements of a shape (1 for a scalar), and the row-major strides that walk it.
+int64_t elementCount(const std::vector<int64_t>& dims);
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims);
+
 struct Tensor {
   std::string name;
   DType dtype = DType::Undefined;
