@@ -45,9 +45,7 @@ int main(int argc, char** argv) {
     opt.scheme = tl::parseScheme(scheme);
     opt.ortFormat = outFormat == "ort";
     opt.dequantizedFormat = outFormat == "dequantized";
-    // Any positive group works (ragged last groups are exact); q3h needs pairs.
-    if (opt.group <= 0) throw tl::Error("--group must be positive, not " + std::to_string(opt.group));
-    if (opt.scheme == tl::QuantScheme::Q3H && opt.group % 2) throw tl::Error("q3h pairs weights: --group must be even");
+    tl::checkOptions(opt);  // before reading a possibly large model
     auto fmt = tl::parseReportFormat(format);
     tl::Model model = tl::loadModel(tool.input());
     if (report) {

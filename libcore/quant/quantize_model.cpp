@@ -135,17 +135,23 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
   return out;
 }
 
-std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress) {
-  auto& g = *model.proto.mutable_graph();
-  for (const auto& n : g.node())
-    if ((n.domain() == "tl" && n.op_type() == "QMatMul") || n.op_type() == "MatMulNBits")
-      throw Error("node '" + n.name() + "': the model is already quantized (" + n.op_type() + ")");
+void checkOptions(const QuantOptions& opt) {
+  // Any positive group works (ragged last groups are exact); q3h needs pairs.
   if (opt.group <= 0) throw Error("--group must be positive, not " + std::to_string(opt.group));
+  if (opt.scheme == QuantScheme::Q3H && opt.group % 2) throw Error("q3h pairs weights: --group must be even");
   if (opt.ortFormat && opt.scheme != QuantScheme::Int4)
     throw Error(std::string("--format ort writes int4 (MatMulNBits), not ") + schemeName(opt.scheme));
   if (opt.ortFormat && (opt.group < 16 || (opt.group & (opt.group - 1))))
     throw Error("--format ort needs a group size that is a power of two >= 16 (MatMulNBits' block_size), not " +
                 std::to_string(opt.group));
+}
+
+std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress) {
+  auto& g = *model.proto.mutable_graph();
+  for (const auto& n : g.node())
+    if ((n.domain() == "tl" && n.op_type() == "QMatMul") || n.op_type() == "MatMulNBits")
+      throw Error("node '" + n.name() + "': the model is already quantized (" + n.op_type() + ")");
+  checkOptions(opt);
   std::vector<EligibleWeight> done;
   {
     Graph graph(g);

@@ -37,7 +37,10 @@ struct EligibleWeight {
 // MatMuls whose B is a constant 2-D float initializer, with the reason any is kept.
 std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& opt);
 
-// Rewrites the model in place; returns the weights it quantized. Progress on stderr.
+// Throws tl::Error (one line, naming the flag) for options no model can satisfy.
+void checkOptions(const QuantOptions& opt);
+
+// Rewrites the model in place (after checkOptions); returns the weights it quantized. Progress on stderr.
 // One weight at a time: its float values are read (from external data too), quantized
 // and stored, so memory holds one float weight and the quantized ones (none of those
 // either with opt.externalData).
