@@ -78,6 +78,12 @@ void rewriteAsMatMulNBits(onnx::NodeProto& n, const std::string& w, const Quanti
   }
 }
 
+// Mean absolute error of the dequantized weight against its float values.
+double quantizationError(const std::vector<float>& w, const QuantizedMatrix& q) {
+  const auto back = dequantize(q);
+  return meanAbsError(w.data(), back.data(), w.size());
+}
+
 // Writes one quantized weight in the chosen format (inside the model or to external data).
 void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& q, const QuantOptions& opt) {
   ExternalDataWriter* ext = opt.externalData;
@@ -163,13 +169,12 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       if (!w.keptBecause.empty()) continue;
       auto data = weightValues(*graph.initializer(w.name), model.baseDir);
       auto q = quantize(data.data(), w.K, w.N, opt.scheme, opt.group);
-      auto back = dequantize(q);
       before += data.size() * 4;
       after += q.packed.size() + 8 * q.scale.size();
       if (progress)
         std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
                      weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),
-                     schemeName(opt.scheme), meanAbsError(data.data(), back.data(), data.size()), q.bitsPerWeight());
+                     schemeName(opt.scheme), quantizationError(data, q), q.bitsPerWeight());
       store(g, w.name, q, opt);
       // The node rewrite needs only the shape and scheme: free the codes now.
       q.packed = {};
@@ -289,8 +294,7 @@ std::string errorReport(const Model& model, const Graph& graph, const QuantOptio
     std::vector<double> mae, bits;
     for (auto s : kAllSchemes) {
       auto q = quantize(data.data(), w.K, w.N, s, opt.group);
-      auto back = dequantize(q);
-      mae.push_back(meanAbsError(data.data(), back.data(), data.size()));
+      mae.push_back(quantizationError(data, q));
       bits.push_back(q.bitsPerWeight());
     }
     const double ratio = mae[1] > 0 ? mae[0] / mae[1] : 0;
