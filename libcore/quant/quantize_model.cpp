@@ -29,7 +29,7 @@ void setData(onnx::TensorProto& t, const void* data, size_t bytes, ExternalDataW
   if (ext) return ext->store(t, data, bytes);
   t.clear_float_data();
   t.clear_external_data();
-  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.clear_data_location();  // DEFAULT: the bytes are in raw_data
   t.set_raw_data(std::string(static_cast<const char*>(data), bytes));
 }
 
