@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs tl-run's checks, the quantized kernels' tests, bench_qmatmul and the quantized
+# Runs tl-run's checks, the quantized kernels' tests, tl-bench --kernels and the quantized
 # models' perplexity on the device machine (NVIDIA OpenCL). Prepare here, then run there
 # through the device tool with `carry: ["devdata"]`:
 #   scripts/device_check.sh --prepare        bundle binaries + shared models into devdata/
@@ -10,7 +10,7 @@ if [ "${1:-}" = "--prepare" ]; then
   cd "$(dirname "$0")/.."
   rm -rf devdata && mkdir -p devdata/models
   ../shared/scripts/device-bundle.sh devdata/bin build/bin/tl-run build/bin/tl-shape build/bin/tl-quant \
-    build/bin/bench_qmatmul build/bin/tl_model_tests >/dev/null
+    build/bin/tl-bench build/bin/tl_model_tests >/dev/null
   for d in ../shared/models/*-*past; do
     [ "$(basename "$d")" = bytellama-past ] && continue  # tracked as models/bytellama-past
     cp -r "$d" devdata/models/
@@ -38,7 +38,7 @@ checks() {
 }
 quant() {
   echo "== quantized kernels vs Eigen"; devdata/bin/tl_model_tests --gtest_filter='Schemes/*' 2>&1 | tail -3
-  echo "== bench_qmatmul"; devdata/bin/bench_qmatmul --device NVIDIA --runs 50
+  echo "== tl-bench --kernels"; devdata/bin/tl-bench --kernels --kernel-runs 50 --device NVIDIA
   for s in q8 e0m4 int4 w4a8 q3h; do
     devdata/bin/tl-quant models/bytellama-past/model.onnx --scheme $s -o /tmp/q.$s.onnx 2>/dev/null
     printf '== perplexity %s: ' $s

@@ -15,7 +15,6 @@ import onnx
 from onnx import numpy_helper
 import onnxruntime as ort
 
-OUT = sys.argv[1]
 COMMON = dict(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, head_dim=16, intermediate_size=128,
               max_position_embeddings=512, attn_implementation="eager")
@@ -51,6 +50,8 @@ class NoPast(torch.nn.Module):
 
 
 class Past(torch.nn.Module):
+    """The *-past layout: (input_ids, attention_mask, position_ids, past_key_values.*) ->
+    (logits, present.*), the cache as flat tensors (scripts/export_real.py uses it too)."""
     def __init__(self, m, n_layers):
         super().__init__(); self.m = m; self.n = n_layers
 
@@ -81,13 +82,13 @@ def save_set(d, k, names_in, ins, names_out, outs):
         open(os.path.join(sd, f"output_{j}.pb"), "wb").write(numpy_helper.from_array(a, n).SerializeToString())
 
 
-def export(arch, past):
+def export(out, arch, past):
     m, cfg = make_model(arch)
     nl = cfg.num_hidden_layers
     kvh = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     name = f"{arch}-{'past' if past else 'nopast'}"
-    d = os.path.join(OUT, name)
+    d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     D = torch.export.Dim.DYNAMIC
     B, N, P = 2, 5, 7
@@ -135,11 +136,12 @@ def export(arch, past):
           flush=True)
 
 
-print("torch", torch.__version__, "transformers", transformers.__version__, "ort", ort.__version__, "onnx", onnx.__version__)
-for arch in (sys.argv[2:] or ARCHS):
-    for past in (False, True):
-        try:
-            export(arch, past)
-        except Exception:
-            print(arch, past, "FAILED")
-            traceback.print_exc(limit=3)
+if __name__ == "__main__":
+    print("torch", torch.__version__, "transformers", transformers.__version__, "ort", ort.__version__, "onnx", onnx.__version__)
+    for arch in (sys.argv[2:] or ARCHS):
+        for past in (False, True):
+            try:
+                export(sys.argv[1], arch, past)
+            except Exception:
+                print(arch, past, "FAILED")
+                traceback.print_exc(limit=3)

@@ -62,26 +62,30 @@ void Tool::writeOutput(const std::string& data, bool binary) const {
     if (!std::cout) throw Error("cannot write to stdout");
     return;
   }
+  writeFileAtomically(output_, data);
+}
+
+void writeFileAtomically(const std::string& path, const std::string& data) {
   namespace fs = std::filesystem;
-  fs::path target(output_);
+  fs::path target(path);
   fs::path tmp = target;
   tmp += ".tmp" + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write '" + output_ + "'");
+    if (!out) throw Error("cannot write '" + path + "'");
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     out.close();
     if (!out) {
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error("cannot write '" + output_ + "'");
+      throw Error("cannot write '" + path + "'");
     }
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) {
     fs::remove(tmp, ec);
-    throw Error("cannot write '" + output_ + "': " + ec.message());
+    throw Error("cannot write '" + path + "': " + ec.message());
   }
 }
 

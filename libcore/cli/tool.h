@@ -27,8 +27,10 @@ class Tool {
   const std::string& input() const { return input_; }
   const std::string& output() const { return output_; }
   Emit emit() const { return emit_ == "text" ? Emit::Text : Emit::Onnx; }
-  // The name errors are reported against: the input path, or "<stdin>".
-  std::string inputDisplayName() const { return input_ == "-" ? "<stdin>" : input_; }
+  // The name errors are reported against: the input path, or "<stdin>"; a tool that
+  // reads several files names the one it is working on with blame().
+  std::string inputDisplayName() const { return !blamed_.empty() ? blamed_ : input_ == "-" ? "<stdin>" : input_; }
+  void blame(const std::string& file) { blamed_ = file == "-" ? "<stdin>" : file; }
 
   // Parses argv, runs body, maps tl::Error and parse errors to messages and exit codes.
   int run(int argc, char** argv, const std::function<void()>& body);
@@ -41,8 +43,13 @@ class Tool {
   CLI::App app_;
   std::string input_ = "-";
   std::string output_ = "-";
+  std::string blamed_;
   std::string emit_ = "onnx";
   bool force_ = false;
 };
+
+// Writes data to a file through a temporary renamed into place: a failure leaves
+// nothing half-written. Throws tl::Error naming the path.
+void writeFileAtomically(const std::string& path, const std::string& data);
 
 }  // namespace tl

@@ -87,6 +87,20 @@ void CausalLm::reset() {
   history_.clear();
 }
 
+std::vector<std::pair<std::string, std::vector<int64_t>>> CausalLm::inputShapes(int64_t tokens, int64_t past) const {
+  const int64_t n = hasCache() ? tokens : past + tokens;
+  if (!hasCache()) past = 0;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out{{"input_ids", {1, n}}};
+  if (hasMask_) out.push_back({"attention_mask", {1, past + n}});
+  if (hasPositions_) out.push_back({"position_ids", {1, n}});
+  for (size_t i = 0; i < kvInputs_.size(); ++i) {
+    auto dims = kvEmpty_[i];
+    dims[2] = past;
+    out.push_back({kvInputs_[i], dims});
+  }
+  return out;
+}
+
 std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPositions) {
   if (tokens.empty()) throw Error("no tokens to feed");
   for (auto t : tokens)
@@ -100,23 +114,26 @@ std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPo
   }
   const int64_t n = static_cast<int64_t>(feed.size());
   std::vector<Tensor> inputs;
-  inputs.push_back(int64Tensor("input_ids", {1, n}, feed));
-  if (hasMask_) inputs.push_back(int64Tensor("attention_mask", {1, past + n}, std::vector<int64_t>(past + n, 1)));
-  if (hasPositions_) {
-    std::vector<int64_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) pos[i] = past + i;
-    inputs.push_back(int64Tensor("position_ids", {1, n}, pos));
-  }
   std::vector<Executor::Carry> carried;
-  for (size_t i = 0; i < kvInputs_.size(); ++i) {
-    if (past == 0) {
+  size_t cache = 0;  // inputShapes lists the cache inputs last, in order
+  for (auto& [name, dims] : inputShapes(static_cast<int64_t>(tokens.size()), length_)) {
+    if (name == "input_ids") {
+      inputs.push_back(int64Tensor(name, dims, feed));
+    } else if (name == "attention_mask") {
+      inputs.push_back(int64Tensor(name, dims, std::vector<int64_t>(past + n, 1)));
+    } else if (name == "position_ids") {
+      std::vector<int64_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) pos[i] = past + i;
+      inputs.push_back(int64Tensor(name, dims, pos));
+    } else if (past == 0) {  // an empty cache
       Tensor empty;
-      empty.name = kvInputs_[i];
+      empty.name = name;
       empty.dtype = DType::Float;
-      empty.dims = kvEmpty_[i];
+      empty.dims = dims;
       inputs.push_back(std::move(empty));
+      ++cache;
     } else {
-      carried.push_back({kvInputs_[i], kvOutputs_[i]});
+      carried.push_back({name, kvOutputs_[cache++]});
     }
   }
   ex_.enqueue(inputs, carried);

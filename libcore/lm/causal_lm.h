@@ -25,6 +25,13 @@ class CausalLm {
   // can take; 0 when it has none (rotary models).
   int64_t positionLimit() const { return positionLimit_; }
   void reset();
+  // The cache pairs (past_key_values.K.*, present.K.*), in input order.
+  const std::vector<std::string>& cacheInputs() const { return kvInputs_; }
+  const std::vector<std::string>& cacheOutputs() const { return kvOutputs_; }
+
+  // The shapes of the inputs a step feeds when `tokens` new tokens follow `past`
+  // consumed ones (without a cache, the whole sequence), for costing a step.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> inputShapes(int64_t tokens, int64_t past) const;
 
   // Feeds tokens after those already consumed. Returns the logits of the last
   // position, or of every new position when allPositions ([tokens.size() x vocab]).

@@ -123,16 +123,29 @@ std::string describe(const DeviceInfo& d) {
          ";" + caps + ")";
 }
 
-Device::Device(const DeviceInfo& info, bool profiling) : info_(info), profiling_(profiling), gpuKernels_(info.isGpu) {
+Device::Device(const DeviceInfo& info, bool profiling) : info_(info), gpuKernels_(info.isGpu) {
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
   context_ = clCreateContext(props, 1, &info_.id, nullptr, nullptr, &err);
   clCheck(err, "clCreateContext", info_.name);
-  queue_ = clCreateCommandQueue(context_, info_.id, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+  queue_ = clCreateCommandQueue(context_, info_.id, 0, &err);
   clCheck(err, "clCreateCommandQueue", info_.name);
+  setProfiling(profiling);
+}
+
+void Device::setProfiling(bool on) {
+  if (on == profiling_) return;
+  clCheck(clFinish(queue()), "clFinish");
+  if (on && !profilingQueue_) {
+    cl_int err;
+    profilingQueue_ = clCreateCommandQueue(context_, info_.id, CL_QUEUE_PROFILING_ENABLE, &err);
+    clCheck(err, "clCreateCommandQueue", info_.name);
+  }
+  profiling_ = on;
 }
 
 Device::~Device() {
+  if (profilingQueue_) clReleaseCommandQueue(profilingQueue_);
   if (queue_) clReleaseCommandQueue(queue_);
   if (context_) clReleaseContext(context_);
 }

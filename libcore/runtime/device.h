@@ -1,5 +1,6 @@
 // OpenCL devices: discovery with detected capabilities, selection, and the context
-// and in-order queue tl runs on. Every OpenCL error becomes a tl::Error with exit
+// and in-order queue tl runs on (two of them: one with profiling, one without, so a
+// benchmark times runs without the events' overhead and measures kernels apart). Every OpenCL error becomes a tl::Error with exit
 // code 3 naming the call (and, where given, the kernel and node).
 #pragma once
 
@@ -38,8 +39,11 @@ class Device {
 
   const DeviceInfo& info() const { return info_; }
   cl_context context() const { return context_; }
-  cl_command_queue queue() const { return queue_; }
+  cl_command_queue queue() const { return profiling_ ? profilingQueue_ : queue_; }
   bool profiling() const { return profiling_; }
+  // Switches queues, after finishing the current one (the two are not ordered
+  // against each other). Kernels then come with profiling events, or stop to.
+  void setProfiling(bool on);
   // Which kernel variants lowering picks: work-group tiles and reductions (GPUs) or
   // per-item blocks (CPUs, where barriers cost more than they save). Defaults to the
   // device type; tests force each to run both on one device.
@@ -50,7 +54,8 @@ class Device {
   DeviceInfo info_;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
-  bool profiling_;
+  cl_command_queue profilingQueue_ = nullptr;  // made on first use
+  bool profiling_ = false;
   bool gpuKernels_;
 };
 

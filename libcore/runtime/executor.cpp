@@ -72,7 +72,14 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
 Executor::~Executor() {
   for (auto& [n, b] : buffers_)
     if (b.mem) clReleaseMemObject(b.mem);
+  releaseEvents();
+}
+
+void Executor::releaseEvents() {
   for (auto& [n, e] : events_) clReleaseEvent(e);
+  for (auto& [n, e] : carryEvents_) clReleaseEvent(e);
+  events_.clear();
+  carryEvents_.clear();
 }
 
 const std::vector<int64_t>& Executor::shape(const std::string& tensor) const {
@@ -188,19 +195,20 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     shapes.emplace_back(in.name(), it->second->dims);
   }
   SymbolValues binding = bindFromInputs(analysis_, shapes);
+  releaseEvents();
   // Carried data moves before prepare() may grow (and so replace) the source buffers.
   for (const auto& c : carried) {
     size_t bytes = static_cast<size_t>(elementCount(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);
     cl_mem src = buffer(c.fromTensor);
     Buffer& dst = ensure(c.input, bytes);
-    if (bytes)
-      clCheck(clEnqueueCopyBuffer(device_.queue(), src, dst.mem, 0, 0, bytes, 0, nullptr, nullptr),
-              "clEnqueueCopyBuffer", "input '" + c.input + "'");
+    if (!bytes) continue;
+    cl_event e = nullptr;
+    clCheck(clEnqueueCopyBuffer(device_.queue(), src, dst.mem, 0, 0, bytes, 0, nullptr, device_.profiling() ? &e : nullptr),
+            "clEnqueueCopyBuffer", "input '" + c.input + "'");
+    if (e) carryEvents_.emplace_back(c.input, e);
   }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  for (auto& [n, e] : events_) clReleaseEvent(e);
-  events_.clear();
   for (size_t i : tensorNodes_) enqueueNode(*this, i);
 }
 
@@ -254,12 +262,14 @@ void Executor::collectProfile() {
   profile_.clear();
   if (!device_.profiling()) return;
   clCheck(clFinish(device_.queue()), "clFinish");
-  for (auto& [node, e] : events_) {
+  auto ms = [](cl_event e) {
     cl_ulong start = 0, end = 0;
     clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr);
     clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
-    profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), (end - start) * 1e-6});
-  }
+    return (end - start) * 1e-6;
+  };
+  for (auto& [input, e] : carryEvents_) profile_.push_back({input, "CacheCarry", ms(e)});
+  for (auto& [node, e] : events_) profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), ms(e)});
 }
 
 }  // namespace tl

@@ -53,7 +53,8 @@ class Executor {
   // Reads `count` elements of a tensor from `offset` (blocking: the run's one sync).
   std::vector<float> readFloats(const std::string& tensor, int64_t offset, int64_t count);
 
-  // Device time per enqueued kernel of the last run (profiling devices only).
+  // Device time per enqueued kernel of the last run, and per cache copy carried into it
+  // (op "CacheCarry"), while the device profiles.
   const std::vector<OpTime>& profile() const { return profile_; }
   // Times the host has waited on the device so far (blocking reads, finishes). A
   // decode step costs one: reading its logits.
@@ -81,6 +82,7 @@ class Executor {
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
   void collectProfile();
+  void releaseEvents();
 
   Device& device_;
   KernelLibrary kernels_;
@@ -93,6 +95,7 @@ class Executor {
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
   std::vector<std::pair<size_t, cl_event>> events_;
+  std::vector<std::pair<std::string, cl_event>> carryEvents_;
   std::vector<OpTime> profile_;
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet

@@ -1,0 +1,111 @@
+#include "bench/kernel_table.h"
+
+#include <deque>
+#include <fmt/format.h>
+#include <memory>
+#include <random>
+
+#include "bench/timing.h"
+#include "graph/graph.h"
+#include "quant/quantize_model.h"
+#include "runtime/executor.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+std::vector<float> randomValues(int64_t n, std::mt19937& rng) {
+  std::vector<float> w(static_cast<size_t>(n));
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  for (auto& x : w) x = d(rng);
+  return w;
+}
+
+// Larger than any last-level cache tl meets (the H100's L2 holds 50 MB).
+constexpr size_t kFlushBytes = size_t(256) << 20;
+
+struct Case {
+  KernelRow row;
+  Model model;
+  std::unique_ptr<Graph> graph;
+  ShapeAnalysis analysis;
+  std::unique_ptr<Executor> ex;
+};
+
+}  // namespace
+
+KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schemes, int runs,
+                              const std::function<void(const std::string&)>& progress) {
+  for (const auto& s : schemes) parseScheme(s);  // unknown names fail before any work
+  const bool wasProfiling = dev.profiling();
+  dev.setProfiling(true);
+  KernelTable table;
+  std::mt19937 rng(1);
+  cl_int err;
+  cl_mem flush = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, std::min(kFlushBytes, dev.info().maxAlloc), nullptr, &err);
+  clCheck(err, "clCreateBuffer", "cache flush");
+  const char zero = 0;
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
+    if (progress) progress(fmt::format("{} x {}: quantizing", K, N));
+    const auto w = randomValues(K * N, rng);
+    const Model base = matmulModel(w.data(), K, N);
+    std::deque<Case> cases;  // executors keep references to their model: no moves
+    for (const auto& s : schemes) {
+      Case& c = cases.emplace_back();
+      c.model = base;
+      QuantOptions opt;
+      opt.scheme = parseScheme(s);
+      opt.group = 128;
+      opt.quantizeLmHead = true;
+      quantizeModel(c.model, opt, false);
+      c.graph = std::make_unique<Graph>(c.model.proto.graph());
+      c.analysis = inferShapes(c.model, *c.graph);
+      c.ex = std::make_unique<Executor>(dev, c.model, *c.graph, c.analysis);
+      c.row = {K, N, 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N};
+      for (const auto& init : c.model.proto.graph().initializer()) c.row.bytes += init.raw_data().size();
+    }
+    Tensor x;
+    x.name = "x";
+    x.dtype = DType::Float;
+    x.dims = {1, K};
+    const auto xs = randomValues(K, rng);
+    x.bytes.assign(reinterpret_cast<const uint8_t*>(xs.data()), reinterpret_cast<const uint8_t*>(xs.data() + K));
+    constexpr int kWarmup = 3;
+    for (int r = 0; r < runs + kWarmup; ++r) {
+      if (progress) progress(fmt::format("{} x {}: run {}/{}", K, N, r + 1, runs + kWarmup));
+      for (size_t j = 0; j < cases.size(); ++j) {
+        auto& c = cases[r % 2 ? cases.size() - 1 - j : j];
+        clCheck(clEnqueueFillBuffer(dev.queue(), flush, &zero, 1, 0, std::min(kFlushBytes, dev.info().maxAlloc), 0,
+                                    nullptr, nullptr),
+                "clEnqueueFillBuffer", "cache flush");
+        c.ex->run({x});
+        double t = 0;
+        for (const auto& p : c.ex->profile()) t += p.ms;  // w4a8: its activation quantization too
+        if (r >= kWarmup) c.row.ms.push_back(t);
+      }
+    }
+    // E0M4 against INT4 run by run (they took turns, so each pair saw the same conditions).
+    const Case *e = nullptr, *i = nullptr;
+    for (const auto& c : cases) {
+      if (c.row.scheme == "e0m4") e = &c;
+      if (c.row.scheme == "int4") i = &c;
+    }
+    if (e && i && runs > 0) {
+      std::vector<double> ratio;
+      int notSlower = 0;
+      for (size_t r = 0; r < e->row.ms.size(); ++r) {
+        ratio.push_back(e->row.ms[r] / i->row.ms[r]);
+        notSlower += e->row.ms[r] <= i->row.ms[r];
+      }
+      table.notes.push_back(fmt::format(
+          "{} x {}: e0m4 / int4 per run: median {:.3f} (quartiles {:.3f}-{:.3f}), e0m4 <= int4 in {} of {} runs", K, N,
+          median(ratio), quantile(ratio, 0.25), quantile(ratio, 0.75), notSlower, ratio.size()));
+    }
+    for (auto& c : cases) table.rows.push_back(c.row);
+  }
+  clReleaseMemObject(flush);
+  dev.setProfiling(wasProfiling);
+  return table;
+}
+
+}  // namespace tl

@@ -1,0 +1,205 @@
+#include "bench/lm_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "bench/model_cost.h"
+#include "bench/timing.h"
+#include "cli/error.h"
+#include "tensor/tensor.h"
+
+namespace tl {
+namespace {
+
+// A decode test needs a context to start from: its depth, or one token.
+int64_t contextOf(const BenchTest& t) { return t.gen > 0 ? std::max<int64_t>(t.depth, 1) : t.depth; }
+
+int64_t argmax(const std::vector<float>& v) {
+  return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+RunCost stepCost(const CausalLm& lm, const ShapeAnalysis& analysis, const Graph& graph, int64_t tokens, int64_t past) {
+  std::vector<CachePair> caches;
+  for (size_t i = 0; i < lm.cacheInputs().size(); ++i) caches.push_back({lm.cacheInputs()[i], lm.cacheOutputs()[i]});
+  return runCost(graph, analysis, bindFromInputs(analysis, lm.inputShapes(tokens, past)), caches);
+}
+
+struct StepTotals {
+  double deviceMs = 0;
+  int64_t commands = 0;
+};
+
+void addProfile(const Executor& ex, StepTotals& totals) {
+  for (const auto& t : ex.profile()) totals.deviceMs += t.ms;
+  totals.commands += static_cast<int64_t>(ex.profile().size());
+}
+
+// The model-derived columns of a row, for its test.
+void addCost(BenchRow& row, const CausalLm& lm, const Graph& graph, const ShapeAnalysis& analysis) {
+  const BenchTest t{row.prompt, row.gen, row.depth};
+  row.weightBytes = modelWeightBytes(graph, analysis);
+  RunCost c;
+  double tokens = 0;
+  if (t.prompt > 0) {
+    c = stepCost(lm, analysis, graph, t.prompt, t.depth);
+    tokens = static_cast<double>(t.prompt);
+  } else {
+    // A step's cost grows linearly with the cache it attends over, so the mean over
+    // the test's steps is the mean of its first and last.
+    const int64_t first = contextOf(t), last = first + t.gen - 1;
+    const RunCost a = stepCost(lm, analysis, graph, 1, first), b = stepCost(lm, analysis, graph, 1, last);
+    c.flops = a.flops + b.flops;
+    c.weightBytes = a.weightBytes + b.weightBytes;
+    c.cacheReadBytes = a.cacheReadBytes + b.cacheReadBytes;
+    c.cacheWrittenBytes = a.cacheWrittenBytes + b.cacheWrittenBytes;
+    tokens = 2;
+  }
+  row.flopsPerToken = c.flops / tokens;
+  row.bytesPerToken = c.bytes() / tokens;
+}
+
+}  // namespace
+
+std::string BenchTest::name() const {
+  std::string s = prompt > 0 ? "pp" + std::to_string(prompt) : "tg" + std::to_string(gen);
+  return depth > 0 ? s + "@d" + std::to_string(depth) : s;
+}
+
+std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
+                                 const std::vector<int64_t>& depths) {
+  for (auto p : prompts)
+    if (p < 1) throw Error("-p " + std::to_string(p) + ": a prefill test needs at least 1 token");
+  for (auto n : gens)
+    if (n < 1) throw Error("-n " + std::to_string(n) + ": a decode test needs at least 1 token");
+  for (auto d : depths)
+    if (d < 0) throw Error("-d " + std::to_string(d) + ": a depth cannot be negative");
+  std::vector<BenchTest> out;
+  for (auto d : depths.empty() ? std::vector<int64_t>{0} : depths) {
+    for (auto p : prompts) out.push_back({p, 0, d});
+    for (auto n : gens) out.push_back({0, n, d});
+  }
+  return out;
+}
+
+void checkTests(const CausalLm& lm, const std::vector<BenchTest>& tests) {
+  if (!lm.positionLimit()) return;
+  for (const auto& t : tests) {
+    const int64_t need = contextOf(t) + t.prompt + t.gen;
+    if (need > lm.positionLimit())
+      throw Error(t.name() + " needs " + std::to_string(need) + " positions; the model's position table has " +
+                  std::to_string(lm.positionLimit()));
+  }
+}
+
+std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::vector<BenchTest>& tests,
+                                         const BenchOptions& opt) {
+  Device& dev = ex.device();
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int64_t> pick(0, lm.vocab() - 1);
+  std::vector<BenchRow> rows;
+  for (const auto& t : tests) {
+    std::vector<int64_t> context(static_cast<size_t>(contextOf(t))), prompt(static_cast<size_t>(t.prompt));
+    for (auto& x : context) x = pick(rng);
+    for (auto& x : prompt) x = pick(rng);
+    const int64_t steps = t.prompt > 0 ? 1 : t.gen;
+    const int64_t tokens = t.prompt > 0 ? t.prompt : t.gen;
+    // One repetition: wall seconds of the timed part; device totals when profiling.
+    auto once = [&](StepTotals* totals) {
+      lm.reset();
+      std::vector<float> logits;
+      if (!context.empty()) logits = lm.step(context);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (t.prompt > 0) {
+        lm.step(prompt);
+        if (totals) addProfile(ex, *totals);
+      } else {
+        int64_t next = argmax(logits);
+        for (int64_t i = 0; i < t.gen; ++i) {
+          next = argmax(lm.step({next}));
+          if (totals) addProfile(ex, *totals);
+        }
+      }
+      return secondsSince(t0);
+    };
+    if (opt.progress) opt.progress(t.name() + ": warm-up (profiled)");
+    StepTotals totals;
+    dev.setProfiling(true);
+    once(&totals);
+    dev.setProfiling(false);
+    BenchRow row;
+    row.test = t.name();
+    row.prompt = t.prompt;
+    row.gen = t.gen;
+    row.depth = t.depth;
+    double wall = 0;
+    for (int r = 0; r < opt.reps; ++r) {
+      if (opt.progress) opt.progress(t.name() + ": " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
+      const double s = once(nullptr);
+      wall += s;
+      row.samplesTs.push_back(tokens / s);
+    }
+    row.kernelsPerStep = static_cast<double>(totals.commands) / steps;
+    row.deviceMsPerStep = totals.deviceMs / steps;
+    row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
+    addCost(row, lm, ex.graph(), ex.analysis());
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::string& bindText, const BenchOptions& opt) {
+  const ShapeAnalysis& analysis = ex.analysis();
+  std::string unbound;
+  for (const auto& s : analysis.symbols.freeSymbols())
+    if (!binding.count(s)) unbound += (unbound.empty() ? "" : ", ") + s;
+  if (!unbound.empty())
+    throw Error("the model has no runnable shape binding: " + unbound + " unbound (give --bind " +
+                (unbound.find(',') == std::string::npos ? unbound + "=..." : "NAME=INT,...") + ")");
+  checkBindings(analysis, binding);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<Tensor> inputs;
+  for (const auto& in : ex.graph().proto().input()) {
+    const auto& info = analysis.at(in.name());
+    if (info.cls != TensorClass::Input) continue;
+    Tensor t;
+    t.name = in.name();
+    t.dtype = info.dtype;
+    t.dims = evaluateDims(info.dims, binding);
+    t.bytes.assign(static_cast<size_t>(elementCount(t.dims)) * dtypeBits(t.dtype) / 8, 0);
+    if (t.dtype == DType::Float) {
+      auto* f = reinterpret_cast<float*>(t.bytes.data());
+      for (int64_t i = 0; i < elementCount(t.dims); ++i) f[i] = normal(rng);
+    }
+    inputs.push_back(std::move(t));
+  }
+  BenchRow row;
+  row.test = "fwd";
+  row.bind = bindText;
+  if (opt.progress) opt.progress("fwd: warm-up (profiled)");
+  StepTotals totals;
+  ex.device().setProfiling(true);
+  ex.run(inputs);
+  addProfile(ex, totals);
+  ex.device().setProfiling(false);
+  double wall = 0;
+  for (int r = 0; r < opt.reps; ++r) {
+    if (opt.progress) opt.progress("fwd: " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
+    const auto t0 = std::chrono::steady_clock::now();
+    ex.run(inputs);
+    const double s = secondsSince(t0);
+    wall += s;
+    row.samplesTs.push_back(1 / s);
+  }
+  row.kernelsPerStep = static_cast<double>(totals.commands);
+  row.deviceMsPerStep = totals.deviceMs;
+  row.hostMsPerStep = wall / opt.reps * 1e3 - totals.deviceMs;
+  const RunCost c = runCost(ex.graph(), analysis, binding, {});
+  row.weightBytes = modelWeightBytes(ex.graph(), analysis);
+  row.flopsPerToken = c.flops;
+  row.bytesPerToken = c.bytes();
+  return row;
+}
+
+}  // namespace tl

@@ -1,0 +1,63 @@
+// Benchmarks a model the way llama-bench does: prefill tests (ppP: P prompt tokens in
+// one step) and decode tests (tgN: N steps of one token), each optionally at a depth
+// (@dD: a context of D tokens filled, untimed, before the test), repeated, as tokens
+// per second. Models that are not causal LMs are timed per forward at a binding.
+//
+// Each test runs once on the device's profiling queue (the warm-up: it compiles, sizes
+// the buffers and gives the device time and command count of every step), then `reps`
+// times without profiling for the wall-clock rate. Each row also carries what the
+// test must compute and move per token (bench/model_cost.h), so that it can be set
+// against the device's ceilings; peers' rows get the same numbers for the same test.
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "lm/causal_lm.h"
+#include "runtime/executor.h"
+#include "shape/binding.h"
+
+namespace tl {
+
+struct BenchTest {
+  int64_t prompt = 0, gen = 0, depth = 0;  // exactly one of prompt, gen is > 0
+  std::string name() const;                // pp512, tg128, tg128@d1024
+};
+
+// Every prompt length and every generation length, each at every depth, in that order.
+// Throws tl::Error (bad input) for a length under 1 or a negative depth.
+std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
+                                 const std::vector<int64_t>& depths);
+
+constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+
+struct BenchRow {
+  std::string model, engine, device, test;
+  int64_t prompt = 0, gen = 0, depth = 0;
+  std::string bind;                 // forward rows: the binding
+  std::vector<double> samplesTs;    // tokens (forwards) per second, one per repetition
+  double weightBytes = kUnknown;    // the model's weights on the device
+  double flopsPerToken = kUnknown;  // per forward, for forward rows
+  double bytesPerToken = kUnknown;
+  double kernelsPerStep = kUnknown, deviceMsPerStep = kUnknown, hostMsPerStep = kUnknown;  // tl rows
+};
+
+struct BenchOptions {
+  int reps = 5;
+  std::function<void(const std::string&)> progress;
+};
+
+// Throws tl::Error (bad input) for a test the model cannot take: a context longer than
+// its position table.
+void checkTests(const CausalLm& lm, const std::vector<BenchTest>& tests);
+
+std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::vector<BenchTest>& tests,
+                                         const BenchOptions& opt);
+
+// Latency per forward with every input made at the binding (floats random, integers
+// 0). Throws tl::Error (bad input) when the binding leaves a free symbol unbound.
+BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::string& bindText, const BenchOptions& opt);
+
+}  // namespace tl

@@ -1,0 +1,72 @@
+#!/bin/sh
+# tl-bench on the device machine (NVIDIA OpenCL), with PyTorch eager beside it: the rows
+# of docs/tl-bench.md. Prepare here (scripts/device_check.sh --prepare bundles tl-* into
+# devdata/), then run there through the device tool with `carry: ["devdata"]`, one step
+# per call (each fits the 10-minute limit); what steps leave in $W stays while the
+# machine is held. Reports land in $OUT.
+#   scripts/device_bench.sh probe            tl-bench --probe beside PyTorch's copy bandwidth; --kernels
+#   scripts/device_bench.sh bytellama        bytellama-past fp32 and e0m4
+#   scripts/device_bench.sh export NAME      export_real.py NAME, then tl-quant e0m4 (NAME: qwen2-0.5b, ...)
+#   scripts/device_bench.sh bench NAME [DEPTHS]   fp32 and e0m4 rows of NAME beside PyTorch fp16 and fp32
+#                                            (DEPTHS: 0 runs pp128, pp1024, tg128; 1024 runs tg128@d1024;
+#                                            default both)
+set -eu
+lib=$(find / -name 'libnvidia-opencl.so.1' 2>/dev/null | head -n 1)
+mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd
+export LD_LIBRARY_PATH=$PWD/devdata/bin PYTHONUNBUFFERED=1
+B=devdata/bin
+W=${W:-/root/tlbench}
+OUT=${OUT:-.}
+R=${R:-3}
+mkdir -p "$W"
+# tl-bench over fp32 and e0m4 with both PyTorch peers; $1 name, $2 fp32 model, $3 e0m4 model, $4 config dir, $5 depths
+bench() {
+  for d in $(echo "${5:-0,1024}" | tr , ' '); do
+    if [ "$d" = 0 ]; then tests="-p 128,1024 -n 128 -d 0"; else tests="-p '' -n 128 -d $d"; fi
+    eval "$B/tl-bench $2 -m $3 $tests -r $R --device NVIDIA \
+      --peer 'python3 scripts/bench_torch.py $4 --dtype fp16' --peer 'python3 scripts/bench_torch.py $4 --dtype fp32' \
+      --plot $OUT/$1-d$d.svg -o $OUT/$1-d$d.md" 2> "$OUT/$1-d$d.log" || { tail -5 "$OUT/$1-d$d.log"; exit 1; }
+    cat "$OUT/$1-d$d.md"
+  done
+}
+case "${1:-}" in
+  probe)
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.memory --format=csv,noheader
+    for i in 1 2 3; do $B/tl-bench --probe --device NVIDIA 2>/dev/null | tail -1; done
+    python3 - <<'PY'
+import torch
+a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(5): b.copy_(a)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(50): b.copy_(a)
+e.record(); torch.cuda.synchronize()
+ms = s.elapsed_time(e) / 50
+print(f"PyTorch device-to-device copy of 256 MiB: {2 * a.numel() / ms / 1e6:.1f} GB/s (read + write)")
+PY
+    $B/tl-bench --kernels --kernel-runs 50 --device NVIDIA --plot "$OUT/kernels.svg" 2>/dev/null
+    ;;
+  bytellama)
+    mkdir -p "$W/bytellama-past"
+    python3 -c "
+from transformers import LlamaConfig
+LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
+            num_key_value_heads=4, max_position_embeddings=4096).to_json_file('$W/bytellama-past/config.json')"
+    mkdir -p "$W/bytellama-e0m4"
+    $B/tl-quant models/bytellama-past/model.onnx --scheme e0m4 -o "$W/bytellama-e0m4/model.onnx" 2>/dev/null
+    bench bytellama models/bytellama-past/model.onnx "$W/bytellama-e0m4/model.onnx" "$W/bytellama-past" "${2:-0,1024}"
+    ;;
+  export)
+    python3 scripts/export_real.py "$W" "$2"
+    mv "$W/$2" "$W/$2-fp32"
+    mkdir -p "$W/$2-e0m4"
+    s=$(date +%s)
+    $B/tl-quant "$W/$2-fp32/model.onnx" --scheme e0m4 -o "$W/$2-e0m4/model.onnx" 2>&1 | tail -1
+    echo "tl-quant: $(( $(date +%s) - s )) s"
+    du -sh "$W/$2-fp32" "$W/$2-e0m4"; df -h "$W" | tail -1
+    ;;
+  bench)
+    bench "$2" "$W/$2-fp32/model.onnx" "$W/$2-e0m4/model.onnx" "$W/$2-fp32" "${3:-0,1024}"
+    ;;
+  *) sed -n 2,13p "$0"; exit 2 ;;
+esac
