@@ -24,6 +24,7 @@ ap.add_argument("-n", default="128")
 ap.add_argument("-d", default="0")
 ap.add_argument("-r", type=int, default=5)
 ap.add_argument("-o", choices=["jsonl", "md"], default="md")
+ap.add_argument("--name", help="the model's name in the rows (default: DIR's name)")
 ap.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager)")
 a = ap.parse_args()
 ints = lambda s: [int(x) for x in s.split(",") if x != ""]
@@ -83,7 +84,8 @@ kv_row = 2 * cfg.num_hidden_layers * kv_heads * head_dim * emb.element_size()
 
 
 def bytes_per_token(t):
-    weights = lambda tokens: weight_bytes if tied else weight_bytes - emb.numel() * emb.element_size() + tokens * emb.shape[1] * emb.element_size()
+    table = emb.numel() * emb.element_size()  # read once at most, however many rows are gathered
+    weights = lambda tokens: weight_bytes if tied else weight_bytes - table + min(table, tokens * emb.shape[1] * emb.element_size())
     if t["prompt"]:
         return (weights(t["prompt"]) + kv_row * (t["depth"] + 2 * t["prompt"])) / t["prompt"]
     first = max(t["depth"], 1)
@@ -107,7 +109,7 @@ for t in tests:
         samples.append((t["prompt"] or t["gen"]) / once(t))
     avg = sum(samples) / len(samples)
     sd = (sum((x - avg) ** 2 for x in samples) / (len(samples) - 1)) ** 0.5 if len(samples) > 1 else 0.0
-    rows.append(dict(model=a.dir.rstrip("/").split("/")[-1], engine=engine, device=device, test=name,
+    rows.append(dict(model=a.name or a.dir.rstrip("/").split("/")[-1], engine=engine, device=device, test=name,
                      n_prompt=t["prompt"], n_gen=t["gen"], n_depth=t["depth"], reps=len(samples),
                      avg_ts=avg, stddev_ts=sd, samples_ts=samples, weight_bytes=weight_bytes,
                      bytes_per_token=bytes_per_token(t)))

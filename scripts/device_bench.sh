@@ -6,7 +6,8 @@
 # machine is held. Reports land in $OUT.
 #   scripts/device_bench.sh probe            tl-bench --probe beside PyTorch's copy bandwidth; --kernels
 #   scripts/device_bench.sh bytellama        bytellama-past fp32 and e0m4
-#   scripts/device_bench.sh export NAME      export_real.py NAME, then tl-quant e0m4 (NAME: qwen2-0.5b, ...)
+#   scripts/device_bench.sh export NAME      export_real.py NAME (qwen2-0.5b, tinyllama-1.1b, llama-2-7b)
+#   scripts/device_bench.sh quantize NAME    tl-quant e0m4 of it (7B: export and quantize take a call each)
 #   scripts/device_bench.sh bench NAME [DEPTHS]   fp32 and e0m4 rows of NAME beside PyTorch fp16 and fp32
 #                                            (DEPTHS: 0 runs pp128, pp1024, tg128; 1024 runs tg128@d1024;
 #                                            default both)
@@ -24,7 +25,8 @@ bench() {
   for d in $(echo "${5:-0,1024}" | tr , ' '); do
     if [ "$d" = 0 ]; then tests="-p 128,1024 -n 128 -d 0"; else tests="-p '' -n 128 -d $d"; fi
     eval "$B/tl-bench $2 -m $3 $tests -r $R --device NVIDIA \
-      --peer 'python3 scripts/bench_torch.py $4 --dtype fp16' --peer 'python3 scripts/bench_torch.py $4 --dtype fp32' \
+      --peer 'python3 scripts/bench_torch.py $4 --name $1 --dtype fp16' \
+      --peer 'python3 scripts/bench_torch.py $4 --name $1 --dtype fp32' \
       --plot $OUT/$1-d$d.svg -o $OUT/$1-d$d.md" 2> "$OUT/$1-d$d.log" || { tail -5 "$OUT/$1-d$d.log"; exit 1; }
     cat "$OUT/$1-d$d.md"
   done
@@ -59,6 +61,9 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
   export)
     python3 scripts/export_real.py "$W" "$2"
     mv "$W/$2" "$W/$2-fp32"
+    [ "$2" = llama-2-7b ] || "$0" quantize "$2"
+    ;;
+  quantize)
     mkdir -p "$W/$2-e0m4"
     s=$(date +%s)
     $B/tl-quant "$W/$2-fp32/model.onnx" --scheme e0m4 -o "$W/$2-e0m4/model.onnx" 2>&1 | tail -1

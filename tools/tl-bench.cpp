@@ -33,20 +33,6 @@
 
 namespace {
 
-std::vector<int64_t> parseList(const std::string& flag, const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0')
-      throw tl::Error(flag + " expects comma-separated integers, got '" + item + "'", tl::ExitCode::Usage);
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::string join(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -85,8 +71,8 @@ int main(int argc, char** argv) {
                 "each row judged against the device's limits measured in the same run.\n\n"
                 "Tests: ppP prefills P tokens in one step; tgN decodes N tokens one at a time (the\n"
                 "first from a context of one token); @dD runs a test after a D-token context\n"
-                "(untimed). Each test runs once profiled (warm-up: kernels and device time per step),\n"
-                "then -r times for t/s (mean ± stddev). Columns: weights; bytes/token (what the test\n"
+                "(untimed). Each test runs once to warm up, once profiled (kernels and device time per\n"
+                "step), then -r times for t/s (mean ± stddev). Columns: weights; bytes/token (what the test\n"
                 "must move per token: weights once, the KV cache read, the new rows written); GB/s\n"
                 "and % of the probe's bandwidth; GFLOP/s and % of its fp32 peak; kernels, device and\n"
                 "host ms per step. docs/tl-bench.md says how to read a row.\n\n"
@@ -180,7 +166,7 @@ int main(int argc, char** argv) {
       s.analysis = tl::inferShapes(s.model, *s.graph);
       s.lm = s.analysis.tensors.count("input_ids") && s.analysis.tensors.count("logits") && bind.empty();
       if (s.lm && tests.empty()) {
-        tests = tl::makeTests(parseList("-p", prompts), parseList("-n", gens), parseList("-d", depths));
+        tests = tl::makeTests(tl::parseIntList("-p", prompts), tl::parseIntList("-n", gens), tl::parseIntList("-d", depths));
         if (tests.empty()) throw tl::Error("no tests: -p and -n are both empty", tl::ExitCode::Usage);
       }
       if (!s.lm && !peers.empty()) throw tl::Error("--peer runs language-model tests; this model is timed per forward");

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <iostream>
 #include <map>
 
+#include "bench/timing.h"
 #include "check/reference_check.h"
 #include "cli/error.h"
 #include "cli/tool.h"
@@ -43,23 +43,6 @@ void printProfile(const std::vector<tl::OpTime>& times) {
     std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%%\n", op.c_str(), v.second, v.first, total > 0 ? 100 * v.first / total : 0);
 }
 
-double seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-std::vector<int64_t> parseTokens(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') throw tl::Error("--tokens expects comma-separated integers, got '" + item + "'", tl::ExitCode::Usage);
-    out.push_back(v);
-  }
-  return out;
-}
-
 // Bytes for byte-level models (vocab 256), else ids separated by spaces.
 void emitToken(int64_t token, int64_t vocab) {
   if (vocab == 256) {
@@ -82,7 +65,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   for (auto t : prompt) emitToken(t, lm.vocab());
   auto t0 = std::chrono::steady_clock::now();
   auto logits = lm.step(prompt);
-  const double prefill = seconds(t0);
+  const double prefill = tl::secondsSince(t0);
   if (profile) printProfile(ex.profile());
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
@@ -90,7 +73,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
     emitToken(next, lm.vocab());
     if (i + 1 < n) logits = lm.step({next});
   }
-  const double decode = seconds(t1);
+  const double decode = tl::secondsSince(t1);
   if (lm.vocab() != 256 || n > 0) std::printf("\n");
   if (profile && n > 1) {
     std::fprintf(stderr, "last decode step:\n");
@@ -118,7 +101,7 @@ void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
   std::fprintf(stderr, "\n");
   std::printf("%s: %.4f bits per byte (%lld bytes scored in %lld windows of up to %lld; %.1f s)\n", path.c_str(),
               r.bitsPerByte, static_cast<long long>(r.scored), static_cast<long long>(r.windows),
-              static_cast<long long>(window), seconds(t0));
+              static_cast<long long>(window), tl::secondsSince(t0));
 }
 
 }  // namespace
@@ -184,7 +167,7 @@ int main(int argc, char** argv) {
       if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window);
       std::vector<int64_t> ids;
       if (!tokens.empty()) {
-        ids = parseTokens(tokens);
+        ids = tl::parseIntList("--tokens", tokens);
       } else if (lm.vocab() == 256) {
         for (unsigned char c : prompt) ids.push_back(c);
       } else {

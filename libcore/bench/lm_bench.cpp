@@ -122,7 +122,9 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
       }
       return secondsSince(t0);
     };
-    if (opt.progress) opt.progress(t.name() + ": warm-up (profiled)");
+    if (opt.progress) opt.progress(t.name() + ": warm-up");
+    once(nullptr);
+    if (opt.progress) opt.progress(t.name() + ": profiled run");
     StepTotals totals;
     dev.setProfiling(true);
     once(&totals);
@@ -177,7 +179,9 @@ BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::stri
   BenchRow row;
   row.test = "fwd";
   row.bind = bindText;
-  if (opt.progress) opt.progress("fwd: warm-up (profiled)");
+  if (opt.progress) opt.progress("fwd: warm-up");
+  ex.run(inputs);
+  if (opt.progress) opt.progress("fwd: profiled run");
   StepTotals totals;
   ex.device().setProfiling(true);
   ex.run(inputs);

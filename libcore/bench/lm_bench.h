@@ -3,9 +3,10 @@
 // (@dD: a context of D tokens filled, untimed, before the test), repeated, as tokens
 // per second. Models that are not causal LMs are timed per forward at a binding.
 //
-// Each test runs once on the device's profiling queue (the warm-up: it compiles, sizes
-// the buffers and gives the device time and command count of every step), then `reps`
-// times without profiling for the wall-clock rate. Each row also carries what the
+// Each test runs once to warm up (drivers that compile per launch geometry, as PoCL
+// does, compile then; buffers take their size), once on the device's profiling queue
+// (the device time and command count of every step), then `reps` times without
+// profiling for the wall-clock rate. Each row also carries what the
 // test must compute and move per token (bench/model_cost.h), so that it can be set
 // against the device's ceilings; peers' rows get the same numbers for the same test.
 #pragma once

@@ -59,8 +59,12 @@ Cell array(const std::vector<double>& v) {
 }
 
 std::string csvField(const Cell& c) {
-  if (c.json.size() >= 2 && c.json.front() == '"') {
-    const std::string raw = c.md;
+  if (c.json.size() >= 2 && c.json.front() == '"') {  // a string: the JSON value, unescaped
+    std::string raw;
+    for (size_t i = 1; i + 1 < c.json.size(); ++i) {
+      if (c.json[i] == '\\') ++i;
+      raw += c.json[i];
+    }
     if (raw.find_first_of(",\"\n") == std::string::npos) return raw;
     std::string out = "\"";
     for (char ch : raw) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
@@ -149,8 +153,8 @@ Table rowsTable(const BenchReport& r) {
   for (const auto& row : r.rows) {
     const double ts = mean(row.samplesTs), sd = stddev(row.samplesTs);
     const double gbs = row.bytesPerToken * ts / 1e9, gflops = row.flopsPerToken * ts / 1e9;
-    const std::string test = row.bind.empty() ? row.test : row.test + "@" + row.bind;
-    t.rows.push_back({text(row.model), text(row.engine), text(test),
+    const Cell test{row.bind.empty() ? row.test : row.test + "@" + row.bind, quote(row.test)};
+    t.rows.push_back({text(row.model), text(row.engine), test,
                       {fmt::format("{:.2f} ± {:.2f}", ts, sd), jsonNumber(ts)}, bytes(row.weightBytes),
                       bytes(row.bytesPerToken), number(gbs, 1), number(100 * ratio(gbs, bw), 1), number(gflops, 1),
                       number(100 * ratio(gflops, peak), 1), number(row.kernelsPerStep, 0),
@@ -314,8 +318,9 @@ std::string renderReport(const BenchReport& r, BenchFormat f) {
     return s + "\n}\n";
   }
   for (size_t i = 0; i < parts.size(); ++i) {
-    // jsonl stays one object per line, so the probe's lines are only there when alone.
-    if (f == BenchFormat::Jsonl && parts[i].first == "probe" && parts.size() > 1) continue;
+    // csv and jsonl stay one table, so the probe is there only alone; its numbers ride
+    // on every row.
+    if ((f == BenchFormat::Jsonl || f == BenchFormat::Csv) && parts[i].first == "probe" && parts.size() > 1) continue;
     if (!s.empty()) s += "\n";
     s += render(parts[i].second, f);
   }
@@ -381,7 +386,7 @@ std::string rooflineSvg(const BenchReport& r) {
   if (r.kernels)
     for (const auto& k : r.kernels->rows)
       pts.push_back({k.flops / k.bytes, k.flops / (median(k.ms) * 1e-3) / 1e9,
-                     fmt::format("{}x{} {}", k.K, k.N, k.scheme), "tl kernel"});
+                     fmt::format("{}x{}", k.K, k.N), "tl.QMatMul " + k.scheme});
   // Axes: decades that hold the ridge point, the ceilings and every point.
   double x0 = 0.1, x1 = std::max(1000.0, 10 * peak / bw), y0 = peak / 1e4, y1 = peak * 3;
   for (const auto& p : pts) {
@@ -393,7 +398,7 @@ std::string rooflineSvg(const BenchReport& r) {
   x1 = std::pow(10, std::ceil(std::log10(x1)));
   y0 = std::pow(10, std::floor(std::log10(y0)));
   y1 = std::pow(10, std::ceil(std::log10(y1)));
-  const double W = 900, H = 560, L = 80, R = 260, T = 50, B = 60;
+  const double W = 1100, H = 560, L = 80, R = 460, T = 50, B = 60;  // room on the right for long engine names
   auto sx = [&](double x) { return L + (std::log10(x) - std::log10(x0)) / (std::log10(x1) - std::log10(x0)) * (W - L - R); };
   auto sy = [&](double y) { return H - B - (std::log10(y) - std::log10(y0)) / (std::log10(y1) - std::log10(y0)) * (H - T - B); };
   std::string s = fmt::format(

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
 
 #include "cli/error.h"
@@ -63,6 +64,20 @@ void Tool::writeOutput(const std::string& data, bool binary) const {
     return;
   }
   writeFileAtomically(output_, data);
+}
+
+std::vector<int64_t> parseIntList(const std::string& flag, const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0')
+      throw Error(flag + " expects comma-separated integers, got '" + item + "'", ExitCode::Usage);
+    out.push_back(v);
+  }
+  return out;
 }
 
 void writeFileAtomically(const std::string& path, const std::string& data) {

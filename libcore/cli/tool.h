@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -47,6 +49,9 @@ class Tool {
   std::string emit_ = "onnx";
   bool force_ = false;
 };
+
+// "1,2,3" -> {1, 2, 3}; "" -> {}. Throws tl::Error (usage) naming `flag` for anything else.
+std::vector<int64_t> parseIntList(const std::string& flag, const std::string& text);
 
 // Writes data to a file through a temporary renamed into place: a failure leaves
 // nothing half-written. Throws tl::Error naming the path.

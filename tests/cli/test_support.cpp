@@ -1,6 +1,7 @@
 #include "cli/test_support.h"
 
 #include <algorithm>
+#include <onnx/onnx_pb.h>
 #include <cstdlib>
 #include <fstream>
 #include <sys/wait.h>
@@ -61,6 +62,77 @@ std::vector<std::filesystem::path> modelDirs() {
   }
   std::sort(dirs.begin(), dirs.end());
   return dirs;
+}
+
+namespace {
+
+void addValue(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name, int type,
+              const std::vector<std::string>& dims) {
+  auto* v = list->Add();
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  for (const auto& d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0]))) {
+      dim->set_dim_value(std::stoll(d));
+    } else {
+      dim->set_dim_param(d);
+    }
+  }
+}
+
+void addNode(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+  auto* n = g->add_node();
+  n->set_name(op + "_" + out);
+  n->set_op_type(op);
+  for (const auto& i : in) n->add_input(i);
+  n->add_output(out);
+}
+
+}  // namespace
+
+std::filesystem::path writeTinyCacheModel(const std::filesystem::path& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("tiny");
+  addValue(g->mutable_input(), "input_ids", onnx::TensorProto::INT64, {"1", "N"});
+  addValue(g->mutable_input(), "past_key_values.0.key", onnx::TensorProto::FLOAT, {"1", "2", "past", "4"});
+  auto floats = [&](const std::string& name, std::vector<int64_t> dims) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (auto d : dims) t->add_dims(d), n *= d;
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(0.01f * static_cast<float>(i % 7) - 0.02f);
+  };
+  floats("table", {10, 8});
+  floats("w", {8, 10});
+  auto* shape = g->add_initializer();
+  shape->set_name("kv_shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(4);
+  for (int64_t v : {1, -1, 2, 4}) shape->add_int64_data(v);
+  addNode(g, "Gather", {"table", "input_ids"}, "h");
+  addNode(g, "MatMul", {"h", "w"}, "logits");
+  addNode(g, "Reshape", {"h", "kv_shape"}, "k_rows");
+  addNode(g, "Transpose", {"k_rows"}, "k");
+  auto* perm = g->mutable_node(g->node_size() - 1)->add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : {0, 2, 1, 3}) perm->add_ints(v);
+  addNode(g, "Concat", {"past_key_values.0.key", "k"}, "present.0.key");
+  auto* axis = g->mutable_node(g->node_size() - 1)->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(2);
+  addValue(g->mutable_output(), "logits", onnx::TensorProto::FLOAT, {"1", "N", "10"});
+  addValue(g->mutable_output(), "present.0.key", onnx::TensorProto::FLOAT, {"1", "2", "sumN", "4"});
+  auto path = dir / "tiny.onnx";
+  writeFile(path, m.SerializeAsString());
+  return path;
 }
 
 }  // namespace tl::test

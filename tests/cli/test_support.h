@@ -29,4 +29,10 @@ std::filesystem::path tempDir(const std::string& name);
 std::string readFile(const std::filesystem::path& p);
 void writeFile(const std::filesystem::path& p, const std::string& data);
 
+// A causal LM small enough to cost by hand: input_ids [1, N] gathers rows of a 10 x 8
+// table, logits = h W (W 8 x 10), and one cache input past_key_values.0.key
+// [1, 2, past, 4] extended by h's rows into present.0.key [1, 2, past + N, 4]
+// (Reshape by a constant [1, -1, 2, 4], Transpose, Concat). Returns its path.
+std::filesystem::path writeTinyCacheModel(const std::filesystem::path& dir);
+
 }  // namespace tl::test

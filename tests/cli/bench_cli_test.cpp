@@ -1,0 +1,177 @@
+// tl-bench as a user runs it: the rows' counts (tokens, repetitions, bytes and FLOPs per
+// token) on a model counted by hand, every output format, peers' rows, and one-line
+// errors. These check formats and counts, never speed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include "cli/test_support.h"
+#include "onnx/model_io.h"
+#include "quant/quantize_model.h"
+
+namespace tl {
+namespace {
+
+using test::runTool;
+
+// The number after "key": in a JSON line; NaN when absent.
+double field(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex("\"" + key + "\": ([-0-9.e+]+)"))) return std::nan("");
+  return std::stod(m[1]);
+}
+std::string textField(const std::string& line, const std::string& key) {
+  std::smatch m;
+  return std::regex_search(line, m, std::regex("\"" + key + "\": \"([^\"]*)\"")) ? std::string(m[1]) : "";
+}
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string l; std::getline(ss, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+void expectOneLineError(const test::RunResult& r, const std::string& fragment, int code = 1) {
+  EXPECT_EQ(r.exitCode, code) << r.err;
+  const auto all = lines(r.err);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().rfind("tl-bench: error: ", 0), 0u) << r.err;
+  EXPECT_NE(all.back().find(fragment), std::string::npos) << r.err;
+  for (size_t i = 0; i + 1 < all.size(); ++i) EXPECT_EQ(all[i].find("error"), std::string::npos) << r.err;
+}
+
+class TlBenchCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { tiny_ = test::writeTinyCacheModel(test::tempDir("bench_cli")).string(); }
+  static std::string tiny_;
+};
+std::string TlBenchCli::tiny_;
+
+TEST_F(TlBenchCli, RowsCountTokensAndBytesOfTheModel) {
+  auto r = runTool("tl-bench", tiny_ + " -p 3 -n 2 -d 0,5 -r 2 -o jsonl");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  // Per token: weights (gathered rows, W 320, Reshape target 32) + cache read (all rows
+  // after the step) + written (new rows), 32 bytes a cache row; decode steps average over
+  // the test (tgN at depth D: steps at past max(D, 1) .. + N - 1).
+  const std::map<std::string, std::vector<double>> want{
+      {"pp3", {3, 0, 0, (96 + 352 + 96 + 96) / 3.0}},
+      {"tg2", {0, 2, 0, 32 + 352 + (2 + 3) / 2.0 * 32 + 32}},
+      {"pp3@d5", {3, 0, 5, (96 + 352 + 8 * 32 + 96) / 3.0}},
+      {"tg2@d5", {0, 2, 5, 32 + 352 + (6 + 7) / 2.0 * 32 + 32}}};
+  for (const auto& row : rows) {
+    const std::string test = textField(row, "test");
+    ASSERT_TRUE(want.count(test)) << row;
+    const auto& w = want.at(test);
+    EXPECT_EQ(textField(row, "engine"), "tl");
+    EXPECT_EQ(textField(row, "model"), "tiny");
+    EXPECT_EQ(field(row, "n_prompt"), w[0]) << row;
+    EXPECT_EQ(field(row, "n_gen"), w[1]) << row;
+    EXPECT_EQ(field(row, "n_depth"), w[2]) << row;
+    EXPECT_NEAR(field(row, "bytes_per_token"), w[3], 1e-9) << row;
+    EXPECT_EQ(field(row, "flops_per_token"), 160) << row;  // 2 x 8 x 10 per token
+    EXPECT_EQ(field(row, "weight_bytes"), 672) << row;
+    EXPECT_EQ(field(row, "reps"), 2) << row;
+    EXPECT_NE(row.find("\"samples_ts\": ["), std::string::npos) << row;
+    EXPECT_GT(field(row, "avg_ts"), 0) << row;
+    EXPECT_GE(field(row, "kernels_per_step"), 4) << row;  // Gather, MatMul, Transpose, Concat at least
+    // achieved GB/s is bytes per token times tokens per second
+    EXPECT_NEAR(field(row, "gbs"), field(row, "bytes_per_token") * field(row, "avg_ts") / 1e9, 1e-6) << row;
+  }
+}
+
+TEST_F(TlBenchCli, EveryFormat) {
+  auto md = runTool("tl-bench", tiny_ + " -p 3 -n 2 -r 1");
+  ASSERT_EQ(md.exitCode, 0) << md.err;
+  EXPECT_NE(md.out.find("| model | engine | test | t/s | weights | bytes/token | GB/s | % BW |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tiny | tl | pp3 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("copy GB/s (r+w)"), std::string::npos) << md.out;
+  auto csv = runTool("tl-bench", tiny_ + " -p 3 -n '' -r 1 -o csv");
+  ASSERT_EQ(csv.exitCode, 0) << csv.err;
+  const auto csvLines = lines(csv.out);
+  ASSERT_EQ(csvLines.size(), 2u) << csv.out;  // one table: the probe's numbers ride on each row
+  EXPECT_EQ(csvLines[0].rfind("model,engine,test,t_s,weight_bytes,bytes_per_token,", 0), 0u) << csv.out;
+  EXPECT_EQ(csvLines[1].rfind("tiny,tl,pp3,", 0), 0u) << csv.out;
+  auto json = runTool("tl-bench", tiny_ + " -p 3 -n '' -r 1 -o json");
+  ASSERT_EQ(json.exitCode, 0) << json.err;
+  EXPECT_EQ(json.out.rfind("{\n\"probe\": {\"device\": ", 0), 0u) << json.out;
+  EXPECT_NE(json.out.find("\"rows\": [\n  {\"model\": \"tiny\""), std::string::npos) << json.out;
+  // -o FILE: the format from its extension; --plot: the roofline.
+  auto dir = test::tempDir("bench_formats");
+  auto f = runTool("tl-bench", tiny_ + " -p 3 -n '' -r 1 -o " + (dir / "r.jsonl").string() + " --plot " + (dir / "r.svg").string());
+  ASSERT_EQ(f.exitCode, 0) << f.err;
+  EXPECT_TRUE(f.out.empty()) << f.out;
+  EXPECT_EQ(lines(test::readFile(dir / "r.jsonl")).size(), 1u);
+  const std::string svg = test::readFile(dir / "r.svg");
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("tiny pp3"), std::string::npos);
+  EXPECT_NE(svg.find("GB/s</text>"), std::string::npos);
+}
+
+TEST_F(TlBenchCli, ProbeAlone) {
+  auto r = runTool("tl-bench", "--probe -o jsonl");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  ASSERT_EQ(lines(r.out).size(), 1u) << r.out;
+  for (const char* k : {"copy_gbs", "read_gbs", "fp32_gflops", "launch_us", "round_trip_us"})
+    EXPECT_GT(field(r.out, k), 0) << k << ": " << r.out;
+}
+
+TEST_F(TlBenchCli, PeerRowsSitBesideTlsWithTheModelsCounts) {
+  auto dir = test::tempDir("bench_peer");
+  const auto peer = dir / "peer.sh", bad = dir / "bad.sh", args = dir / "args";
+  // A peer hears the same tests and answers in tl-bench's jsonl.
+  test::writeFile(peer, "#!/bin/sh\necho \"$@\" > " + args.string() +
+                            "\necho '{\"engine\": \"fake\", \"n_prompt\": 3, \"n_gen\": 0, \"n_depth\": 0, "
+                            "\"samples_ts\": [100, 110]}'\n");
+  test::writeFile(bad, "#!/bin/sh\necho 'not json'\n");
+  std::filesystem::permissions(peer, std::filesystem::perms::owner_all);
+  std::filesystem::permissions(bad, std::filesystem::perms::owner_all);
+  auto r = runTool("tl-bench", tiny_ + " -p 3 -n '' -r 1 -o jsonl --peer " + peer.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(test::readFile(args), "-p 3 -n  -d 0 -r 1 -o jsonl\n");
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(textField(rows[1], "engine"), "fake");
+  EXPECT_EQ(textField(rows[1], "model"), "tiny");
+  EXPECT_EQ(field(rows[1], "avg_ts"), 105);
+  EXPECT_EQ(field(rows[1], "bytes_per_token"), field(rows[0], "bytes_per_token"));  // same model, same test
+  EXPECT_TRUE(std::isnan(field(rows[1], "kernels_per_step"))) << rows[1];
+  // A peer that answers nonsense: tl's rows are still printed, then one error line.
+  r = runTool("tl-bench", tiny_ + " -p 3 -n '' -r 1 -o jsonl --peer " + bad.string());
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+  expectOneLineError(r, "line 1: not a JSON object");
+}
+
+TEST_F(TlBenchCli, ForwardLatencyOfAModelThatIsNoLm) {
+  const std::vector<float> w(6 * 5, 0.5f);
+  Model m = matmulModel(w.data(), 6, 5);
+  auto path = test::tempDir("bench_fwd") / "mm.onnx";
+  test::writeFile(path, m.proto.SerializeAsString());
+  auto r = runTool("tl-bench", path.string() + " --bind M=4 -r 2 -o jsonl");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(textField(r.out, "test"), "fwd");
+  EXPECT_EQ(textField(r.out, "bind"), "M=4");
+  EXPECT_EQ(field(r.out, "flops_per_token"), 2 * 4 * 6 * 5);
+  EXPECT_EQ(field(r.out, "weight_bytes"), 6 * 5 * 4);
+  // Without a binding it cannot run.
+  expectOneLineError(runTool("tl-bench", path.string() + " -r 1"), "no runnable shape binding: M unbound (give --bind M=...)");
+}
+
+TEST_F(TlBenchCli, BadInputIsOneLine) {
+  expectOneLineError(runTool("tl-bench", tiny_ + " -p 0"), "-p 0: a prefill test needs at least 1 token");
+  expectOneLineError(runTool("tl-bench", tiny_ + " -n 4 -d -3"), "-d -3: a depth cannot be negative");
+  const std::string gpt2 = (test::sharedModels() / "gpt2-past/model.onnx").string();
+  expectOneLineError(runTool("tl-bench", gpt2 + " -p '' -n 128 -d 100000"),
+                     "tg128@d100000 needs 100128 positions; the model's position table has");
+  expectOneLineError(runTool("tl-bench", tiny_ + " --format xml"), "--format must be md, csv, json or jsonl", 2);
+  expectOneLineError(runTool("tl-bench", tiny_ + " -p 1,x"), "-p expects comma-separated integers", 2);
+  expectOneLineError(runTool("tl-bench", "--probe " + tiny_), "--probe measures the device alone", 2);
+  expectOneLineError(runTool("tl-bench", "/nonexistent.onnx"), "/nonexistent.onnx");
+}
+
+}  // namespace
+}  // namespace tl
