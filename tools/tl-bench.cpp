@@ -26,6 +26,7 @@
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "onnx/model_io.h"
+#include "quant/quant.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "shape/binding.h"
@@ -172,16 +173,25 @@ int main(int argc, char** argv) {
       if (!s.lm && !peers.empty()) throw tl::Error("--peer runs language-model tests; this model is timed per forward");
     }
 
+    std::vector<std::string> schemeList;
+    std::stringstream ss(schemes);
+    for (std::string s; std::getline(ss, s, ',');) {
+      try {
+        tl::parseScheme(s);
+      } catch (const tl::Error& e) {
+        throw tl::Error(std::string("--schemes: ") + e.what(), tl::ExitCode::Usage);
+      }
+      schemeList.push_back(s);
+    }
+    if (kernelRuns < 1) throw tl::Error("--kernel-runs must be at least 1", tl::ExitCode::Usage);
+
     tl::Device dev(tl::selectDevice(device), false);
     tl::BenchReport report;
     progress("probing " + dev.info().name);
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });
-    if (kernels) {
-      std::vector<std::string> v;
-      std::stringstream ss(schemes);
-      for (std::string s; std::getline(ss, s, ',');) v.push_back(s);
-      report.kernels = tl::benchQuantKernels(dev, v, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
-    }
+    if (kernels)
+      report.kernels =
+          tl::benchQuantKernels(dev, schemeList, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
     std::vector<std::vector<tl::BenchRow>> rows;  // per model, then per peer
     for (auto& s : subjects) {
       tool.blame(s.path);
