@@ -1,7 +1,8 @@
 // OpenCL devices: discovery with detected capabilities, selection, and the context
-// and in-order queue tl runs on (two of them: one with profiling, one without, so a
-// benchmark times runs without the events' overhead and measures kernels apart). Every OpenCL error becomes a tl::Error with exit
-// code 3 naming the call (and, where given, the kernel and node).
+// and in-order queues tl runs on: one without profiling and one with, so that a
+// benchmark times runs without the events' overhead and measures kernels apart.
+// Every OpenCL error becomes a tl::Error with exit code 3 naming the call (and, where
+// given, the kernel and node).
 #pragma once
 
 #include <CL/cl.h>
