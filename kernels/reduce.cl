@@ -1,4 +1,30 @@
-// Reductions, Softmax and LayerNormalization: one work item per output row.
+// Reductions, Softmax and LayerNormalization. CPU family: one work item per output row.
+// GPU family (`_wg`): a work-group of RED_WG items per row, each striding over the row,
+// partials combined in local memory, so a long row (RMSNorm's mean over the hidden size,
+// a decode step's softmax over the context) is read by many items at once.
+#define RED_WG 64
+
+// Combines every item's `v` with OP (an expression of a and b); all items get the result.
+#define WG_REDUCE(NAME, OP)                                                                      \
+  inline float NAME(__local float* part, float v) {                                              \
+    const int t = get_local_id(0);                                                               \
+    part[t] = v;                                                                                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    for (int s = RED_WG / 2; s > 0; s >>= 1) {                                                   \
+      if (t < s) {                                                                               \
+        const float a = part[t], b = part[t + s];                                                \
+        part[t] = OP;                                                                            \
+      }                                                                                          \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+    }                                                                                            \
+    const float r = part[0];                                                                     \
+    barrier(CLK_LOCAL_MEM_FENCE); /* part may be reused at once */                               \
+    return r;                                                                                    \
+  }
+WG_REDUCE(wg_sum, a + b)
+WG_REDUCE(wg_max, fmax(a, b))
+WG_REDUCE(wg_min, fmin(a, b))
+WG_REDUCE(wg_prod, a * b)
 
 // out[o] = reduce over the reduced region of in[base(o) + rs . r].
 #define REDUCE(NAME, INIT, STEP, FINAL)                                                          \
@@ -15,13 +41,33 @@
     out[o] = FINAL;                                                                              \
   }
 
-REDUCE(reducesum_f32, 0.0f, acc + x, acc)
-REDUCE(reducemean_f32, 0.0f, acc + x, acc / (float)count)
-REDUCE(reducemax_f32, -INFINITY, fmax(acc, x), acc)
-REDUCE(reducemin_f32, INFINITY, fmin(acc, x), acc)
-REDUCE(reduceprod_f32, 1.0f, acc * x, acc)
-REDUCE(reducesumsquare_f32, 0.0f, acc + x * x, acc)
-REDUCE(reducel2_f32, 0.0f, acc + x * x, sqrt(acc))
+// The same per work-group; COMBINE merges the items' partials.
+#define REDUCE_WG(NAME, INIT, STEP, COMBINE, FINAL)                                              \
+  __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                   \
+  void NAME##_wg(__global const float* in, __global float* out, int n, int8 odims, int8 os,      \
+                 int count, int8 rdims, int8 rs) {                                               \
+    __local float part[RED_WG];                                                                  \
+    const int o = get_group_id(0);                                                               \
+    const int base = strided_offset(o, odims, os);                                               \
+    float acc = INIT;                                                                            \
+    for (int r = get_local_id(0); r < count; r += RED_WG) {                                      \
+      float x = in[base + strided_offset(r, rdims, rs)];                                         \
+      acc = STEP;                                                                                \
+    }                                                                                            \
+    acc = COMBINE(part, acc);                                                                    \
+    if (get_local_id(0) == 0) out[o] = FINAL;                                                    \
+  }
+#define REDUCE_BOTH(NAME, INIT, STEP, COMBINE, FINAL) \
+  REDUCE(NAME, INIT, STEP, FINAL)                     \
+  REDUCE_WG(NAME, INIT, STEP, COMBINE, FINAL)
+
+REDUCE_BOTH(reducesum_f32, 0.0f, acc + x, wg_sum, acc)
+REDUCE_BOTH(reducemean_f32, 0.0f, acc + x, wg_sum, acc / (float)count)
+REDUCE_BOTH(reducemax_f32, -INFINITY, fmax(acc, x), wg_max, acc)
+REDUCE_BOTH(reducemin_f32, INFINITY, fmin(acc, x), wg_min, acc)
+REDUCE_BOTH(reduceprod_f32, 1.0f, acc * x, wg_prod, acc)
+REDUCE_BOTH(reducesumsquare_f32, 0.0f, acc + x * x, wg_sum, acc)
+REDUCE_BOTH(reducel2_f32, 0.0f, acc + x * x, wg_sum, sqrt(acc))
 
 // Softmax along an axis of length `len` with `inner` elements after it.
 __kernel void softmax_f32(__global const float* in, __global float* out, int rows, int len, int inner, int logsm) {
@@ -33,6 +79,23 @@ __kernel void softmax_f32(__global const float* in, __global float* out, int row
   float sum = 0.0f;
   for (int j = 0; j < len; ++j) sum += exp(in[base + j * inner] - mx);
   for (int j = 0; j < len; ++j) {
+    float x = in[base + j * inner] - mx;
+    out[base + j * inner] = logsm ? x - log(sum) : exp(x) / sum;
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+void softmax_f32_wg(__global const float* in, __global float* out, int rows, int len, int inner, int logsm) {
+  __local float part[RED_WG];
+  const int row = get_group_id(0), t = get_local_id(0);
+  const int base = (row / inner) * len * inner + row % inner;
+  float mx = -INFINITY;
+  for (int j = t; j < len; j += RED_WG) mx = fmax(mx, in[base + j * inner]);
+  mx = wg_max(part, mx);
+  float sum = 0.0f;
+  for (int j = t; j < len; j += RED_WG) sum += exp(in[base + j * inner] - mx);
+  sum = wg_sum(part, sum);
+  for (int j = t; j < len; j += RED_WG) {
     float x = in[base + j * inner] - mx;
     out[base + j * inner] = logsm ? x - log(sum) : exp(x) / sum;
   }
@@ -57,6 +120,29 @@ __kernel void layernorm_f32(__global const float* in, __global const float* scal
     out[(long)r * cols + j] = has_bias ? y + bias[j] : y;
   }
   if (has_stats) {
+    mean_out[r] = mean;
+    inv_out[r] = inv;
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+void layernorm_f32_wg(__global const float* in, __global const float* scale, __global const float* bias,
+                      __global float* out, __global float* mean_out, __global float* inv_out, int rows, int cols,
+                      float eps, int has_bias, int has_stats) {
+  __local float part[RED_WG];
+  const int r = get_group_id(0), t = get_local_id(0);
+  __global const float* x = in + (long)r * cols;
+  float mean = 0.0f;
+  for (int j = t; j < cols; j += RED_WG) mean += x[j];
+  mean = wg_sum(part, mean) / cols;
+  float var = 0.0f;
+  for (int j = t; j < cols; j += RED_WG) var += (x[j] - mean) * (x[j] - mean);
+  const float inv = 1.0f / sqrt(wg_sum(part, var) / cols + eps);
+  for (int j = t; j < cols; j += RED_WG) {
+    float y = (x[j] - mean) * inv * scale[j];
+    out[(long)r * cols + j] = has_bias ? y + bias[j] : y;
+  }
+  if (has_stats && t == 0) {
     mean_out[r] = mean;
     inv_out[r] = inv;
   }

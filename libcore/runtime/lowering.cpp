@@ -432,20 +432,32 @@ void gemmOp(const Node& n) {
   if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
+// The row kernels' family: a work-group per row on GPUs (kernels/reduce.cl's RED_WG is
+// run1d's 64), an item per row on CPUs.
+struct RowKernel {
+  std::string name;
+  int64_t items;
+};
+RowKernel rowKernel(const Node& n, const std::string& base, int64_t rows) {
+  if (n.ex.device().gpuKernels()) return {base + "_wg", rows * 64};
+  return {base, rows};
+}
+
 void softmaxOp(const Node& n) {
   const Dims& d = n.shape(n.in(0));
   size_t k = n.axis(n.attrInt("axis", -1), d.size());
   int64_t inner = 1;
   for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
   int64_t rows = elementCount(d) / std::max<int64_t>(d[k], 1);
-  n.launch("softmax_f32")
+  const RowKernel rk = rowKernel(n, "softmax_f32", rows);
+  n.launch(rk.name)
       .mem(n.in(0))
       .mem(n.out(0))
       .i32(rows)
       .i32(d[k])
       .i32(inner)
       .i32(n.proto.op_type() == "LogSoftmax" ? 1 : 0)
-      .run1d(rows);
+      .run1d(rk.items);
 }
 
 void reduceOp(const Node& n) {
@@ -461,7 +473,8 @@ void reduceOp(const Node& n) {
     (reduce[i] ? rs : os).push_back(is[i]);
   }
   int64_t outCount = elementCount(od), redCount = elementCount(rd);
-  n.launch(lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))))
+  const RowKernel rk = rowKernel(n, lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))), outCount);
+  n.launch(rk.name)
       .mem(n.in(0))
       .mem(n.out(0))
       .i32(outCount)
@@ -470,7 +483,7 @@ void reduceOp(const Node& n) {
       .i32(redCount)
       .vec(pad8(rd, 1))
       .vec(pad8(rs, 0))
-      .run1d(outCount);
+      .run1d(rk.items);
 }
 
 void layerNormOp(const Node& n) {
@@ -483,12 +496,13 @@ void layerNormOp(const Node& n) {
   int64_t rows = elementCount(d) / std::max<int64_t>(cols, 1);
   const bool stats = n.hasOut(1) && n.hasOut(2);
   if (n.hasOut(1) != n.hasOut(2)) throw Error("LayerNormalization needs both or neither statistics outputs", ExitCode::BadInput);
-  Launch l = n.launch("layernorm_f32");
+  const RowKernel rk = rowKernel(n, "layernorm_f32", rows);
+  Launch l = n.launch(rk.name);
   l.mem(n.in(0)).mem(n.in(1));
   if (n.hasIn(2)) l.mem(n.in(2)); else l.nullMem();
   l.mem(n.out(0));
   if (stats) l.mem(n.out(1)).mem(n.out(2)); else l.nullMem().nullMem();
-  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(n.hasIn(2) ? 1 : 0).i32(stats ? 1 : 0).run1d(rows);
+  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(n.hasIn(2) ? 1 : 0).i32(stats ? 1 : 0).run1d(rk.items);
 }
 
 void rangeOp(const Node& n) {
