@@ -33,8 +33,14 @@ std::vector<uint8_t> encode(const std::vector<int64_t>& v, DType t) {
 
 Executor::Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis)
     : device_(device), kernels_(device), model_(model), graph_(graph), analysis_(analysis) {
-  for (size_t i : graph.topoOrder())
-    if (analysis.nodeClass[i] == NodeClass::Tensor) tensorNodes_.push_back(i);
+  for (size_t i : graph.topoOrder()) {
+    if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
+    tensorNodes_.push_back(i);
+    const auto& n = graph.node(i);
+    if (!isView(n, analysis)) continue;
+    auto root = aliases_.find(n.input(0));  // a view of a view names the first buffer
+    aliases_[n.output(0)] = root == aliases_.end() ? n.input(0) : root->second;
+  }
 
   // Constants that tensor ops read: initializers and Constant nodes, uploaded once.
   std::unordered_map<std::string, const onnx::TensorProto*> constants;
@@ -58,6 +64,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
   prepare(nominal);
   dry_ = true;
   for (size_t i : tensorNodes_) {
+    if (aliases_.count(graph.node(i).output(0))) continue;
     try {
       enqueueNode(*this, i);
     } catch (const Error& e) {
@@ -95,7 +102,8 @@ const std::vector<int64_t>& Executor::value(const std::string& tensor) const {
 }
 
 cl_mem Executor::buffer(const std::string& tensor) const {
-  auto it = buffers_.find(tensor);
+  auto alias = aliases_.find(tensor);
+  auto it = buffers_.find(alias == aliases_.end() ? tensor : alias->second);
   if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
   return it->second.mem;
 }
@@ -145,7 +153,7 @@ void Executor::prepare(const SymbolValues& binding) {
   for (size_t i : tensorNodes_) {
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
-      if (!out.empty()) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+      if (!out.empty() && !aliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
     // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up once per binding.
     for (const auto& in : n.input()) {
       if (in.empty() || analysis_.at(in).cls != TensorClass::Shape) continue;
@@ -209,7 +217,8 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  for (size_t i : tensorNodes_) enqueueNode(*this, i);
+  for (size_t i : tensorNodes_)
+    if (!aliases_.count(graph_.node(i).output(0))) enqueueNode(*this, i);
 }
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {

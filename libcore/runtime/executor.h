@@ -6,7 +6,7 @@
 // of tl-shape's analysis once on the host, then enqueues all tensor ops without
 // synchronizing; the only waits are the final reads of the requested outputs.
 // Activation buffers live on the device and are reused across runs; one grows only
-// when a binding needs more than it holds.
+// when a binding needs more than it holds. Views (isView) share their input's buffer.
 #pragma once
 
 #include <CL/cl.h>
@@ -91,6 +91,7 @@ class Executor {
   const ShapeAnalysis& analysis_;
   std::vector<size_t> tensorNodes_;  // tensor-computing nodes in topological order
   std::unordered_map<std::string, Buffer> buffers_;
+  std::unordered_map<std::string, std::string> aliases_;  // a view's output -> the tensor whose buffer it is
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
@@ -101,6 +102,11 @@ class Executor {
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
   int64_t syncs_ = 0;
 };
+
+// A node whose output is its input reinterpreted: Reshape, Flatten, Squeeze, Unsqueeze,
+// Identity, Dropout without a mask, Cast to the same type. It runs no kernel: its output
+// names its input's buffer (tensors are written only by their producer, so sharing is safe).
+bool isView(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry
 // run it only looks up the kernels, so missing ones are found before anything runs.

@@ -181,11 +181,6 @@ void copy(const Node& n, const std::string& src, const std::string& dst, Dims di
       .run1d(elementCount(dims));
 }
 
-void contiguousCopy(const Node& n) {
-  const Dims& d = n.shape(n.out(0));
-  copy(n, n.in(0), n.out(0), d, 0, contiguousStrides(d), 0, contiguousStrides(d));
-}
-
 void binary(const Node& n, const std::string& op, const std::string& a, const std::string& b, const std::string& dst) {
   Dims o = n.shape(dst);
   const int64_t c = elementCount(o);
@@ -216,18 +211,13 @@ void unary(const Node& n, const std::string& op) {
 
 void unaryOp(const Node& n) {
   std::string op = lowerCase(n.proto.op_type());
-  if (op == "identity" || op == "dropout") {
-    contiguousCopy(n);
-    if (n.hasOut(1)) throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);
-    return;
-  }
+  if (op == "dropout") throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);  // without one it is a view
   if (op == "gelu" && n.attrString("approximate", "none") == "tanh") op = "gelutanh";
   unary(n, op);
 }
 
 void castOp(const Node& n) {
   DType from = n.dtype(n.in(0)), to = n.dtype(n.out(0));
-  if (from == to) return contiguousCopy(n);
   int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(std::string("cast_") + typeSuffix(from) + "_" + typeSuffix(to)).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
 }
@@ -583,10 +573,9 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "LessOrEqual",
                            "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
       t[op] = binaryOp;
-    for (const char* op : {"Identity", "Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
+    for (const char* op : {"Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
                            "Tanh", "Erf", "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu"})
       t[op] = unaryOp;
-    for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) t[op] = contiguousCopy;
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
                            "ReduceL2"})
       t[op] = reduceOp;
@@ -613,6 +602,15 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
 }
 
 }  // namespace
+
+bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
+  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1 || n.output(0).empty()) return false;
+  const std::string& op = n.op_type();
+  if (!(n.domain().empty() || n.domain() == "ai.onnx")) return false;
+  if (op == "Dropout") return n.output_size() == 1 || n.output(1).empty();
+  if (op == "Cast") return analysis.at(n.input(0)).dtype == analysis.at(n.output(0)).dtype;
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+}
 
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
