@@ -612,9 +612,20 @@ bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
 }
 
+// tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled.
+void rmsNormOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  const int64_t cols = d.empty() ? 1 : d.back(), rows = elementCount(d) / std::max<int64_t>(cols, 1);
+  if (n.dtype(n.in(0)) != DType::Float || n.dtype(n.in(1)) != DType::Float)
+    throw Error("tl.RMSNorm has kernels for float32 only", ExitCode::BadInput);
+  const RowKernel rk = rowKernel(n, "rmsnorm_f32", rows);
+  n.launch(rk.name).mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).run1d(rk.items);
+}
+
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
   if (proto.domain() == "tl" && proto.op_type() == "QMatMul") return qmatmulOp(Node{ex, index, proto});
+  if (proto.domain() == "tl" && proto.op_type() == "RMSNorm") return rmsNormOp(Node{ex, index, proto});
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
     throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);

@@ -880,6 +880,16 @@ void qmatmulRule(RuleContext& c) {
   c.setOutput(0, c.input(0).dtype, out);
 }
 
+// tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] -> [..., H].
+void rmsNormRule(RuleContext& c) {
+  const auto& x = c.input(0).dims;
+  const auto& scale = c.input(1).dims;
+  if (x.empty()) c.fail("tl.RMSNorm input must have rank >= 1");
+  if (scale.size() != 1) c.fail("tl.RMSNorm scale must have rank 1, not " + std::to_string(scale.size()));
+  c.unify(x.back(), scale[0]);
+  c.setOutput(0, c.input(0).dtype, x);
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1014,7 +1024,7 @@ const std::map<std::string, ShapeRule>& registry() {
 }  // namespace
 
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
-  if (domain == "tl") return opType == "QMatMul" ? qmatmulRule : nullptr;
+  if (domain == "tl") return opType == "QMatMul" ? qmatmulRule : opType == "RMSNorm" ? rmsNormRule : nullptr;
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto it = registry().find(opType);
   return it == registry().end() ? nullptr : it->second;

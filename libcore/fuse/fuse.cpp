@@ -1,0 +1,49 @@
+#include "fuse/fuse.h"
+
+#include "cli/error.h"
+
+namespace tl {
+
+const std::vector<FusePass>& fusePasses() {
+  static const std::vector<FusePass> passes = {
+      {"rmsnorm", "RMSNorm chains (Pow, ReduceMean, Add eps, Sqrt, reciprocal, Mul, Mul scale) -> tl.RMSNorm",
+       fuseRmsNorm},
+      {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
+  };
+  return passes;
+}
+
+std::vector<PassResult> runFusePasses(Model& model, const std::vector<std::string>& names) {
+  std::vector<const FusePass*> todo;
+  for (const auto& name : names) {
+    const FusePass* found = nullptr;
+    for (const auto& p : fusePasses())
+      if (p.name == name) found = &p;
+    if (!found) {
+      std::string all;
+      for (const auto& p : fusePasses()) all += (all.empty() ? "" : ", ") + p.name;
+      throw Error("unknown pass '" + name + "' (passes: " + all + ")");
+    }
+    todo.push_back(found);
+  }
+  if (names.empty())
+    for (const auto& p : fusePasses()) todo.push_back(&p);
+  std::vector<PassResult> results;
+  for (const FusePass* p : todo) {
+    PassResult r = p->run(model);
+    r.pass = p->name;
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+std::map<std::string, int> opCounts(const onnx::GraphProto& graph) {
+  std::map<std::string, int> counts;
+  for (const auto& n : graph.node()) {
+    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
+    ++counts[plain ? n.op_type() : n.domain() + "." + n.op_type()];
+  }
+  return counts;
+}
+
+}  // namespace tl

@@ -1,0 +1,45 @@
+// tl-fuse's passes: graph rewrites into ops of the `tl` domain, each a small object with
+// a name that proves its pattern on the graph (shapes through tl-shape's expressions,
+// constants by value) and rewrites only what it proved. A pattern it cannot prove is
+// left alone and, for -v, reported as a near miss naming the node and the reason.
+//
+// Passes so far (the rest of issue 9 comes pass by pass):
+//   rmsnorm     Pow(x, 2) -> ReduceMean(last axis) -> Add(eps) -> Sqrt -> Reciprocal or
+//               Div(1, .) -> Mul(x, .) [-> Cast to float] -> Mul(scale)  =>  tl.RMSNorm
+//   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx/model_io.h"
+
+namespace tl {
+
+struct PassResult {
+  std::string pass;
+  int rewrites = 0;                     // patterns rewritten (nodes removed, for dead-nodes)
+  std::vector<std::string> nearMisses;  // "node 'X': why it was left alone"
+};
+
+struct FusePass {
+  std::string name, summary;
+  PassResult (*run)(Model& model);
+};
+
+// Every pass, in the order a full run applies them.
+const std::vector<FusePass>& fusePasses();
+
+// Runs the named passes in order (all of them when `names` is empty). Throws
+// tl::Error (bad input) naming an unknown pass before anything runs.
+std::vector<PassResult> runFusePasses(Model& model, const std::vector<std::string>& names);
+
+// Node count per operator ("tl.RMSNorm" for other domains), for --emit text.
+std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
+
+// The passes, one file each (libcore/fuse/*.cpp).
+PassResult fuseRmsNorm(Model& model);
+PassResult removeDeadNodes(Model& model);
+
+}  // namespace tl
