@@ -99,3 +99,14 @@ WHERE(f32, float)
 WHERE(i64, long)
 WHERE(i32, int)
 WHERE(u8, uchar)
+
+// tl.RoPE (rotate-half): y = x * cos + rotate_half(x) * sin over the last dim D, where
+// rotate_half(x) = concat(-x[D/2:], x[:D/2]); cos and sin read through broadcast strides.
+__kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
+                       __global float* out, int n, int D, int8 dims, int8 cs, int8 ss) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int d = i % D, mid = D / 2;
+  const float partner = d < mid ? -x[i + mid] : x[i - mid];
+  out[i] = x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
+}

@@ -8,6 +8,7 @@ const std::vector<FusePass>& fusePasses() {
   static const std::vector<FusePass> passes = {
       {"rmsnorm", "RMSNorm chains (Pow, ReduceMean, Add eps, Sqrt, reciprocal, Mul, Mul scale) -> tl.RMSNorm",
        fuseRmsNorm},
+      {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

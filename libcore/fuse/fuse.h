@@ -6,6 +6,8 @@
 // Passes so far (the rest of issue 9 comes pass by pass):
 //   rmsnorm     Pow(x, 2) -> ReduceMean(last axis) -> Add(eps) -> Sqrt -> Reciprocal or
 //               Div(1, .) -> Mul(x, .) [-> Cast to float] -> Mul(scale)  =>  tl.RMSNorm
+//   rope        Slice halves of x -> Concat(Neg(second), first) -> Add(Mul(x, cos), Mul(., sin))
+//               =>  tl.RoPE (rotate-half)
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
 
@@ -40,6 +42,7 @@ std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
 
 // The passes, one file each (libcore/fuse/*.cpp).
 PassResult fuseRmsNorm(Model& model);
+PassResult fuseRope(Model& model);
 PassResult removeDeadNodes(Model& model);
 
 }  // namespace tl

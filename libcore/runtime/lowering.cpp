@@ -622,10 +622,30 @@ void rmsNormOp(const Node& n) {
   n.launch(rk.name).mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).run1d(rk.items);
 }
 
+// tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x.
+void ropeOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  for (size_t i = 0; i < 3; ++i)
+    if (n.dtype(n.in(i)) != DType::Float) throw Error("tl.RoPE has kernels for float32 only", ExitCode::BadInput);
+  const int64_t count = elementCount(d);
+  n.launch("rope_f32")
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.in(2))
+      .mem(n.out(0))
+      .i32(count)
+      .i32(d.back())
+      .vec(pad8(d, 1))
+      .vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0))
+      .vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0))
+      .run1d(count);
+}
+
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
   if (proto.domain() == "tl" && proto.op_type() == "QMatMul") return qmatmulOp(Node{ex, index, proto});
   if (proto.domain() == "tl" && proto.op_type() == "RMSNorm") return rmsNormOp(Node{ex, index, proto});
+  if (proto.domain() == "tl" && proto.op_type() == "RoPE") return ropeOp(Node{ex, index, proto});
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
     throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);

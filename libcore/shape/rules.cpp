@@ -890,6 +890,16 @@ void rmsNormRule(RuleContext& c) {
   c.setOutput(0, c.input(0).dtype, x);
 }
 
+// tl.RoPE (docs/ops.md, written by tl-fuse): x and cos, sin broadcast to it -> x's shape.
+void ropeRule(RuleContext& c) {
+  const auto& x = c.input(0).dims;
+  if (x.empty() || !x.back().isConst() || *x.back().constValue() % 2)
+    c.fail("tl.RoPE needs x whose last dimension is a constant even number");
+  for (int i : {1, 2})
+    if (c.input(i).dims.size() > x.size()) c.fail("tl.RoPE's cos and sin must broadcast to x");
+  c.setOutput(0, c.input(0).dtype, x);
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1024,7 +1034,12 @@ const std::map<std::string, ShapeRule>& registry() {
 }  // namespace
 
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
-  if (domain == "tl") return opType == "QMatMul" ? qmatmulRule : opType == "RMSNorm" ? rmsNormRule : nullptr;
+  if (domain == "tl") {
+    if (opType == "QMatMul") return qmatmulRule;
+    if (opType == "RMSNorm") return rmsNormRule;
+    if (opType == "RoPE") return ropeRule;
+    return nullptr;
+  }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto it = registry().find(opType);
   return it == registry().end() ? nullptr : it->second;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "check/reference_check.h"
@@ -38,7 +39,8 @@ std::string caseName(const FuseCase& c) {
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"dead-nodes"}, {}}) out.push_back({d, p});
+    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"dead-nodes"}, {}})
+      out.push_back({d, p});
   return out;
 }
 
@@ -48,16 +50,25 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   const auto& c = GetParam();
   Model model = loadModel((c.dir / "model.onnx").string());
   const auto results = runFusePasses(model, c.passes);
-  // Every RMSNorm chain of these exports is proven: each norm of each layer, and the
-  // final one (gpt2 has LayerNormalization instead).
-  const bool rms = c.dir.filename().string().rfind("gpt2", 0) != 0;
-  for (const auto& r : results)
-    if (r.pass == "rmsnorm") {
-      EXPECT_EQ(r.rewrites, rms ? (c.dir.filename().string().rfind("bytellama", 0) == 0 ? 9 : 5) : 0);
-      EXPECT_TRUE(r.nearMisses.empty()) << r.nearMisses.front();
-    }
-  if (rms && (c.passes.empty() || c.passes[0] == "rmsnorm")) {
-    EXPECT_EQ(opCounts(model.proto.graph()).count("ReduceMean"), 0u);
+  // Every RMSNorm chain and every rotary embedding of these exports is proven: two
+  // norms and q, k per layer, and the final norm (gpt2 has LayerNormalization and
+  // learned positions instead). bytellama has 4 layers, the others 2.
+  const std::string name = c.dir.filename().string();
+  const bool llamaLike = name.rfind("gpt2", 0) != 0;
+  const int layers = name.rfind("bytellama", 0) == 0 ? 4 : 2;
+  for (const auto& r : results) {
+    const int want = r.pass == "rmsnorm" ? 2 * layers + 1 : r.pass == "rope" ? 2 * layers : -1;
+    if (want < 0) continue;  // dead-nodes: whatever the exporter left
+    EXPECT_EQ(r.rewrites, llamaLike ? want : 0) << r.pass;
+    EXPECT_TRUE(r.nearMisses.empty()) << r.pass << ": " << r.nearMisses.front();
+  }
+  const auto ops = opCounts(model.proto.graph());
+  const bool all = c.passes.empty();
+  if (llamaLike && (all || c.passes[0] == "rmsnorm")) {
+    EXPECT_EQ(ops.count("ReduceMean"), 0u);
+  }
+  if (llamaLike && (all || c.passes[0] == "rope")) {
+    EXPECT_EQ(ops.count("Neg"), 0u);
   }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -80,66 +91,113 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
 INSTANTIATE_TEST_SUITE_P(AllModels, FuseModels, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return caseName(info.param); });
 
+// A model of one tl node: inputs by name and dims ("R" a symbol), one float output "y".
+Model oneNodeModel(const std::string& op, const std::vector<std::pair<std::string, std::vector<std::string>>>& inputs,
+                   float epsilon = 0) {
+  Model m;
+  m.proto.set_ir_version(8);
+  m.proto.add_opset_import()->set_version(17);
+  auto* tlOpset = m.proto.add_opset_import();
+  tlOpset->set_domain("tl");
+  tlOpset->set_version(1);
+  auto* g = m.proto.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_domain("tl");
+  for (const auto& [name, dims] : inputs) {
+    auto* in = g->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const auto& d : dims) {
+      if (std::isdigit(static_cast<unsigned char>(d[0]))) {
+        tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
+      } else {
+        tt->mutable_shape()->add_dim()->set_dim_param(d);
+      }
+    }
+    n->add_input(name);
+  }
+  n->add_output("y");
+  if (epsilon > 0) {
+    auto* eps = n->add_attribute();
+    eps->set_name("epsilon");
+    eps->set_type(onnx::AttributeProto::FLOAT);
+    eps->set_f(epsilon);
+  }
+  g->add_output()->set_name("y");
+  return m;
+}
+
+Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims) {
+  Tensor t;
+  t.name = name;
+  t.dtype = DType::Float;
+  t.dims = std::move(dims);
+  t.bytes.resize(v.size() * 4);
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// Runs a one-node model on both kernel families and hands each output to `check`.
+void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check) {
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  for (bool gpuKernels : {false, true}) {
+    device.setGpuKernels(gpuKernels);
+    Executor ex(device, m, graph, analysis);
+    check(ex, gpuKernels);
+  }
+}
+
 // tl.RMSNorm alone against y = x / sqrt(mean(x^2) + eps) * scale in Eigen.
 TEST(RmsNormKernel, MatchesEigenOnRandomShapes) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.5f);
-  Device device(selectDevice(""), false);
   for (int64_t H : {1, 7, 64, 100, 300, 2048}) {
-    Model m;
-    m.proto.set_ir_version(8);
-    m.proto.add_opset_import()->set_version(17);
-    auto* tlOpset = m.proto.add_opset_import();
-    tlOpset->set_domain("tl");
-    tlOpset->set_version(1);
-    auto* g = m.proto.mutable_graph();
-    for (const char* name : {"x", "scale"}) {
-      auto* in = g->add_input();
-      in->set_name(name);
-      auto* tt = in->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(onnx::TensorProto::FLOAT);
-      if (std::string(name) == "x") tt->mutable_shape()->add_dim()->set_dim_param("R");
-      tt->mutable_shape()->add_dim()->set_dim_value(H);
-    }
-    auto* n = g->add_node();
-    n->set_op_type("RMSNorm");
-    n->set_domain("tl");
-    n->add_input("x");
-    n->add_input("scale");
-    n->add_output("y");
-    auto* eps = n->add_attribute();
-    eps->set_name("epsilon");
-    eps->set_type(onnx::AttributeProto::FLOAT);
-    eps->set_f(1e-5f);
-    g->add_output()->set_name("y");
-    Graph graph(m.proto.graph());
-    ShapeAnalysis analysis = inferShapes(m, graph);
-    for (bool gpuKernels : {false, true}) {
-      device.setGpuKernels(gpuKernels);
-      Executor ex(device, m, graph, analysis);
+    Model m = oneNodeModel("RMSNorm", {{"x", {"R", std::to_string(H)}}, {"scale", {std::to_string(H)}}}, 1e-5f);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
       for (int64_t R : {1, 3, 17}) {
         Mat x(R, H), s(1, H);
         for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
         for (int64_t i = 0; i < s.size(); ++i) s.data()[i] = normal(rng);
-        auto tensor = [](const char* name, const Mat& v, std::vector<int64_t> dims) {
-          Tensor t;
-          t.name = name;
-          t.dtype = DType::Float;
-          t.dims = std::move(dims);
-          t.bytes.resize(static_cast<size_t>(v.size()) * 4);
-          std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-          return t;
-        };
-        auto got = ex.run({tensor("x", x, {R, H}), tensor("scale", s, {H})});
+        auto got = ex.run({floats("x", {x.data(), x.data() + x.size()}, {R, H}), floats("scale", {s.data(), s.data() + H}, {H})});
         const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
         Eigen::ArrayXf inv = (x.array().square().rowwise().mean() + 1e-5f).rsqrt();
         Mat want = (x.array().colwise() * inv).rowwise() * s.row(0).array();
         for (int64_t i = 0; i < want.size(); ++i)
           ASSERT_NEAR(y[i], want.data()[i], 1e-5f * (1 + std::fabs(want.data()[i])))
-              << "H " << H << " R " << R << " gpu " << gpuKernels << " at " << i;
+              << "H " << H << " R " << R << " gpu " << gpu << " at " << i;
       }
-    }
+    });
+  }
+}
+
+// tl.RoPE alone against x * cos + rotate_half(x) * sin, cos and sin [B, 1, N, D]
+// broadcast over the heads of x [B, H, N, D].
+TEST(RopeKernel, MatchesReferenceOnRandomShapes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (int64_t D : {2, 16, 64, 96}) {
+    const std::string d = std::to_string(D);
+    Model m = oneNodeModel("RoPE", {{"x", {"B", "H", "N", d}}, {"cos", {"B", "1", "N", d}}, {"sin", {"B", "1", "N", d}}});
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      for (auto [B, H, N] : {std::array<int64_t, 3>{1, 1, 1}, {2, 3, 5}, {1, 4, 33}}) {
+        std::vector<float> x(static_cast<size_t>(B * H * N * D)), c(static_cast<size_t>(B * N * D)), s(c.size());
+        for (auto* v : {&x, &c, &s})
+          for (auto& f : *v) f = normal(rng);
+        auto got = ex.run({floats("x", x, {B, H, N, D}), floats("cos", c, {B, 1, N, D}), floats("sin", s, {B, 1, N, D})});
+        const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+        for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+          const int64_t k = i % D, n = i / D % N, b = i / (D * N * H), cs = (b * N + n) * D + k;
+          const float rot = k < D / 2 ? -x[i + D / 2] : x[i - D / 2];
+          const float want = x[i] * c[cs] + rot * s[cs];  // the device may fuse it into one fma
+          ASSERT_NEAR(y[i], want, 1e-6f * (1 + std::fabs(want))) << "D " << D << " gpu " << gpu << " at " << i;
+        }
+      }
+    });
   }
 }
 
@@ -171,11 +229,12 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   auto r = runTool("tl-fuse", "--list-passes");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("rmsnorm\t"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rope\t"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dead-nodes\t"), std::string::npos) << r.out;
   const std::string llama = (test::sharedModels() / "llama-past/model.onnx").string();
   r = runTool("tl-fuse", llama + " --passes rmsnorm,bogus -o /dev/null");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, dead-nodes)\n");
+  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, dead-nodes)\n");
   r = runTool("tl-fuse", llama + " --emit text");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("rmsnorm: 5 rewritten"), std::string::npos) << r.out;

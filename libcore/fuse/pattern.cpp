@@ -1,0 +1,100 @@
+#include "fuse/pattern.h"
+
+#include <map>
+
+#include "tensor/tensor.h"
+
+namespace tl {
+
+PatternContext::PatternContext(const Model& m, const Graph& g, const ShapeAnalysis& a) : model(m), graph(g), analysis(a) {
+  for (const auto& o : g.proto().output()) outputs.insert(o.name());
+}
+
+bool isOp(const onnx::NodeProto* n, const char* op) {
+  return n && n->op_type() == op && (n->domain().empty() || n->domain() == "ai.onnx");
+}
+
+std::string otherInput(const onnx::NodeProto& n, const std::string& known) {
+  if (n.input_size() != 2) return "";
+  if (n.input(0) == known && n.input(1) != known) return n.input(1);
+  if (n.input(1) == known && n.input(0) != known) return n.input(0);
+  return "";
+}
+
+const onnx::NodeProto* PatternContext::producer(const std::string& tensor, const char* op, size_t* index) const {
+  const int p = graph.producer(tensor);
+  if (p < 0 || !isOp(&graph.node(static_cast<size_t>(p)), op)) return nullptr;
+  if (index) *index = static_cast<size_t>(p);
+  return &graph.node(static_cast<size_t>(p));
+}
+
+const onnx::NodeProto* PatternContext::onlyReader(const std::string& tensor, size_t* index) const {
+  const auto& readers = graph.consumers(tensor);
+  if (readers.size() != 1 || outputs.count(tensor)) return nullptr;
+  if (index) *index = readers[0];
+  return &graph.node(readers[0]);
+}
+
+std::optional<double> PatternContext::scalar(const std::string& tensor) const {
+  const onnx::TensorProto* t = graph.initializer(tensor);
+  const int p = graph.producer(tensor);
+  if (!t && p >= 0) {
+    const auto& n = graph.node(static_cast<size_t>(p));
+    if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).has_t()) t = &n.attribute(0).t();
+  }
+  if (!t) return std::nullopt;
+  const Tensor v = readTensor(*t, model.baseDir);
+  if (v.numel() != 1 || !(isFloating(v.dtype) || isInteger(v.dtype))) return std::nullopt;
+  return v.toDouble()[0];
+}
+
+std::optional<std::vector<int64_t>> PatternContext::ints(const std::string& tensor) const {
+  if (tensor.empty() || !analysis.tensors.count(tensor)) return std::nullopt;
+  const auto& v = analysis.at(tensor).value;
+  if (!v) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& e : *v) {
+    if (!e.isConst()) return std::nullopt;
+    out.push_back(*e.constValue());
+  }
+  return out;
+}
+
+onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
+                       const std::string& output) {
+  onnx::NodeProto n;
+  n.set_name(base + "/tl." + op);
+  n.set_op_type(op);
+  n.set_domain("tl");
+  for (const auto& i : inputs) n.add_input(i);
+  n.add_output(output);
+  return n;
+}
+
+void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
+  if (rewrites.empty()) return;
+  auto* g = model.proto.mutable_graph();
+  std::set<size_t> removed;
+  std::map<size_t, onnx::NodeProto> fused;  // at the last replaced node's place, so the file stays in order
+  for (auto& r : rewrites) {
+    removed.insert(r.remove.begin(), r.remove.end());
+    fused[r.remove.back()] = std::move(r.fused);
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (int i = 0; i < g->node_size(); ++i) {
+    auto f = fused.find(static_cast<size_t>(i));
+    if (f != fused.end()) {
+      *nodes.Add() = std::move(f->second);
+    } else if (!removed.count(static_cast<size_t>(i))) {
+      *nodes.Add() = g->node(i);
+    }
+  }
+  g->mutable_node()->Swap(&nodes);
+  for (const auto& o : model.proto.opset_import())
+    if (o.domain() == "tl") return;
+  auto* o = model.proto.add_opset_import();
+  o->set_domain("tl");
+  o->set_version(1);
+}
+
+}  // namespace tl

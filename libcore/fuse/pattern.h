@@ -1,0 +1,49 @@
+// What tl-fuse's passes share: reading a graph while proving a pattern (single readers,
+// constants by value), and rewriting each proven pattern into one node.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+
+struct PatternContext {
+  PatternContext(const Model& model, const Graph& graph, const ShapeAnalysis& analysis);
+  const Model& model;
+  const Graph& graph;
+  const ShapeAnalysis& analysis;
+  std::set<std::string> outputs;  // graph outputs: never internal to a pattern
+
+  // The node producing `tensor`, when it is of plain ONNX op `op`; else nullptr.
+  const onnx::NodeProto* producer(const std::string& tensor, const char* op, size_t* index = nullptr) const;
+  // The one node reading `tensor`, when exactly one does and `tensor` is no graph output.
+  const onnx::NodeProto* onlyReader(const std::string& tensor, size_t* index = nullptr) const;
+  // A one-element constant's value (an initializer or a Constant node).
+  std::optional<double> scalar(const std::string& tensor) const;
+  // The values of a tensor tl-shape knows as constant integers (folded shape tensors).
+  std::optional<std::vector<int64_t>> ints(const std::string& tensor) const;
+};
+
+bool isOp(const onnx::NodeProto* node, const char* op);  // plain ONNX op of that type
+// The input of a two-input node that is not `known` ("" when neither or both are).
+std::string otherInput(const onnx::NodeProto& node, const std::string& known);
+
+// One proven pattern: the nodes it replaces, and the node replacing them, which takes
+// the place of the last of them (whose output it writes).
+struct Rewrite {
+  std::vector<size_t> remove;
+  onnx::NodeProto fused;
+};
+// A `tl` node named after `base`, with these inputs and output.
+onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
+                       const std::string& output);
+// Applies rewrites that share no node, and imports the `tl` domain when there are any.
+void applyRewrites(Model& model, std::vector<Rewrite> rewrites);
+
+}  // namespace tl
