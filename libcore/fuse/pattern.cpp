@@ -97,4 +97,27 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
   o->set_version(1);
 }
 
+PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
+  PassResult result;
+  std::vector<Rewrite> rewrites;
+  {
+    Graph graph(model.proto.graph());
+    const ShapeAnalysis analysis = inferShapes(model, graph);
+    PatternContext c(model, graph, analysis);
+    for (size_t i = 0; i < graph.nodeCount(); ++i) {
+      if (!isOp(&graph.node(i), anchor)) continue;
+      Rewrite r;
+      const std::string why = match(c, i, r);
+      if (why.empty()) {
+        rewrites.push_back(std::move(r));
+      } else {
+        result.nearMisses.push_back("node '" + graph.nodeName(i) + "' (" + anchor + "): " + why);
+      }
+    }
+  }  // the graph views the proto: done with it before the rewrite
+  result.rewrites = static_cast<int>(rewrites.size());
+  applyRewrites(model, std::move(rewrites));
+  return result;
+}
+
 }  // namespace tl

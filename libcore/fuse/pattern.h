@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fuse/fuse.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
 #include "shape/shape_inference.h"
@@ -45,5 +46,11 @@ onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std
                        const std::string& output);
 // Applies rewrites that share no node, and imports the `tl` domain when there are any.
 void applyRewrites(Model& model, std::vector<Rewrite> rewrites);
+
+// A pattern pass: `match` is tried at every node of plain op `anchor` and says why a
+// node does not start its pattern ("" when it does, with the rewrite filled in). The
+// matches are rewritten; the rest are the pass's near misses.
+using PatternMatch = std::string (*)(const PatternContext& c, size_t anchor, Rewrite& r);
+PassResult runPattern(Model& model, const char* anchor, PatternMatch match);
 
 }  // namespace tl

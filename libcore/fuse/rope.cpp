@@ -76,27 +76,6 @@ std::string match(const PatternContext& c, size_t neg, Rewrite& r) {
 
 }  // namespace
 
-PassResult fuseRope(Model& model) {
-  PassResult result;
-  std::vector<Rewrite> rewrites;
-  {
-    Graph graph(model.proto.graph());
-    const ShapeAnalysis analysis = inferShapes(model, graph);
-    PatternContext c(model, graph, analysis);
-    for (size_t i = 0; i < graph.nodeCount(); ++i) {
-      if (!isOp(&graph.node(i), "Neg")) continue;
-      Rewrite r;
-      const std::string why = match(c, i, r);
-      if (why.empty()) {
-        rewrites.push_back(std::move(r));
-      } else {
-        result.nearMisses.push_back("node '" + graph.nodeName(i) + "' (Neg): " + why);
-      }
-    }
-  }
-  result.rewrites = static_cast<int>(rewrites.size());
-  applyRewrites(model, std::move(rewrites));
-  return result;
-}
+PassResult fuseRope(Model& model) { return runPattern(model, "Neg", match); }
 
 }  // namespace tl
