@@ -110,3 +110,11 @@ __kernel void rope_f32(__global const float* x, __global const float* cosv, __gl
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
   out[i] = x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
+
+// tl.SwiGLU: y = silu(g) * u, as the unfused graph computes it: (g * sigmoid(g)) * u.
+__kernel void swiglu_f32(__global const float* g, __global const float* u, __global float* out, int n) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const float x = g[i];
+  out[i] = x * (1.0f / (1.0f + exp(-x))) * u[i];
+}

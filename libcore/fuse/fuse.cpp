@@ -9,6 +9,7 @@ const std::vector<FusePass>& fusePasses() {
       {"rmsnorm", "RMSNorm chains (Pow, ReduceMean, Add eps, Sqrt, reciprocal, Mul, Mul scale) -> tl.RMSNorm",
        fuseRmsNorm},
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
+      {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

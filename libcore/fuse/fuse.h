@@ -8,6 +8,7 @@
 //               Div(1, .) -> Mul(x, .) [-> Cast to float] -> Mul(scale)  =>  tl.RMSNorm
 //   rope        Slice halves of x -> Concat(Neg(second), first) -> Add(Mul(x, cos), Mul(., sin))
 //               =>  tl.RoPE (rotate-half)
+//   swiglu      Mul(Mul(g, Sigmoid(g)), u)  =>  tl.SwiGLU
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
 
@@ -43,6 +44,7 @@ std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
 // The passes, one file each (libcore/fuse/*.cpp).
 PassResult fuseRmsNorm(Model& model);
 PassResult fuseRope(Model& model);
+PassResult fuseSwiGlu(Model& model);
 PassResult removeDeadNodes(Model& model);
 
 }  // namespace tl

@@ -641,11 +641,20 @@ void ropeOp(const Node& n) {
       .run1d(count);
 }
 
+// tl.SwiGLU (docs/ops.md): silu(g) * u, elementwise over one shape.
+void swigluOp(const Node& n) {
+  if (n.dtype(n.in(0)) != DType::Float || n.dtype(n.in(1)) != DType::Float)
+    throw Error("tl.SwiGLU has kernels for float32 only", ExitCode::BadInput);
+  const int64_t count = elementCount(n.shape(n.out(0)));
+  n.launch("swiglu_f32").mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(count).run1d(count);
+}
+
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
   if (proto.domain() == "tl" && proto.op_type() == "QMatMul") return qmatmulOp(Node{ex, index, proto});
   if (proto.domain() == "tl" && proto.op_type() == "RMSNorm") return rmsNormOp(Node{ex, index, proto});
   if (proto.domain() == "tl" && proto.op_type() == "RoPE") return ropeOp(Node{ex, index, proto});
+  if (proto.domain() == "tl" && proto.op_type() == "SwiGLU") return swigluOp(Node{ex, index, proto});
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
     throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);

@@ -900,6 +900,15 @@ void ropeRule(RuleContext& c) {
   c.setOutput(0, c.input(0).dtype, x);
 }
 
+// tl.SwiGLU (docs/ops.md, written by tl-fuse): g and u of one shape -> that shape.
+void swigluRule(RuleContext& c) {
+  const auto& g = c.input(0).dims;
+  const auto& u = c.input(1).dims;
+  if (g.size() != u.size()) c.fail("tl.SwiGLU needs g and u of one shape");
+  for (size_t i = 0; i < g.size(); ++i) c.unify(g[i], u[i]);
+  c.setOutput(0, c.input(0).dtype, g);
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1038,6 +1047,7 @@ ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
     if (opType == "QMatMul") return qmatmulRule;
     if (opType == "RMSNorm") return rmsNormRule;
     if (opType == "RoPE") return ropeRule;
+    if (opType == "SwiGLU") return swigluRule;
     return nullptr;
   }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;

@@ -39,7 +39,7 @@ std::string caseName(const FuseCase& c) {
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"dead-nodes"}, {}})
+    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"swiglu"}, {"dead-nodes"}, {}})
       out.push_back({d, p});
   return out;
 }
@@ -50,16 +50,19 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   const auto& c = GetParam();
   Model model = loadModel((c.dir / "model.onnx").string());
   const auto results = runFusePasses(model, c.passes);
-  // Every RMSNorm chain and every rotary embedding of these exports is proven: two
-  // norms and q, k per layer, and the final norm (gpt2 has LayerNormalization and
-  // learned positions instead). bytellama has 4 layers, the others 2.
+  // Every RMSNorm chain, rotary embedding and SiLU gate of these exports is proven: two
+  // norms, q and k, and one MLP per layer, and the final norm. gpt2 has LayerNormalization
+  // and learned positions instead, and Gemma a GELU gate. bytellama has 4 layers, the others 2.
   const std::string name = c.dir.filename().string();
-  const bool llamaLike = name.rfind("gpt2", 0) != 0;
+  const bool llamaLike = name.rfind("gpt2", 0) != 0, silu = llamaLike && name.rfind("gemma", 0) != 0;
   const int layers = name.rfind("bytellama", 0) == 0 ? 4 : 2;
   for (const auto& r : results) {
-    const int want = r.pass == "rmsnorm" ? 2 * layers + 1 : r.pass == "rope" ? 2 * layers : -1;
-    if (want < 0) continue;  // dead-nodes: whatever the exporter left
-    EXPECT_EQ(r.rewrites, llamaLike ? want : 0) << r.pass;
+    int want = -1;  // dead-nodes: whatever the exporter left
+    if (r.pass == "rmsnorm") want = llamaLike ? 2 * layers + 1 : 0;
+    if (r.pass == "rope") want = llamaLike ? 2 * layers : 0;
+    if (r.pass == "swiglu") want = silu ? layers : 0;
+    if (want < 0) continue;
+    EXPECT_EQ(r.rewrites, want) << r.pass;
     EXPECT_TRUE(r.nearMisses.empty()) << r.pass << ": " << r.nearMisses.front();
   }
   const auto ops = opCounts(model.proto.graph());
@@ -69,6 +72,9 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   }
   if (llamaLike && (all || c.passes[0] == "rope")) {
     EXPECT_EQ(ops.count("Neg"), 0u);
+  }
+  if (silu && (all || c.passes[0] == "swiglu")) {
+    EXPECT_EQ(ops.count("Sigmoid"), 0u);
   }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -201,6 +207,26 @@ TEST(RopeKernel, MatchesReferenceOnRandomShapes) {
   }
 }
 
+// tl.SwiGLU alone against silu(g) * u.
+TEST(SwiGluKernel, MatchesReference) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  Model m = oneNodeModel("SwiGLU", {{"g", {"R", "37"}}, {"u", {"R", "37"}}});
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    for (int64_t R : {1, 5}) {
+      std::vector<float> g(static_cast<size_t>(R * 37)), u(g.size());
+      for (auto* v : {&g, &u})
+        for (auto& f : *v) f = normal(rng);
+      auto got = ex.run({floats("g", g, {R, 37}), floats("u", u, {R, 37})});
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (size_t i = 0; i < g.size(); ++i) {
+        const float want = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+        ASSERT_NEAR(y[i], want, 1e-5f * (1 + std::fabs(want))) << "gpu " << gpu << " at " << i;
+      }
+    }
+  });
+}
+
 // Greedy generation from the fused bytellama equals the unfused, byte for byte.
 TEST(FuseGenerate, BytellamaGreedyUnchanged) {
   auto generate = [](Model& model) {
@@ -234,7 +260,7 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   const std::string llama = (test::sharedModels() / "llama-past/model.onnx").string();
   r = runTool("tl-fuse", llama + " --passes rmsnorm,bogus -o /dev/null");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, dead-nodes)\n");
+  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, swiglu, dead-nodes)\n");
   r = runTool("tl-fuse", llama + " --emit text");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("rmsnorm: 5 rewritten"), std::string::npos) << r.out;
