@@ -10,6 +10,7 @@ const std::vector<FusePass>& fusePasses() {
        fuseRmsNorm},
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
       {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
+      {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

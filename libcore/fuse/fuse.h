@@ -9,6 +9,7 @@
 //   rope        Slice halves of x -> Concat(Neg(second), first) -> Add(Mul(x, cos), Mul(., sin))
 //               =>  tl.RoPE (rotate-half)
 //   swiglu      Mul(Mul(g, Sigmoid(g)), u)  =>  tl.SwiGLU
+//   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
 
@@ -45,6 +46,7 @@ std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
 PassResult fuseRmsNorm(Model& model);
 PassResult fuseRope(Model& model);
 PassResult fuseSwiGlu(Model& model);
+PassResult fuseGelu(Model& model);
 PassResult removeDeadNodes(Model& model);
 
 }  // namespace tl

@@ -655,6 +655,7 @@ void enqueueNode(Executor& ex, size_t index) {
   if (proto.domain() == "tl" && proto.op_type() == "RMSNorm") return rmsNormOp(Node{ex, index, proto});
   if (proto.domain() == "tl" && proto.op_type() == "RoPE") return ropeOp(Node{ex, index, proto});
   if (proto.domain() == "tl" && proto.op_type() == "SwiGLU") return swigluOp(Node{ex, index, proto});
+  if (proto.domain() == "tl" && proto.op_type() == "Gelu") return unaryOp(Node{ex, index, proto});  // ONNX Gelu's kernels
   auto it = lowerings().find(proto.op_type());
   if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
     throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);

@@ -1048,6 +1048,7 @@ ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
     if (opType == "RMSNorm") return rmsNormRule;
     if (opType == "RoPE") return ropeRule;
     if (opType == "SwiGLU") return swigluRule;
+    if (opType == "Gelu") return sameAsInputRule;
     return nullptr;
   }
   if (!domain.empty() && domain != "ai.onnx") return nullptr;

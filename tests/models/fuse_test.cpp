@@ -39,7 +39,7 @@ std::string caseName(const FuseCase& c) {
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"swiglu"}, {"dead-nodes"}, {}})
+    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"swiglu"}, {"gelu"}, {"dead-nodes"}, {}})
       out.push_back({d, p});
   return out;
 }
@@ -49,6 +49,7 @@ class FuseModels : public ::testing::TestWithParam<FuseCase> {};
 TEST_P(FuseModels, MatchesReferenceOutputs) {
   const auto& c = GetParam();
   Model model = loadModel((c.dir / "model.onnx").string());
+  const auto tanhs = opCounts(model.proto.graph())["Tanh"];  // one per tanh-form GELU (gpt2, Gemma's TorchScript export)
   const auto results = runFusePasses(model, c.passes);
   // Every RMSNorm chain, rotary embedding and SiLU gate of these exports is proven: two
   // norms, q and k, and one MLP per layer, and the final norm. gpt2 has LayerNormalization
@@ -61,6 +62,7 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
     if (r.pass == "rmsnorm") want = llamaLike ? 2 * layers + 1 : 0;
     if (r.pass == "rope") want = llamaLike ? 2 * layers : 0;
     if (r.pass == "swiglu") want = silu ? layers : 0;
+    if (r.pass == "gelu") want = tanhs;
     if (want < 0) continue;
     EXPECT_EQ(r.rewrites, want) << r.pass;
     EXPECT_TRUE(r.nearMisses.empty()) << r.pass << ": " << r.nearMisses.front();
@@ -75,6 +77,9 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   }
   if (silu && (all || c.passes[0] == "swiglu")) {
     EXPECT_EQ(ops.count("Sigmoid"), 0u);
+  }
+  if (all || c.passes[0] == "gelu") {
+    EXPECT_EQ(ops.count("Tanh"), 0u);
   }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -260,7 +265,7 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   const std::string llama = (test::sharedModels() / "llama-past/model.onnx").string();
   r = runTool("tl-fuse", llama + " --passes rmsnorm,bogus -o /dev/null");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, swiglu, dead-nodes)\n");
+  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, swiglu, gelu, dead-nodes)\n");
   r = runTool("tl-fuse", llama + " --emit text");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("rmsnorm: 5 rewritten"), std::string::npos) << r.out;

@@ -1,0 +1,81 @@
+// gelu: GELU's tanh form as exporters write it (gpt2's gelu_new, Gemma's
+// gelu_pytorch_tanh): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the cube as
+// Pow(x, 3) or Mul(x, Mul(x, x)), the 0.5 applied to x first or to the product last,
+// any operand order. It becomes tl.Gelu(x) with approximate = "tanh".
+#include <cmath>
+
+#include "fuse/fuse.h"
+#include "fuse/pattern.h"
+
+namespace tl {
+namespace {
+
+bool near(std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want); }
+
+// The other operand of a two-input Mul/Add whose one operand is a constant near `c`.
+std::string byConstant(const PatternContext& ctx, const onnx::NodeProto& n, double c) {
+  for (int i = 0; i < 2 && n.input_size() == 2; ++i)
+    if (near(ctx.scalar(n.input(i)), c)) return n.input(1 - i);
+  return "";
+}
+
+std::string match(const PatternContext& c, size_t tanh, Rewrite& r) {
+  const auto& t = c.graph.node(tanh);
+  size_t iScale, iAdd, iCoef, iCube, iSq = 0, iOne, iMul, iHalf;
+  const onnx::NodeProto* scale = c.producer(t.input(0), "Mul", &iScale);
+  if (!scale || !c.onlyReader(scale->output(0))) return "its input is not a Mul read by it alone";
+  const onnx::NodeProto* add = c.producer(byConstant(c, *scale, std::sqrt(2 / M_PI)), "Add", &iAdd);
+  if (!add || !c.onlyReader(add->output(0))) return "its input is not sqrt(2/pi) times an Add read alone";
+  // The Add is x + 0.044715 x^3: try each operand as x.
+  std::string x;
+  const onnx::NodeProto* coef = nullptr;
+  for (int i = 0; i < 2 && !coef; ++i) {
+    coef = c.producer(add->input(1 - i), "Mul", &iCoef);
+    if (coef && !c.onlyReader(coef->output(0))) coef = nullptr;
+    if (coef) x = add->input(i);
+  }
+  if (!coef) return "the Add has no Mul operand read by it alone";
+  const std::string cubeName = byConstant(c, *coef, 0.044715);
+  const onnx::NodeProto* cube = c.producer(cubeName, "Pow", &iCube);
+  if (cube) {
+    if (cube->input(0) != x || c.scalar(cube->input(1)) != 3.0) return "the cube is not Pow(x, 3)";
+  } else {
+    cube = c.producer(cubeName, "Mul", &iCube);
+    const onnx::NodeProto* sq = cube ? c.producer(otherInput(*cube, x), "Mul", &iSq) : nullptr;
+    if (!sq || sq->input(0) != x || sq->input(1) != x || !c.onlyReader(sq->output(0)))
+      return "the cube is neither Pow(x, 3) nor Mul(x, Mul(x, x))";
+  }
+  if (!c.onlyReader(cube->output(0))) return "the cube has other readers";
+  const onnx::NodeProto* one = c.onlyReader(t.output(0), &iOne);
+  if (!isOp(one, "Add") || !near(c.scalar(otherInput(*one, t.output(0))), 1.0)) return "it is not followed by + 1 alone";
+  const onnx::NodeProto* mul = c.onlyReader(one->output(0), &iMul);
+  if (!isOp(mul, "Mul")) return "1 + tanh is not multiplied alone";
+  const std::string other = otherInput(*mul, one->output(0));
+  const onnx::NodeProto* out = nullptr;
+  if (other == x) {  // x (1 + tanh), then * 0.5
+    out = c.onlyReader(mul->output(0), &iHalf);
+    if (!isOp(out, "Mul") || !near(c.scalar(otherInput(*out, mul->output(0))), 0.5))
+      return "x (1 + tanh) is not halved alone";
+    r.remove = {iCube, iCoef, iAdd, iScale, tanh, iOne, iMul, iHalf};
+  } else {  // (0.5 x) (1 + tanh)
+    const onnx::NodeProto* half = c.producer(other, "Mul", &iHalf);
+    if (!half || byConstant(c, *half, 0.5) != x || !c.onlyReader(half->output(0)))
+      return "1 + tanh is multiplied by neither x nor 0.5 x";
+    out = mul;
+    r.remove = {iHalf, iCube, iCoef, iAdd, iScale, tanh, iOne, iMul};
+  }
+  if (iSq) r.remove.insert(r.remove.begin(), iSq);
+  if (c.analysis.at(x).dtype != DType::Float) return "x is not float32";
+  r.fused = tlNode("Gelu", out->name(), {x}, out->output(0));
+  auto* a = r.fused.add_attribute();
+  a->set_name("approximate");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("tanh");
+  return "";
+}
+
+}  // namespace
+
+PassResult fuseGelu(Model& model) { return runPattern(model, "Tanh", match); }
+
+}  // namespace tl
