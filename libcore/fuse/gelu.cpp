@@ -21,7 +21,8 @@ std::string byConstant(const PatternContext& ctx, const onnx::NodeProto& n, doub
 
 std::string match(const PatternContext& c, size_t tanh, Rewrite& r) {
   const auto& t = c.graph.node(tanh);
-  size_t iScale, iAdd, iCoef, iCube, iSq = 0, iOne, iMul, iHalf;
+  size_t iScale, iAdd, iCoef, iCube, iOne, iMul, iHalf;
+  std::optional<size_t> iSq;  // the square, when the cube is Mul(x, Mul(x, x))
   const onnx::NodeProto* scale = c.producer(t.input(0), "Mul", &iScale);
   if (!scale || !c.onlyReader(scale->output(0))) return "its input is not a Mul read by it alone";
   const onnx::NodeProto* add = c.producer(byConstant(c, *scale, std::sqrt(2 / M_PI)), "Add", &iAdd);
@@ -41,9 +42,11 @@ std::string match(const PatternContext& c, size_t tanh, Rewrite& r) {
     if (cube->input(0) != x || c.scalar(cube->input(1)) != 3.0) return "the cube is not Pow(x, 3)";
   } else {
     cube = c.producer(cubeName, "Mul", &iCube);
-    const onnx::NodeProto* sq = cube ? c.producer(otherInput(*cube, x), "Mul", &iSq) : nullptr;
+    size_t i = 0;
+    const onnx::NodeProto* sq = cube ? c.producer(otherInput(*cube, x), "Mul", &i) : nullptr;
     if (!sq || sq->input(0) != x || sq->input(1) != x || !c.onlyReader(sq->output(0)))
       return "the cube is neither Pow(x, 3) nor Mul(x, Mul(x, x))";
+    iSq = i;
   }
   if (!c.onlyReader(cube->output(0))) return "the cube has other readers";
   const onnx::NodeProto* one = c.onlyReader(t.output(0), &iOne);
@@ -64,7 +67,7 @@ std::string match(const PatternContext& c, size_t tanh, Rewrite& r) {
     out = mul;
     r.remove = {iHalf, iCube, iCoef, iAdd, iScale, tanh, iOne, iMul};
   }
-  if (iSq) r.remove.insert(r.remove.begin(), iSq);
+  if (iSq) r.remove.insert(r.remove.begin(), *iSq);
   if (c.analysis.at(x).dtype != DType::Float) return "x is not float32";
   r.fused = tlNode("Gelu", out->name(), {x}, out->output(0));
   auto* a = r.fused.add_attribute();
