@@ -567,51 +567,6 @@ void qmatmulOp(const Node& n) {
   l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
 }
 
-const std::map<std::string, void (*)(const Node&)>& lowerings() {
-  static const std::map<std::string, void (*)(const Node&)> table = [] {
-    std::map<std::string, void (*)(const Node&)> t;
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "LessOrEqual",
-                           "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
-      t[op] = binaryOp;
-    for (const char* op : {"Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
-                           "Tanh", "Erf", "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu"})
-      t[op] = unaryOp;
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
-                           "ReduceL2"})
-      t[op] = reduceOp;
-    t["Cast"] = castOp;
-    t["Where"] = whereOp;
-    t["Transpose"] = transposeOp;
-    t["Expand"] = expandOp;
-    t["Slice"] = sliceOp;
-    t["Concat"] = concatOp;
-    t["Split"] = splitOp;
-    t["Gather"] = gatherOp;
-    t["GatherND"] = gatherNDOp;
-    t["MatMul"] = matmulOp;
-    t["Gemm"] = gemmOp;
-    t["Softmax"] = softmaxOp;
-    t["LogSoftmax"] = softmaxOp;
-    t["LayerNormalization"] = layerNormOp;
-    t["Range"] = rangeOp;
-    t["ConstantOfShape"] = constantOfShapeOp;
-    t["Trilu"] = triluOp;
-    return t;
-  }();
-  return table;
-}
-
-}  // namespace
-
-bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
-  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1 || n.output(0).empty()) return false;
-  const std::string& op = n.op_type();
-  if (!(n.domain().empty() || n.domain() == "ai.onnx")) return false;
-  if (op == "Dropout") return n.output_size() == 1 || n.output(1).empty();
-  if (op == "Cast") return analysis.at(n.input(0)).dtype == analysis.at(n.output(0)).dtype;
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
-}
-
 // tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled.
 void rmsNormOp(const Node& n) {
   const Dims& d = n.shape(n.in(0));
@@ -649,16 +604,64 @@ void swigluOp(const Node& n) {
   n.launch("swiglu_f32").mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(count).run1d(count);
 }
 
+const std::map<std::string, void (*)(const Node&)>& lowerings() {
+  static const std::map<std::string, void (*)(const Node&)> table = [] {
+    std::map<std::string, void (*)(const Node&)> t;
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "LessOrEqual",
+                           "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
+      t[op] = binaryOp;
+    for (const char* op : {"Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
+                           "Tanh", "Erf", "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu"})
+      t[op] = unaryOp;
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+                           "ReduceL2"})
+      t[op] = reduceOp;
+    t["Cast"] = castOp;
+    t["Where"] = whereOp;
+    t["Transpose"] = transposeOp;
+    t["Expand"] = expandOp;
+    t["Slice"] = sliceOp;
+    t["Concat"] = concatOp;
+    t["Split"] = splitOp;
+    t["Gather"] = gatherOp;
+    t["GatherND"] = gatherNDOp;
+    t["MatMul"] = matmulOp;
+    t["Gemm"] = gemmOp;
+    // The tl domain (docs/ops.md), keyed "tl.Op".
+    t["tl.QMatMul"] = qmatmulOp;
+    t["tl.RMSNorm"] = rmsNormOp;
+    t["tl.RoPE"] = ropeOp;
+    t["tl.SwiGLU"] = swigluOp;
+    t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
+    t["Softmax"] = softmaxOp;
+    t["LogSoftmax"] = softmaxOp;
+    t["LayerNormalization"] = layerNormOp;
+    t["Range"] = rangeOp;
+    t["ConstantOfShape"] = constantOfShapeOp;
+    t["Trilu"] = triluOp;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
+  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1 || n.output(0).empty()) return false;
+  const std::string& op = n.op_type();
+  if (!(n.domain().empty() || n.domain() == "ai.onnx")) return false;
+  if (op == "Dropout") return n.output_size() == 1 || n.output(1).empty();
+  if (op == "Cast") return analysis.at(n.input(0)).dtype == analysis.at(n.output(0)).dtype;
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+}
+
 void enqueueNode(Executor& ex, size_t index) {
   const auto& proto = ex.graph().node(index);
-  if (proto.domain() == "tl" && proto.op_type() == "QMatMul") return qmatmulOp(Node{ex, index, proto});
-  if (proto.domain() == "tl" && proto.op_type() == "RMSNorm") return rmsNormOp(Node{ex, index, proto});
-  if (proto.domain() == "tl" && proto.op_type() == "RoPE") return ropeOp(Node{ex, index, proto});
-  if (proto.domain() == "tl" && proto.op_type() == "SwiGLU") return swigluOp(Node{ex, index, proto});
-  if (proto.domain() == "tl" && proto.op_type() == "Gelu") return unaryOp(Node{ex, index, proto});  // ONNX Gelu's kernels
-  auto it = lowerings().find(proto.op_type());
-  if (it == lowerings().end() || !(proto.domain().empty() || proto.domain() == "ai.onnx"))
-    throw Error("no device kernel for operator '" + proto.op_type() + "'", ExitCode::BadInput);
+  const bool plain = proto.domain().empty() || proto.domain() == "ai.onnx";
+  auto it = lowerings().find(plain ? proto.op_type() : proto.domain() + "." + proto.op_type());
+  if (it == lowerings().end())
+    throw Error("no device kernel for operator '" + (plain ? "" : proto.domain() + ".") + proto.op_type() + "'",
+                ExitCode::BadInput);
   it->second(Node{ex, index, proto});
 }
 

@@ -1035,6 +1035,12 @@ const std::map<std::string, ShapeRule>& registry() {
     r["ArgMin"] = argReduceRule;
     r["TopK"] = topKRule;
     r["LayerNormalization"] = layerNormRule;
+    // The tl domain (docs/ops.md), keyed "tl.Op".
+    r["tl.QMatMul"] = qmatmulRule;
+    r["tl.RMSNorm"] = rmsNormRule;
+    r["tl.RoPE"] = ropeRule;
+    r["tl.SwiGLU"] = swigluRule;
+    r["tl.Gelu"] = sameAsInputRule;
     return r;
   }();
   return rules;
@@ -1043,16 +1049,8 @@ const std::map<std::string, ShapeRule>& registry() {
 }  // namespace
 
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
-  if (domain == "tl") {
-    if (opType == "QMatMul") return qmatmulRule;
-    if (opType == "RMSNorm") return rmsNormRule;
-    if (opType == "RoPE") return ropeRule;
-    if (opType == "SwiGLU") return swigluRule;
-    if (opType == "Gelu") return sameAsInputRule;
-    return nullptr;
-  }
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
-  auto it = registry().find(opType);
+  const bool plain = domain.empty() || domain == "ai.onnx";
+  auto it = registry().find(plain ? opType : domain + "." + opType);
   return it == registry().end() ? nullptr : it->second;
 }
 
