@@ -37,7 +37,10 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     tensorNodes_.push_back(i);
     const auto& n = graph.node(i);
-    if (!isView(n, analysis)) continue;
+    if (!isView(n, analysis)) {
+      kernelNodes_.push_back(i);
+      continue;
+    }
     auto root = aliases_.find(n.input(0));  // a view of a view names the first buffer
     aliases_[n.output(0)] = root == aliases_.end() ? n.input(0) : root->second;
   }
@@ -63,8 +66,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
   for (const auto& s : analysis.symbols.freeSymbols()) nominal[s] = 2;
   prepare(nominal);
   dry_ = true;
-  for (size_t i : tensorNodes_) {
-    if (aliases_.count(graph.node(i).output(0))) continue;
+  for (size_t i : kernelNodes_) {
     try {
       enqueueNode(*this, i);
     } catch (const Error& e) {
@@ -217,8 +219,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  for (size_t i : tensorNodes_)
-    if (!aliases_.count(graph_.node(i).output(0))) enqueueNode(*this, i);
+  for (size_t i : kernelNodes_) enqueueNode(*this, i);
 }
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {

@@ -90,6 +90,7 @@ class Executor {
   const Graph& graph_;
   const ShapeAnalysis& analysis_;
   std::vector<size_t> tensorNodes_;  // tensor-computing nodes in topological order
+  std::vector<size_t> kernelNodes_;  // the same, less the views: what each run enqueues
   std::unordered_map<std::string, Buffer> buffers_;
   std::unordered_map<std::string, std::string> aliases_;  // a view's output -> the tensor whose buffer it is
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
