@@ -567,21 +567,26 @@ void qmatmulOp(const Node& n) {
   l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
 }
 
+// The fused tl ops have float32 kernels only; any other input dtype is an error naming the op.
+void requireFloatInputs(const Node& n) {
+  for (int i = 0; i < n.proto.input_size(); ++i)
+    if (n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
+      throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
+}
+
 // tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled.
 void rmsNormOp(const Node& n) {
+  requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t cols = d.empty() ? 1 : d.back(), rows = elementCount(d) / std::max<int64_t>(cols, 1);
-  if (n.dtype(n.in(0)) != DType::Float || n.dtype(n.in(1)) != DType::Float)
-    throw Error("tl.RMSNorm has kernels for float32 only", ExitCode::BadInput);
   const RowKernel rk = rowKernel(n, "rmsnorm_f32", rows);
   n.launch(rk.name).mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).run1d(rk.items);
 }
 
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x.
 void ropeOp(const Node& n) {
+  requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
-  for (size_t i = 0; i < 3; ++i)
-    if (n.dtype(n.in(i)) != DType::Float) throw Error("tl.RoPE has kernels for float32 only", ExitCode::BadInput);
   const int64_t count = elementCount(d);
   n.launch("rope_f32")
       .mem(n.in(0))
@@ -598,8 +603,7 @@ void ropeOp(const Node& n) {
 
 // tl.SwiGLU (docs/ops.md): silu(g) * u, elementwise over one shape.
 void swigluOp(const Node& n) {
-  if (n.dtype(n.in(0)) != DType::Float || n.dtype(n.in(1)) != DType::Float)
-    throw Error("tl.SwiGLU has kernels for float32 only", ExitCode::BadInput);
+  requireFloatInputs(n);
   const int64_t count = elementCount(n.shape(n.out(0)));
   n.launch("swiglu_f32").mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(count).run1d(count);
 }
