@@ -171,6 +171,11 @@ int main(int argc, char** argv) {
         if (tests.empty()) throw tl::Error("no tests: -p and -n are both empty", tl::ExitCode::Usage);
       }
       if (!s.lm && !peers.empty()) throw tl::Error("--peer runs language-model tests; this model is timed per forward");
+      if (s.lm) {
+        tl::checkTests(tl::positionTableRows(*s.graph), tests);
+      } else {
+        tl::checkForwardBinding(s.analysis, binding);
+      }
     }
 
     std::vector<std::string> schemeList;
@@ -203,7 +208,6 @@ int main(int argc, char** argv) {
       std::vector<tl::BenchRow> got;
       if (s.lm) {
         tl::CausalLm lm(ex, *s.graph, s.analysis);
-        tl::checkTests(lm, tests);
         got = tl::benchLanguageModel(ex, lm, tests, opt);
       } else {
         got.push_back(tl::benchForward(ex, binding, bind, opt));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include "bench/model_cost.h"
@@ -59,6 +60,30 @@ void addCost(BenchRow& row, const CausalLm& lm, const Graph& graph, const ShapeA
   row.bytesPerToken = c.bytes() / tokens;
 }
 
+// The schedule every test follows: a warm-up, a profiled run (device time and commands
+// per step), then opt.reps timed runs. `once` runs the test once and returns the seconds
+// of its timed part, adding each step's profile to `totals` when given.
+void measure(Device& dev, const std::string& label, int64_t steps, double units,
+             const std::function<double(StepTotals*)>& once, const BenchOptions& opt, BenchRow& row) {
+  if (opt.progress) opt.progress(label + ": warm-up");
+  once(nullptr);
+  if (opt.progress) opt.progress(label + ": profiled run");
+  StepTotals totals;
+  dev.setProfiling(true);
+  once(&totals);
+  dev.setProfiling(false);
+  double wall = 0;
+  for (int r = 0; r < opt.reps; ++r) {
+    if (opt.progress) opt.progress(label + ": " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
+    const double s = once(nullptr);
+    wall += s;
+    row.samplesTs.push_back(units / s);
+  }
+  row.kernelsPerStep = static_cast<double>(totals.commands) / steps;
+  row.deviceMsPerStep = totals.deviceMs / steps;
+  row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
+}
+
 }  // namespace
 
 std::string BenchTest::name() const {
@@ -82,19 +107,18 @@ std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std:
   return out;
 }
 
-void checkTests(const CausalLm& lm, const std::vector<BenchTest>& tests) {
-  if (!lm.positionLimit()) return;
+void checkTests(int64_t positionLimit, const std::vector<BenchTest>& tests) {
+  if (!positionLimit) return;
   for (const auto& t : tests) {
     const int64_t need = contextOf(t) + t.prompt + t.gen;
-    if (need > lm.positionLimit())
+    if (need > positionLimit)
       throw Error(t.name() + " needs " + std::to_string(need) + " positions; the model's position table has " +
-                  std::to_string(lm.positionLimit()));
+                  std::to_string(positionLimit));
   }
 }
 
 std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::vector<BenchTest>& tests,
                                          const BenchOptions& opt) {
-  Device& dev = ex.device();
   std::mt19937 rng(1);
   std::uniform_int_distribution<int64_t> pick(0, lm.vocab() - 1);
   std::vector<BenchRow> rows;
@@ -122,36 +146,19 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
       }
       return secondsSince(t0);
     };
-    if (opt.progress) opt.progress(t.name() + ": warm-up");
-    once(nullptr);
-    if (opt.progress) opt.progress(t.name() + ": profiled run");
-    StepTotals totals;
-    dev.setProfiling(true);
-    once(&totals);
-    dev.setProfiling(false);
     BenchRow row;
     row.test = t.name();
     row.prompt = t.prompt;
     row.gen = t.gen;
     row.depth = t.depth;
-    double wall = 0;
-    for (int r = 0; r < opt.reps; ++r) {
-      if (opt.progress) opt.progress(t.name() + ": " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
-      const double s = once(nullptr);
-      wall += s;
-      row.samplesTs.push_back(tokens / s);
-    }
-    row.kernelsPerStep = static_cast<double>(totals.commands) / steps;
-    row.deviceMsPerStep = totals.deviceMs / steps;
-    row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
+    measure(ex.device(), t.name(), steps, static_cast<double>(tokens), once, opt, row);
     addCost(row, lm, ex.graph(), ex.analysis());
     rows.push_back(std::move(row));
   }
   return rows;
 }
 
-BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::string& bindText, const BenchOptions& opt) {
-  const ShapeAnalysis& analysis = ex.analysis();
+void checkForwardBinding(const ShapeAnalysis& analysis, const SymbolValues& binding) {
   std::string unbound;
   for (const auto& s : analysis.symbols.freeSymbols())
     if (!binding.count(s)) unbound += (unbound.empty() ? "" : ", ") + s;
@@ -159,6 +166,11 @@ BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::stri
     throw Error("the model has no runnable shape binding: " + unbound + " unbound (give --bind " +
                 (unbound.find(',') == std::string::npos ? unbound + "=..." : "NAME=INT,...") + ")");
   checkBindings(analysis, binding);
+}
+
+BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::string& bindText, const BenchOptions& opt) {
+  const ShapeAnalysis& analysis = ex.analysis();
+  checkForwardBinding(analysis, binding);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   std::vector<Tensor> inputs;
@@ -179,26 +191,13 @@ BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::stri
   BenchRow row;
   row.test = "fwd";
   row.bind = bindText;
-  if (opt.progress) opt.progress("fwd: warm-up");
-  ex.run(inputs);
-  if (opt.progress) opt.progress("fwd: profiled run");
-  StepTotals totals;
-  ex.device().setProfiling(true);
-  ex.run(inputs);
-  addProfile(ex, totals);
-  ex.device().setProfiling(false);
-  double wall = 0;
-  for (int r = 0; r < opt.reps; ++r) {
-    if (opt.progress) opt.progress("fwd: " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
+  measure(ex.device(), "fwd", 1, 1, [&](StepTotals* totals) {
     const auto t0 = std::chrono::steady_clock::now();
     ex.run(inputs);
     const double s = secondsSince(t0);
-    wall += s;
-    row.samplesTs.push_back(1 / s);
-  }
-  row.kernelsPerStep = static_cast<double>(totals.commands);
-  row.deviceMsPerStep = totals.deviceMs;
-  row.hostMsPerStep = wall / opt.reps * 1e3 - totals.deviceMs;
+    if (totals) addProfile(ex, *totals);
+    return s;
+  }, opt, row);
   const RunCost c = runCost(ex.graph(), analysis, binding, {});
   row.weightBytes = modelWeightBytes(ex.graph(), analysis);
   row.flopsPerToken = c.flops;

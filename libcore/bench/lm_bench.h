@@ -51,14 +51,18 @@ struct BenchOptions {
 };
 
 // Throws tl::Error (bad input) for a test the model cannot take: a context longer than
-// its position table.
-void checkTests(const CausalLm& lm, const std::vector<BenchTest>& tests);
+// its position table (positionTableRows; 0: no table). Needs no device.
+void checkTests(int64_t positionLimit, const std::vector<BenchTest>& tests);
 
 std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::vector<BenchTest>& tests,
                                          const BenchOptions& opt);
 
+// Throws tl::Error (bad input) when the binding leaves a free symbol unbound (usage for
+// a symbol the model does not have). Needs no device.
+void checkForwardBinding(const ShapeAnalysis& analysis, const SymbolValues& binding);
+
 // Latency per forward with every input made at the binding (floats random, integers
-// 0). Throws tl::Error (bad input) when the binding leaves a free symbol unbound.
+// 0), after checkForwardBinding.
 BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::string& bindText, const BenchOptions& opt);
 
 }  // namespace tl

@@ -43,6 +43,18 @@ bool fromPositions(const Graph& g, const std::string& tensor) {
 
 }  // namespace
 
+int64_t positionTableRows(const Graph& graph) {
+  int64_t limit = 0;
+  for (size_t i = 0; i < graph.nodeCount(); ++i) {
+    const auto& n = graph.node(i);
+    if (n.op_type() != "Gather" || n.input_size() < 2 || !graph.initializer(n.input(0))) continue;
+    if (!fromPositions(graph, n.input(1))) continue;
+    const int64_t rows = graph.initializer(n.input(0))->dims(0);
+    limit = limit ? std::min(limit, rows) : rows;
+  }
+  return limit;
+}
+
 CausalLm::CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis) : ex_(executor) {
   bool ids = false;
   for (const auto& in : graph.proto().input()) {
@@ -73,13 +85,7 @@ CausalLm::CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& 
   const auto& ld = analysis.at("logits").dims;
   if (ld.empty() || !ld.back().isConst()) throw Error("the vocabulary size (last dim of logits) is not constant");
   vocab_ = *ld.back().constValue();
-  for (size_t i = 0; i < graph.nodeCount(); ++i) {
-    const auto& n = graph.node(i);
-    if (n.op_type() != "Gather" || n.input_size() < 2 || !graph.initializer(n.input(0))) continue;
-    if (!fromPositions(graph, n.input(1))) continue;
-    int64_t rows = graph.initializer(n.input(0))->dims(0);
-    positionLimit_ = positionLimit_ ? std::min(positionLimit_, rows) : rows;
-  }
+  positionLimit_ = positionTableRows(graph);
 }
 
 void CausalLm::reset() {

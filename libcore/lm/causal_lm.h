@@ -14,6 +14,11 @@
 
 namespace tl {
 
+// Rows of the model's learned position table (gpt2's wpe): the smallest table a Gather
+// indexes by positions (position_ids or a Range), not by token ids; 0 when there is none
+// (rotary models).
+int64_t positionTableRows(const Graph& graph);
+
 class CausalLm {
  public:
   CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis);
