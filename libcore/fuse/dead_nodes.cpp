@@ -3,34 +3,38 @@
 #include <set>
 
 #include "fuse/fuse.h"
+#include "graph/graph.h"
 
 namespace tl {
 
 PassResult removeDeadNodes(Model& model) {
-  auto* g = model.proto.mutable_graph();
+  std::vector<bool> live(static_cast<size_t>(model.proto.graph().node_size()), false);
   std::set<std::string> needed;
-  for (const auto& o : g->output()) needed.insert(o.name());
-  // Backwards from the outputs: a node lives when one of its outputs is needed.
-  std::vector<bool> live(static_cast<size_t>(g->node_size()), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int i = g->node_size() - 1; i >= 0; --i) {
-      if (live[i]) continue;
-      for (const auto& out : g->node(i).output())
-        if (needed.count(out)) live[i] = true;
-      if (!live[i]) continue;
-      changed = true;
-      for (const auto& in : g->node(i).input()) needed.insert(in);
-      for (const auto& a : g->node(i).attribute())  // subgraphs read outer names too
+  {
+    // Backwards from the outputs through the producers: a node lives when an output of
+    // it is needed, and then its inputs (and what its subgraphs read) are needed too.
+    Graph graph(model.proto.graph());
+    std::vector<std::string> todo;
+    for (const auto& o : graph.proto().output()) todo.push_back(o.name());
+    while (!todo.empty()) {
+      const std::string t = todo.back();
+      todo.pop_back();
+      if (!needed.insert(t).second) continue;
+      const int p = graph.producer(t);
+      if (p < 0 || live[static_cast<size_t>(p)]) continue;
+      live[static_cast<size_t>(p)] = true;
+      const auto& n = graph.node(static_cast<size_t>(p));
+      todo.insert(todo.end(), n.input().begin(), n.input().end());
+      for (const auto& a : n.attribute())
         if (a.has_g())
-          for (const auto& n : a.g().node())
-            for (const auto& in : n.input()) needed.insert(in);
+          for (const auto& sub : a.g().node()) todo.insert(todo.end(), sub.input().begin(), sub.input().end());
     }
   }
+  auto* g = model.proto.mutable_graph();
   PassResult r;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
   for (int i = 0; i < g->node_size(); ++i) {
-    if (live[i]) {
+    if (live[static_cast<size_t>(i)]) {
       *kept.Add() = g->node(i);
     } else {
       ++r.rewrites;
