@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <unistd.h>
 
 #include "bench/kernel_table.h"
@@ -179,8 +178,7 @@ int main(int argc, char** argv) {
     }
 
     std::vector<std::string> schemeList;
-    std::stringstream ss(schemes);
-    for (std::string s; std::getline(ss, s, ',');) {
+    for (const auto& s : tl::splitCommas(schemes)) {
       try {
         tl::parseScheme(s);
       } catch (const tl::Error& e) {

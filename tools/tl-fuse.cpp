@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "cli/error.h"
 #include "cli/tool.h"
@@ -36,8 +35,7 @@ int main(int argc, char** argv) {
       return;
     }
     std::vector<std::string> names;
-    std::stringstream ss(passes);
-    for (std::string s; std::getline(ss, s, ',');)
+    for (const auto& s : tl::splitCommas(passes))
       if (!s.empty()) names.push_back(s);
     tl::Model model = tl::loadModel(tool.input());
     const auto before = tl::opCounts(model.proto.graph());

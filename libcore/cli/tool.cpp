@@ -66,11 +66,16 @@ void Tool::writeOutput(const std::string& data, bool binary) const {
   writeFileAtomically(output_, data);
 }
 
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
 std::vector<int64_t> parseIntList(const std::string& flag, const std::string& text) {
   std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const auto& item : splitCommas(text)) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0')

@@ -50,6 +50,8 @@ class Tool {
   bool force_ = false;
 };
 
+// "a,b" -> {"a", "b"}; "" -> {}. Empty items are kept, for callers to refuse.
+std::vector<std::string> splitCommas(const std::string& text);
 // "1,2,3" -> {1, 2, 3}; "" -> {}. Throws tl::Error (usage) naming `flag` for anything else.
 std::vector<int64_t> parseIntList(const std::string& flag, const std::string& text);
 
