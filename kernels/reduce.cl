@@ -1,30 +1,8 @@
 // Reductions, Softmax and LayerNormalization. CPU family: one work item per output row.
 // GPU family (`_wg`): a work-group of RED_WG items per row, each striding over the row,
 // partials combined in local memory, so a long row (RMSNorm's mean over the hidden size,
-// a decode step's softmax over the context) is read by many items at once.
-#define RED_WG 64
-
-// Combines every item's `v` with OP (an expression of a and b); all items get the result.
-#define WG_REDUCE(NAME, OP)                                                                      \
-  inline float NAME(__local float* part, float v) {                                              \
-    const int t = get_local_id(0);                                                               \
-    part[t] = v;                                                                                 \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-    for (int s = RED_WG / 2; s > 0; s >>= 1) {                                                   \
-      if (t < s) {                                                                               \
-        const float a = part[t], b = part[t + s];                                                \
-        part[t] = OP;                                                                            \
-      }                                                                                          \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-    }                                                                                            \
-    const float r = part[0];                                                                     \
-    barrier(CLK_LOCAL_MEM_FENCE); /* part may be reused at once */                               \
-    return r;                                                                                    \
-  }
-WG_REDUCE(wg_sum, a + b)
-WG_REDUCE(wg_max, fmax(a, b))
-WG_REDUCE(wg_min, fmin(a, b))
-WG_REDUCE(wg_prod, a * b)
+// a decode step's softmax over the context) is read by many items at once (RED_WG and the
+// WG_REDUCE helpers are in common.cl).
 
 // out[o] = reduce over the reduced region of in[base(o) + rs . r].
 #define REDUCE(NAME, INIT, STEP, FINAL)                                                          \

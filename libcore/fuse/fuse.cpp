@@ -10,6 +10,10 @@ const std::vector<FusePass>& fusePasses() {
        fuseRmsNorm},
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
       {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
+      {"attention",
+       "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
+       "tl.Attention",
+       fuseAttention},
       {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };

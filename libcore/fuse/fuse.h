@@ -9,6 +9,9 @@
 //   rope        Slice halves of x -> Concat(Neg(second), first) -> Add(Mul(x, cos), Mul(., sin))
 //               =>  tl.RoPE (rotate-half)
 //   swiglu      Mul(Mul(g, Sigmoid(g)), u)  =>  tl.SwiGLU
+//   attention   MatMul(q, Transpose(k')) [-> Mul/Div scale] [-> c tanh(./c)] [-> Add mask] -> Softmax
+//               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
+//               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
@@ -46,6 +49,7 @@ std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
 PassResult fuseRmsNorm(Model& model);
 PassResult fuseRope(Model& model);
 PassResult fuseSwiGlu(Model& model);
+PassResult fuseAttention(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult removeDeadNodes(Model& model);
 

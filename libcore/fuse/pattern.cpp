@@ -60,6 +60,14 @@ std::optional<std::vector<int64_t>> PatternContext::ints(const std::string& tens
   return out;
 }
 
+bool PatternContext::sameDims(const std::string& a, const std::string& b) const {
+  const auto &x = dims(a), &y = dims(b);
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!same(x[i], y[i])) return false;
+  return true;
+}
+
 onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
                        const std::string& output) {
   onnx::NodeProto n;

@@ -29,6 +29,10 @@ struct PatternContext {
   std::optional<double> scalar(const std::string& tensor) const;
   // The values of a tensor tl-shape knows as constant integers (folded shape tensors).
   std::optional<std::vector<int64_t>> ints(const std::string& tensor) const;
+  // A tensor's dims as tl-shape's expressions, and whether two dims are provably equal.
+  const std::vector<SymExpr>& dims(const std::string& tensor) const { return analysis.at(tensor).dims; }
+  bool same(const SymExpr& a, const SymExpr& b) const { return analysis.symbols.resolve(a) == analysis.symbols.resolve(b); }
+  bool sameDims(const std::string& a, const std::string& b) const;
 };
 
 bool isOp(const onnx::NodeProto* node, const char* op);  // plain ONNX op of that type

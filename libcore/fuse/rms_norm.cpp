@@ -54,8 +54,7 @@ std::string match(const PatternContext& c, size_t mean, Rewrite& r) {
   const std::string scale = otherInput(*next, normed);
   if (scale.empty()) return "the scale Mul does not multiply the normalized x by another tensor";
   const auto& s = c.analysis.at(scale);
-  if (s.dtype != DType::Float || s.dims.size() != 1 ||
-      c.analysis.symbols.resolve(s.dims[0]) != c.analysis.symbols.resolve(xs.dims.back()))
+  if (s.dtype != DType::Float || s.dims.size() != 1 || !c.same(s.dims[0], xs.dims.back()))
     return "the scale is not a float32 [" + xs.dims.back().str() + "]";
   r.remove.push_back(iNext);
   r.fused = tlNode("RMSNorm", next->name(), {x, scale}, next->output(0));

@@ -60,13 +60,8 @@ std::string match(const PatternContext& c, size_t neg, Rewrite& r) {
   const std::string cos = otherInput(*mulCos, x);
   if (cos.empty()) return "the Add's other Mul does not multiply x";
   // cos and sin must broadcast to x without growing it.
-  for (const auto& t : {add->output(0), mulSin->output(0), mulCos->output(0)}) {
-    const auto& d = c.analysis.at(t).dims;
-    if (d.size() != xs.dims.size()) return "cos or sin broadcasts x to another shape";
-    for (size_t i = 0; i < d.size(); ++i)
-      if (c.analysis.symbols.resolve(d[i]) != c.analysis.symbols.resolve(xs.dims[i]))
-        return "cos or sin broadcasts x to another shape";
-  }
+  for (const auto& t : {add->output(0), mulSin->output(0), mulCos->output(0)})
+    if (!c.sameDims(t, x)) return "cos or sin broadcasts x to another shape";
   for (const auto& t : {cos, sin})
     if (c.analysis.at(t).dtype != DType::Float) return "cos or sin is not float32";
   r.remove = {iA, iB, neg, iCat, iMulSin, iMulCos, iAdd};

@@ -21,9 +21,7 @@ std::string match(const PatternContext& c, size_t sigmoid, Rewrite& r) {
   const auto& gs = c.analysis.at(g);
   const auto& us = c.analysis.at(u);
   if (gs.dtype != DType::Float || us.dtype != DType::Float) return "g or u is not float32";
-  if (gs.dims.size() != us.dims.size()) return "g and u differ in shape";
-  for (size_t i = 0; i < gs.dims.size(); ++i)
-    if (c.analysis.symbols.resolve(gs.dims[i]) != c.analysis.symbols.resolve(us.dims[i])) return "g and u differ in shape";
+  if (!c.sameDims(g, u)) return "g and u differ in shape";
   r.remove = {sigmoid, iSilu, iGate};
   r.fused = tlNode("SwiGLU", gate->name(), {g, u}, gate->output(0));
   return "";

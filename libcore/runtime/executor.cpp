@@ -103,9 +103,15 @@ const std::vector<int64_t>& Executor::value(const std::string& tensor) const {
   return it->second;
 }
 
-cl_mem Executor::buffer(const std::string& tensor) const {
+const std::string& Executor::root(const std::string& tensor) const {
   auto alias = aliases_.find(tensor);
-  auto it = buffers_.find(alias == aliases_.end() ? tensor : alias->second);
+  const std::string& t = alias == aliases_.end() ? tensor : alias->second;
+  auto run = runAliases_.find(t);  // its values are roots already
+  return run == runAliases_.end() ? t : run->second;
+}
+
+cl_mem Executor::buffer(const std::string& tensor) const {
+  auto it = buffers_.find(root(tensor));
   if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
   return it->second.mem;
 }
@@ -152,10 +158,20 @@ void Executor::prepare(const SymbolValues& binding) {
     shapes_[name] = std::move(dims);
     if (t.value) values_[name] = evaluateDims(*t.value, binding);
   }
+  runAliases_.clear();
+  runNodes_.clear();
+  for (size_t i : kernelNodes_) {
+    const auto& n = graph_.node(i);
+    if (isRunView(n, *this)) {
+      runAliases_[n.output(0)] = root(n.input(0));
+    } else {
+      runNodes_.push_back(i);
+    }
+  }
   for (size_t i : tensorNodes_) {
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
-      if (!out.empty() && !aliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+      if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
     // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up once per binding.
     for (const auto& in : n.input()) {
       if (in.empty() || analysis_.at(in).cls != TensorClass::Shape) continue;
@@ -219,7 +235,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  for (size_t i : kernelNodes_) enqueueNode(*this, i);
+  for (size_t i : runNodes_) enqueueNode(*this, i);
 }
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {

@@ -6,7 +6,8 @@
 // of tl-shape's analysis once on the host, then enqueues all tensor ops without
 // synchronizing; the only waits are the final reads of the requested outputs.
 // Activation buffers live on the device and are reused across runs; one grows only
-// when a binding needs more than it holds. Views (isView) share their input's buffer.
+// when a binding needs more than it holds. Views (isView, and isRunView at a binding)
+// share their input's buffer.
 #pragma once
 
 #include <CL/cl.h>
@@ -79,6 +80,7 @@ class Executor {
 
  private:
   void prepare(const SymbolValues& binding);
+  const std::string& root(const std::string& tensor) const;  // the tensor whose buffer `tensor` uses
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
   void collectProfile();
@@ -90,9 +92,11 @@ class Executor {
   const Graph& graph_;
   const ShapeAnalysis& analysis_;
   std::vector<size_t> tensorNodes_;  // tensor-computing nodes in topological order
-  std::vector<size_t> kernelNodes_;  // the same, less the views: what each run enqueues
+  std::vector<size_t> kernelNodes_;  // the same, less the views
+  std::vector<size_t> runNodes_;     // kernelNodes_ less this binding's views: what the run enqueues
   std::unordered_map<std::string, Buffer> buffers_;
-  std::unordered_map<std::string, std::string> aliases_;  // a view's output -> the tensor whose buffer it is
+  std::unordered_map<std::string, std::string> aliases_;     // a view's output -> the tensor whose buffer it is
+  std::unordered_map<std::string, std::string> runAliases_;  // the same for this binding's views (isRunView)
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
@@ -108,6 +112,10 @@ class Executor {
 // Identity, Dropout without a mask, Cast to the same type. It runs no kernel: its output
 // names its input's buffer (tensors are written only by their producer, so sharing is safe).
 bool isView(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
+
+// A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
+// (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape.
+bool isRunView(const onnx::NodeProto& node, const Executor& ex);
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry
 // run it only looks up the kernels, so missing ones are found before anything runs.

@@ -608,6 +608,62 @@ void swigluOp(const Node& n) {
   n.launch("swiglu_f32").mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(count).run1d(count);
 }
 
+// tl.Attention (docs/ops.md): CPUs an item per query row; GPUs a work-group per row and
+// split of the keys, the splits chosen so that a decode step's few rows still fill the
+// device (about 128 groups), then merged by a second kernel.
+void attentionOp(const Node& n) {
+  requireFloatInputs(n);
+  // Logical dims [B, heads, rows, size] and element strides (b, head, row) of q, k and v.
+  auto view = [&](size_t i, const char* swapped, Dims& d) {
+    d = n.shape(n.in(i));
+    Dims st = contiguousStrides(d);
+    if (n.attrInt(swapped, 0)) {
+      std::swap(d[1], d[2]);
+      std::swap(st[1], st[2]);
+    }
+    return Dims{st[0], st[1], st[2]};
+  };
+  Dims q, k, v;
+  const Dims qs = view(0, "q_bshd", q), ks = view(1, "k_bthd", k), vs = view(2, "v_bthd", v);
+  const int64_t B = q[0], H = q[1], S = q[2], D = q[3], Hkv = k[1], T = k[2], Dv = v[3];
+  if (D > 256 || Dv > 256) throw Error("tl.Attention's kernels take head sizes up to 256", ExitCode::BadInput);
+  const int64_t rows = B * H * S;
+  Dims ms = {0, 0, 0, 0};
+  if (n.hasIn(3)) ms = broadcastStrides(n.shape(n.in(3)), {B, H, S, T});
+  const bool bshd = n.attrInt("out_bshd", 0) != 0;
+  const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
+  const bool gpu = n.ex.device().gpuKernels();
+  const int64_t splits = gpu ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128) : 1;
+  const int64_t chunk = (T + splits - 1) / splits;
+  const std::string part = n.proto.name() + "#splits";
+  if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
+  Launch l = n.launch(gpu ? "attention_wg_f32" : "attention_f32");
+  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
+  if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
+  l.mem(n.out(0));
+  if (gpu) {
+    if (splits > 1) l.mem(part); else l.nullMem();
+  }
+  l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
+  l.f32(n.attrFloat("scale", 1.0f)).f32(n.attrFloat("softcap", 0.0f)).i32(n.hasIn(3) ? 1 : 0);
+  for (const Dims* st : std::initializer_list<const Dims*>{&qs, &ks, &vs, &ms, &os})
+    for (int64_t x : *st) l.i32(x);
+  if (!gpu) return l.run1d(rows);
+  l.i32(splits).i32(chunk).run3d(static_cast<size_t>(rows) * 64, static_cast<size_t>(splits), 1, 64, 1);
+  if (splits > 1)
+    n.launch("attention_combine_f32")
+        .mem(part)
+        .mem(n.out(0))
+        .i32(H)
+        .i32(S)
+        .i32(Dv)
+        .i32(splits)
+        .i32(os[0])
+        .i32(os[1])
+        .i32(os[2])
+        .run1d(rows * 64);
+}
+
 const std::map<std::string, void (*)(const Node&)>& lowerings() {
   static const std::map<std::string, void (*)(const Node&)> table = [] {
     std::map<std::string, void (*)(const Node&)> t;
@@ -636,6 +692,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.RMSNorm"] = rmsNormOp;
     t["tl.RoPE"] = ropeOp;
     t["tl.SwiGLU"] = swigluOp;
+    t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
     t["Softmax"] = softmaxOp;
     t["LogSoftmax"] = softmaxOp;
@@ -657,6 +714,21 @@ bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
   if (op == "Dropout") return n.output_size() == 1 || n.output(1).empty();
   if (op == "Cast") return analysis.at(n.input(0)).dtype == analysis.at(n.output(0)).dtype;
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
+}
+
+bool isRunView(const onnx::NodeProto& n, const Executor& ex) {
+  if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() != 1) return false;
+  const Dims& in = ex.shape(n.input(0));
+  if (n.op_type() == "Expand") return in == ex.shape(n.output(0));
+  if (n.op_type() != "Transpose") return false;
+  Dims order;  // the input axes that are not 1, in output order
+  const auto* p = findAttr(n, "perm");
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t a = p ? p->ints(static_cast<int>(i)) : static_cast<int64_t>(in.size() - 1 - i);
+    const size_t axis = static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(in.size()) : a);
+    if (axis < in.size() && in[axis] != 1) order.push_back(static_cast<int64_t>(axis));
+  }
+  return std::is_sorted(order.begin(), order.end());
 }
 
 void enqueueNode(Executor& ex, size_t index) {

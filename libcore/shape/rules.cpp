@@ -909,6 +909,40 @@ void swigluRule(RuleContext& c) {
   c.setOutput(0, c.input(0).dtype, g);
 }
 
+// tl.Attention (docs/ops.md, written by tl-fuse): q [B,H,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv]
+// (q_bshd, k_bthd, v_bthd: axes 1 and 2 swapped), mask broadcast to [B,H,S,T] ->
+// [B,H,S,Dv] ([B,S,H,Dv] with out_bshd).
+void attentionRule(RuleContext& c) {
+  auto dims = [&](size_t i, const char* swapped) {
+    auto d = c.input(i).dims;
+    if (d.size() != 4) c.fail("tl.Attention needs q, k and v of rank 4");
+    if (c.attrInt(swapped, 0)) std::swap(d[1], d[2]);
+    return d;
+  };
+  const auto q = dims(0, "q_bshd"), k = dims(1, "k_bthd"), v = dims(2, "v_bthd");
+  c.unify(q[0], k[0]);
+  c.unify(q[0], v[0]);
+  c.unify(k[1], v[1]);
+  c.unify(k[2], v[2]);
+  c.unify(q[3], k[3]);
+  const auto H = c.resolve(q[1]).constValue(), Hkv = c.resolve(k[1]).constValue();
+  if (!H || !Hkv || *Hkv == 0 || *H % *Hkv) c.fail("tl.Attention needs constant head counts, q's a multiple of k's");
+  if (c.hasInput(3)) {
+    const auto& m = c.input(3).dims;
+    const std::vector<SymExpr> scores = {q[0], q[1], q[2], k[2]};
+    if (m.size() > 4) c.fail("tl.Attention's mask must broadcast to [B, H, S, T]");
+    for (size_t i = 0; i < m.size(); ++i) {
+      const SymExpr& s = scores[4 - m.size() + i];
+      if (c.resolve(m[i]) != SymExpr(1)) c.unify(m[i], s);
+    }
+  }
+  if (c.attrInt("out_bshd", 0)) {
+    c.setOutput(0, c.input(0).dtype, {q[0], q[2], q[1], v[3]});
+  } else {
+    c.setOutput(0, c.input(0).dtype, {q[0], q[1], q[2], v[3]});
+  }
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1040,6 +1074,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["tl.RMSNorm"] = rmsNormRule;
     r["tl.RoPE"] = ropeRule;
     r["tl.SwiGLU"] = swigluRule;
+    r["tl.Attention"] = attentionRule;
     r["tl.Gelu"] = sameAsInputRule;
     return r;
   }();

@@ -39,7 +39,8 @@ std::string caseName(const FuseCase& c) {
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"swiglu"}, {"gelu"}, {"dead-nodes"}, {}})
+    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"swiglu"}, {"attention"}, {"gelu"},
+                                     {"dead-nodes"}, {}})
       out.push_back({d, p});
   return out;
 }
@@ -63,6 +64,7 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
     if (r.pass == "rope") want = llamaLike ? 2 * layers : 0;
     if (r.pass == "swiglu") want = silu ? layers : 0;
     if (r.pass == "gelu") want = tanhs;
+    if (r.pass == "attention") want = layers;
     if (want < 0) continue;
     EXPECT_EQ(r.rewrites, want) << r.pass;
     EXPECT_TRUE(r.nearMisses.empty()) << r.pass << ": " << r.nearMisses.front();
@@ -77,6 +79,9 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   }
   if (silu && (all || c.passes[0] == "swiglu")) {
     EXPECT_EQ(ops.count("Sigmoid"), 0u);
+  }
+  if (all || c.passes[0] == "attention") {
+    EXPECT_EQ(ops.count("Softmax"), 0u);
   }
   if (all || c.passes[0] == "gelu") {
     EXPECT_EQ(ops.count("Tanh"), 0u);
@@ -232,6 +237,99 @@ TEST(SwiGluKernel, MatchesReference) {
   });
 }
 
+void setAttr(Model& m, const char* name, float f) {
+  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(f);
+}
+void setAttr(Model& m, const char* name, int64_t i) {
+  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(i);
+}
+
+// tl.Attention alone against softmax(q k^T * scale [capped] + mask) v in double, over
+// grouped-query head counts, transposed operands, a broadcast mask with masked keys, and
+// cache lengths long enough that the GPU family splits the keys of a decode row.
+TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  struct Case {
+    int64_t H, Hkv, D, Dv;
+    bool qT, kT, vT, oT;
+    float softcap;
+  };
+  for (const Case& cs : {Case{4, 2, 16, 16, false, false, false, false, 0}, Case{3, 3, 7, 5, true, true, true, true, 0},
+                         Case{8, 1, 64, 64, false, false, false, true, 30}, Case{2, 2, 256, 256, false, true, false, false, 0}}) {
+    auto dims = [](bool t, const std::string& heads, const std::string& rows, int64_t size) {
+      std::vector<std::string> d = {"B", heads, rows, std::to_string(size)};
+      if (t) std::swap(d[1], d[2]);
+      return d;
+    };
+    Model m = oneNodeModel("Attention", {{"q", dims(cs.qT, std::to_string(cs.H), "S", cs.D)},
+                                         {"k", dims(cs.kT, std::to_string(cs.Hkv), "T", cs.D)},
+                                         {"v", dims(cs.vT, std::to_string(cs.Hkv), "T", cs.Dv)},
+                                         {"mask", {"B", "1", "S", "T"}}});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cs.D));
+    setAttr(m, "scale", scale);
+    if (cs.softcap > 0) setAttr(m, "softcap", cs.softcap);
+    if (cs.qT) setAttr(m, "q_bshd", int64_t{1});
+    if (cs.kT) setAttr(m, "k_bthd", int64_t{1});
+    if (cs.vT) setAttr(m, "v_bthd", int64_t{1});
+    if (cs.oT) setAttr(m, "out_bshd", int64_t{1});
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      for (auto [B, S, T] : {std::array<int64_t, 3>{1, 1, 1}, {2, 3, 9}, {1, 1, 700}, {1, 5, 130}}) {
+        // Element (b, head, row, i) of an operand stored [B, heads, rows, n], or [B, rows, heads, n] when transposed.
+        auto at = [](const std::vector<float>& x, bool t, int64_t heads, int64_t rows, int64_t n, int64_t b, int64_t h,
+                     int64_t r, int64_t i) {
+          return t ? x[static_cast<size_t>(((b * rows + r) * heads + h) * n + i)]
+                   : x[static_cast<size_t>(((b * heads + h) * rows + r) * n + i)];
+        };
+        std::vector<float> q(static_cast<size_t>(B * cs.H * S * cs.D)), k(static_cast<size_t>(B * cs.Hkv * T * cs.D)),
+            v(static_cast<size_t>(B * cs.Hkv * T * cs.Dv)), mask(static_cast<size_t>(B * S * T));
+        for (auto* x : {&q, &k, &v})
+          for (auto& f : *x) f = normal(rng);
+        for (size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 1 ? -INFINITY : normal(rng);
+        for (int64_t b = 0; b < B; ++b)  // every row keeps a key
+          for (int64_t s = 0; s < S; ++s) mask[static_cast<size_t>((b * S + s) * T)] = 0;
+        auto shape = [&](bool t, int64_t heads, int64_t rows, int64_t n) {
+          return t ? std::vector<int64_t>{B, rows, heads, n} : std::vector<int64_t>{B, heads, rows, n};
+        };
+        auto got = ex.run({floats("q", q, shape(cs.qT, cs.H, S, cs.D)), floats("k", k, shape(cs.kT, cs.Hkv, T, cs.D)),
+                           floats("v", v, shape(cs.vT, cs.Hkv, T, cs.Dv)), floats("mask", mask, {B, 1, S, T})});
+        const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < cs.H; ++h)
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t g = h / (cs.H / cs.Hkv);
+              std::vector<double> p(static_cast<size_t>(T));
+              double mx = -INFINITY, sum = 0;
+              for (int64_t t = 0; t < T; ++t) {
+                double dot = 0;
+                for (int64_t d = 0; d < cs.D; ++d)
+                  dot += double(at(q, cs.qT, cs.H, S, cs.D, b, h, s, d)) * at(k, cs.kT, cs.Hkv, T, cs.D, b, g, t, d);
+                double x = dot * scale;
+                if (cs.softcap > 0) x = cs.softcap * std::tanh(x / cs.softcap);
+                p[t] = x + mask[static_cast<size_t>((b * S + s) * T + t)];
+                mx = std::max(mx, p[t]);
+              }
+              for (auto& x : p) sum += x = std::exp(x - mx);
+              for (int64_t d = 0; d < cs.Dv; ++d) {
+                double want = 0;
+                for (int64_t t = 0; t < T; ++t) want += p[t] / sum * at(v, cs.vT, cs.Hkv, T, cs.Dv, b, g, t, d);
+                const int64_t o = cs.oT ? ((b * S + s) * cs.H + h) * cs.Dv + d : ((b * cs.H + h) * S + s) * cs.Dv + d;
+                ASSERT_NEAR(y[o], want, 1e-5 * (1 + std::fabs(want)))
+                    << "H " << cs.H << " Hkv " << cs.Hkv << " D " << cs.D << " S " << S << " T " << T << " gpu " << gpu
+                    << " at b " << b << " h " << h << " s " << s << " d " << d;
+              }
+            }
+      }
+    });
+  }
+}
+
 // Greedy generation from the fused bytellama equals the unfused, byte for byte.
 TEST(FuseGenerate, BytellamaGreedyUnchanged) {
   auto generate = [](Model& model) {
@@ -265,15 +363,16 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   const std::string llama = (test::sharedModels() / "llama-past/model.onnx").string();
   r = runTool("tl-fuse", llama + " --passes rmsnorm,bogus -o /dev/null");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, swiglu, gelu, dead-nodes)\n");
+  EXPECT_EQ(r.err, "tl-fuse: error: " + llama + ": unknown pass 'bogus' (passes: rmsnorm, rope, swiglu, attention, gelu, dead-nodes)\n");
   r = runTool("tl-fuse", llama + " --emit text");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("rmsnorm: 5 rewritten"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| ReduceMean | 5 | 0 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tl.RMSNorm | 0 | 5 |"), std::string::npos) << r.out;
-  // An exponent of 3 is no RMSNorm: left alone, and -v says why.
+  // An exponent of 3 is no RMSNorm, a softmax over the heads no attention: left alone, and -v says why.
   Model m = loadModel(llama);
   for (auto& n : *m.proto.mutable_graph()->mutable_node()) {
+    if (n.op_type() == "Softmax" && n.name() == "/m/model/layers.0/self_attn/Softmax") n.mutable_attribute(0)->set_i(1);
     if (n.op_type() != "Constant" || n.output(0) != "/m/model/layers.0/input_layernorm/Constant_output_0") continue;
     auto* t = n.mutable_attribute(0)->mutable_t();
     const float three = 3.0f;
@@ -286,6 +385,10 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   EXPECT_NE(r.out.find("rmsnorm: 4 rewritten, 1 near misses"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("near miss: node '/m/model/layers.0/input_layernorm/ReduceMean' (ReduceMean): the Pow's "
                        "exponent is not the constant 2"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("attention: 1 rewritten, 1 near misses"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("near miss: node '/m/model/layers.0/self_attn/Softmax' (Softmax): it is not over the last axis"),
             std::string::npos)
       << r.out;
   // A file that is no model: one line, exit 1.
