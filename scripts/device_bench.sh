@@ -11,6 +11,10 @@
 #   scripts/device_bench.sh bench NAME [DEPTHS]   fp32 and e0m4 rows of NAME beside PyTorch fp16 and fp32
 #                                            (DEPTHS: 0 runs pp128, pp1024, tg128; 1024 runs tg128@d1024;
 #                                            default both)
+#   scripts/device_bench.sh fused NAME [DEPTHS]   tl-fuse NAME's e0m4 model; its rows beside PyTorch fp16
+#                                            (default depths 0,1024) and a decode step's --profile
+#   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
+#                                            families; fused ops vs references) on the GPU
 set -eu
 lib=$(find / -name 'libnvidia-opencl.so.1' 2>/dev/null | head -n 1)
 mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd
@@ -72,6 +76,29 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ;;
   bench)
     bench "$2" "$W/$2-fp32/model.onnx" "$W/$2-e0m4/model.onnx" "$W/$2-fp32" "${3:-0,1024}"
+    ;;
+  fused)
+    f="$W/$2-e0m4-fused/model.onnx"
+    [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f"; }
+    $B/tl-run "$f" --device NVIDIA --tokens 1,2,3,4 --generate -n 32 --profile > "$OUT/$2-fused-profile.txt" 2>&1
+    sed -n '/last decode step/,$p' "$OUT/$2-fused-profile.txt" | head -30
+    for d in $(echo "${3:-0,1024}" | tr , ' '); do
+      if [ "$d" = 0 ]; then tests="-p 128 -n 128 -d 0"; else tests="-p '' -n 128 -d $d"; fi
+      eval "$B/tl-bench $f --name $2-fused-e0m4 $tests -r $R --device NVIDIA \
+        --peer 'python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16' \
+        -o $OUT/$2-fused-d$d.md" 2> "$OUT/$2-fused-d$d.log" || { tail -5 "$OUT/$2-fused-d$d.log"; exit 1; }
+      cat "$OUT/$2-fused-d$d.md"
+    done
+    ;;
+  fusetests)
+    # The tests find the models where this checkout's build put them: /work/main, ../shared.
+    mkdir -p /work "$(dirname "$PWD")/shared"
+    [ -e /work/main ] || ln -s "$PWD" /work/main
+    ln -sfn "$PWD/devdata/models" "$(dirname "$PWD")/shared/models"
+    ln -sfn "$PWD/models/bytellama-past" devdata/models/bytellama-past
+    devdata/bin/tl_model_tests --gtest_filter='AllModels/FuseModels.*:*Kernel.*:FuseGenerate.*' \
+      > "$OUT/fusetests.log" 2>&1
+    grep -E "FAILED|PASSED|Failure" "$OUT/fusetests.log" | head -20
     ;;
   *) sed -n 2,13p "$0"; exit 2 ;;
 esac

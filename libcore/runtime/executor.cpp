@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <cstring>
+#include <set>
 
 #include "cli/error.h"
 #include "tensor/tensor.h"
@@ -33,6 +34,18 @@ std::vector<uint8_t> encode(const std::vector<int64_t>& v, DType t) {
 
 Executor::Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis)
     : device_(device), kernels_(device), model_(model), graph_(graph), analysis_(analysis) {
+  for (const auto& name : analysis.order) {
+    const auto& t = analysis.at(name);
+    std::set<std::string> symbols;
+    for (const auto& d : t.dims) symbols.merge(d.symbols());
+    if (t.value)
+      for (const auto& v : *t.value) symbols.merge(v.symbols());
+    if (!symbols.empty()) {
+      dependent_.push_back({&name, &t, {symbols.begin(), symbols.end()}});
+      continue;
+    }
+    setShape(name, t, {});
+  }
   for (size_t i : graph.topoOrder()) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     tensorNodes_.push_back(i);
@@ -144,20 +157,32 @@ void Executor::upload(const std::string& tensor, const void* data, size_t bytes)
           "clEnqueueWriteBuffer", "tensor '" + tensor + "'");
 }
 
-void Executor::prepare(const SymbolValues& binding) {
-  for (const auto& name : analysis_.order) {
-    const auto& t = analysis_.at(name);
-    std::vector<int64_t> dims;
-    try {
-      dims = evaluateDims(t.dims, binding);
-    } catch (const Error& e) {
-      throw Error("tensor '" + name + "': " + e.what());
-    }
-    if (elementCount(dims) >= (int64_t(1) << 31))
-      throw Error("tensor '" + name + "' has more than 2^31 elements", ExitCode::Device);
-    shapes_[name] = std::move(dims);
-    if (t.value) values_[name] = evaluateDims(*t.value, binding);
+void Executor::setShape(const std::string& name, const TensorShape& t, const SymbolValues& binding) {
+  std::vector<int64_t> dims;
+  try {
+    dims = evaluateDims(t.dims, binding);
+  } catch (const Error& e) {
+    throw Error("tensor '" + name + "': " + e.what());
   }
+  if (elementCount(dims) >= (int64_t(1) << 31))
+    throw Error("tensor '" + name + "' has more than 2^31 elements", ExitCode::Device);
+  shapes_[name] = std::move(dims);
+  if (!t.value) return;
+  values_[name] = evaluateDims(*t.value, binding);
+  if (t.cls == TensorClass::Shape) stale_.insert(name);
+}
+
+void Executor::prepare(const SymbolValues& binding) {
+  for (const auto& d : dependent_) {
+    bool changed = bound_.empty();
+    for (size_t i = 0; i < d.symbols.size() && !changed; ++i) {
+      const auto now = binding.find(d.symbols[i]);
+      const auto was = bound_.find(d.symbols[i]);
+      changed = now == binding.end() || was == bound_.end() || now->second != was->second;
+    }
+    if (changed) setShape(*d.name, *d.shape, binding);
+  }
+  bound_ = binding;
   runAliases_.clear();
   runNodes_.clear();
   for (size_t i : kernelNodes_) {
@@ -172,13 +197,16 @@ void Executor::prepare(const SymbolValues& binding) {
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
       if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
-    // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up once per binding.
-    for (const auto& in : n.input()) {
-      if (in.empty() || analysis_.at(in).cls != TensorClass::Shape) continue;
-      auto bytes = encode(values_.at(in), analysis_.at(in).dtype);
-      upload(in, bytes.data(), bytes.size());
-    }
   }
+}
+
+cl_mem Executor::operand(const std::string& tensor) {
+  // Folded tensors read as data (Add(Range, past), Where(..., shape values)) go up when first read after a change.
+  if (!stale_.empty() && stale_.erase(tensor)) {
+    auto bytes = encode(values_.at(tensor), analysis_.at(tensor).dtype);
+    upload(tensor, bytes.data(), bytes.size());
+  }
+  return buffer(tensor);
 }
 
 void Executor::recordEvent(size_t node, cl_event e) {

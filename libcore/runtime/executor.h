@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "graph/graph.h"
@@ -73,6 +74,9 @@ class Executor {
   const std::vector<int64_t>& shape(const std::string& tensor) const;
   const std::vector<int64_t>& value(const std::string& tensor) const;  // a folded tensor's elements
   cl_mem buffer(const std::string& tensor) const;
+  // A kernel's operand: buffer(), after uploading a folded tensor's values when this
+  // binding changed them (only tensors that kernels read as data go up, once per change).
+  cl_mem operand(const std::string& tensor);
   void recordEvent(size_t node, cl_event e);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
@@ -80,6 +84,7 @@ class Executor {
 
  private:
   void prepare(const SymbolValues& binding);
+  void setShape(const std::string& name, const TensorShape& t, const SymbolValues& binding);
   const std::string& root(const std::string& tensor) const;  // the tensor whose buffer `tensor` uses
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
@@ -99,6 +104,16 @@ class Executor {
   std::unordered_map<std::string, std::string> runAliases_;  // the same for this binding's views (isRunView)
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
+  // Tensors whose dims or values depend on symbols, with those symbols: a binding
+  // re-evaluates only those whose symbols changed (a decode step: the past length's).
+  struct Dependent {
+    const std::string* name;
+    const TensorShape* shape;
+    std::vector<std::string> symbols;
+  };
+  std::vector<Dependent> dependent_;
+  SymbolValues bound_;                       // the binding shapes_ and values_ hold
+  std::unordered_set<std::string> stale_;    // folded tensors whose device copy is out of date
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
   std::vector<std::pair<size_t, cl_event>> events_;
   std::vector<std::pair<std::string, cl_event>> carryEvents_;

@@ -88,7 +88,7 @@ class Launch {
       : ex_(ex), node_(node), kernel_(ex.kernels().get(kernel)), name_(kernel) {}  // a missing kernel throws, dry or not
 
   Launch& mem(const std::string& tensor) {
-    cl_mem m = ex_.dryRun() ? nullptr : ex_.buffer(tensor);
+    cl_mem m = ex_.dryRun() ? nullptr : ex_.operand(tensor);
     return set(sizeof(m), &m);
   }
   Launch& nullMem() {
@@ -121,7 +121,10 @@ class Launch {
  private:
   std::string where() const { return "kernel " + name_ + ", node '" + ex_.graph().nodeName(node_) + "'"; }
   Launch& set(size_t size, const void* p) {
-    if (!ex_.dryRun()) clCheck(clSetKernelArg(kernel_, index_, size, p), "clSetKernelArg", where());
+    if (!ex_.dryRun()) {
+      const cl_int err = clSetKernelArg(kernel_, index_, size, p);
+      if (err != CL_SUCCESS) clCheck(err, "clSetKernelArg", where());  // where() only when it fails
+    }
     ++index_;
     return *this;
   }
@@ -129,9 +132,9 @@ class Launch {
     if (ex_.dryRun() || global[0] == 0 || global[1] == 0 || global[2] == 0) return;
     if (dims == 1) global[0] = (global[0] + 63) / 64 * 64;
     cl_event e = nullptr;
-    clCheck(clEnqueueNDRangeKernel(ex_.device().queue(), kernel_, dims, nullptr, global.data(), local, 0, nullptr,
-                                   ex_.device().profiling() ? &e : nullptr),
-            "clEnqueueNDRangeKernel", where());
+    const cl_int err = clEnqueueNDRangeKernel(ex_.device().queue(), kernel_, dims, nullptr, global.data(), local, 0,
+                                              nullptr, ex_.device().profiling() ? &e : nullptr);
+    if (err != CL_SUCCESS) clCheck(err, "clEnqueueNDRangeKernel", where());
     ex_.recordEvent(node_, e);
   }
 
