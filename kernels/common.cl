@@ -39,3 +39,15 @@ WG_REDUCE(wg_sum, a + b)
 WG_REDUCE(wg_max, fmax(a, b))
 WG_REDUCE(wg_min, fmin(a, b))
 WG_REDUCE(wg_prod, a * b)
+
+// A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to
+// C, [N0, N0 + N1) to C1 and the rest to C2, each row-major at its own width, so the
+// merged q/k/v (or gate/up) projection writes three tensors in one kernel. Unsplit: N0 = N.
+#define SPLIT_ARGS __global float *C1, __global float *C2, int N0, int N1
+inline __global float* split_at(__global float* C, __global float* C1, __global float* C2, int N0, int N1, int N,
+                                long row, int n) {
+  if (n < N0) return C + row * N0 + n;
+  if (n < N0 + N1) return C1 + row * N1 + (n - N0);
+  return C2 + row * (N - N0 - N1) + (n - N0 - N1);
+}
+#define OUT_AT(row, n) (*split_at(C, C1, C2, N0, N1, N, (long)(row), (n)))

@@ -4,7 +4,7 @@
 #define TILE 16
 
 __kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
-void matmul_f32(__global const float* A, __global const float* B, __global float* C, int M, int N, int K,
+void matmul_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M, int N, int K,
                 int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
   __local float As[TILE][TILE];
   __local float Bs[TILE][TILE];
@@ -20,26 +20,26 @@ void matmul_f32(__global const float* A, __global const float* B, __global float
     for (int k = 0; k < TILE; ++k) acc += As[tm][k] * Bs[k][tn];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (m < M && n < N) C[(long)b * M * N + m * N + n] = acc;
+  if (m < M && n < N) OUT_AT((long)b * M + m, n) = acc;
 }
 
 // One output element per work item, no local memory: for M = 1 (decode), where a
 // tile would idle 15 of 16 rows, and on CPU devices, where barriers cost more than
 // they save and the compiler vectorizes across consecutive n.
-__kernel void matmul_rows_f32(__global const float* A, __global const float* B, __global float* C, int M, int N,
-                              int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
+__kernel void matmul_rows_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS,
+                              int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
   const int n = get_global_id(0), m = get_global_id(1), b = get_global_id(2);
   if (n >= N || m >= M) return;
   const int aoff = strided_offset(b, bdims, bsa) + m * a_rs, boff = strided_offset(b, bdims, bsb) + n * b_cs;
   float acc = 0.0f;
   for (int k = 0; k < K; ++k) acc += A[aoff + k * a_cs] * B[boff + k * b_rs];
-  C[(long)b * M * N + m * N + n] = acc;
+  OUT_AT((long)b * M + m, n) = acc;
 }
 
 // A 4x4 block of C per work item, B read as float4 along n (needs b_cs == 1 and
 // N % 4 == 0): 16 multiply-adds per 5 loads, for CPU devices.
-__kernel void matmul_4x4_f32(__global const float* A, __global const float* B, __global float* C, int M, int N,
-                             int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
+__kernel void matmul_4x4_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS,
+                             int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
   const int n = get_global_id(0) * 4, m = get_global_id(1) * 4, b = get_global_id(2);
   if (n >= N || m >= M) return;
   const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;
@@ -57,9 +57,10 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
     c2 += a2[ka] * bv;
     c3 += a3[ka] * bv;
   }
-  __global float* out = C + (long)b * M * N + n;
-  vstore4(c0, 0, out + m * N);
-  if (m + 1 < M) vstore4(c1, 0, out + (m + 1) * N);
-  if (m + 2 < M) vstore4(c2, 0, out + (m + 2) * N);
-  if (m + 3 < M) vstore4(c3, 0, out + (m + 3) * N);
+  // Four columns stay in one output: the host asks for split widths that are multiples of 4.
+  const long row = (long)b * M + m;
+  vstore4(c0, 0, &OUT_AT(row, n));
+  if (m + 1 < M) vstore4(c1, 0, &OUT_AT(row + 1, n));
+  if (m + 2 < M) vstore4(c2, 0, &OUT_AT(row + 2, n));
+  if (m + 3 < M) vstore4(c3, 0, &OUT_AT(row + 3, n));
 }

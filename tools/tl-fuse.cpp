@@ -5,9 +5,11 @@
 //   tl-fuse model.onnx --passes rmsnorm -o fused.onnx  the named passes, in the order given
 //   tl-fuse model.onnx --emit text [-v]                what each pass matched, node counts before/after
 //   tl-fuse --list-passes
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "cli/error.h"
 #include "cli/tool.h"
@@ -64,8 +66,21 @@ int main(int argc, char** argv) {
       return;
     }
     std::fputs(report.c_str(), stderr);
+    const bool toFile = tool.output() != "-";
     const std::filesystem::path outDir =
-        tool.output() == "-" ? std::filesystem::current_path() : std::filesystem::absolute(tool.output()).parent_path();
+        toFile ? std::filesystem::absolute(tool.output()).parent_path() : std::filesystem::current_path();
+    // A model that keeps its weights outside keeps the merged ones there too (protobuf stops at 2 GiB).
+    constexpr size_t kInlineLimit = 1 << 20;
+    const auto& inits = model.proto.graph().initializer();
+    const bool big = std::any_of(inits.begin(), inits.end(), [&](const auto& t) { return t.raw_data().size() >= kInlineLimit; });
+    std::unique_ptr<tl::ExternalDataWriter> data;
+    if (toFile && big && tl::hasExternalData(model.proto)) {
+      const auto file = std::filesystem::absolute(tool.output() + ".data").lexically_normal();
+      data = std::make_unique<tl::ExternalDataWriter>(
+          file, file.lexically_relative(std::filesystem::absolute(model.baseDir).lexically_normal()).string());
+      tl::moveToExternalData(model, *data, kInlineLimit);
+      data->commit();
+    }
     tool.writeOutput(tl::serializeModel(model, outDir), true);
   });
 }

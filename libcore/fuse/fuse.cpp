@@ -14,6 +14,10 @@ const std::vector<FusePass>& fusePasses() {
        "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
        "tl.Attention",
        fuseAttention},
+      {"merge-matmul",
+       "MatMuls (float, or tl.QMatMul of one scheme) reading the same activation -> one whose columns split among "
+       "their outputs",
+       mergeMatMuls},
       {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };

@@ -12,6 +12,8 @@
 //   attention   MatMul(q, Transpose(k')) [-> Mul/Div scale] [-> c tanh(./c)] [-> Add mask] -> Softmax
 //               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
+//   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
+//               its columns split among the outputs (`split`)
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
@@ -50,6 +52,7 @@ PassResult fuseRmsNorm(Model& model);
 PassResult fuseRope(Model& model);
 PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
+PassResult mergeMatMuls(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult removeDeadNodes(Model& model);
 

@@ -115,6 +115,17 @@ void ExternalDataWriter::commit() {
   committed_ = true;
 }
 
+int moveToExternalData(Model& model, ExternalDataWriter& data, size_t minBytes) {
+  int moved = 0;
+  for (auto& t : *model.proto.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.raw_data().size() < minBytes) continue;
+    const std::string bytes = t.raw_data();
+    data.store(t, bytes.data(), bytes.size());
+    ++moved;
+  }
+  return moved;
+}
+
 bool hasExternalData(const onnx::ModelProto& proto) {
   for (const auto& t : proto.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;

@@ -46,6 +46,10 @@ class ExternalDataWriter {
   bool committed_ = false;
 };
 
+// Moves initializers whose inline bytes reach `minBytes` into `data` (tl-fuse's merged
+// weights, when the model keeps its others outside too). Returns how many moved.
+int moveToExternalData(Model& model, ExternalDataWriter& data, size_t minBytes);
+
 // Whether any initializer keeps its bytes in external data.
 bool hasExternalData(const onnx::ModelProto& proto);
 

@@ -100,6 +100,12 @@ void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& 
                  4 * q.offset.size(), ext);
 }
 
+// MatMul, or tl-fuse's tl.MatMul (its columns split among outputs): A times a weight.
+bool isMatMul(const onnx::NodeProto& n) {
+  const bool plain = n.op_type() == "MatMul" && (n.domain().empty() || n.domain() == "ai.onnx");
+  return (plain || (n.op_type() == "MatMul" && n.domain() == "tl")) && n.input_size() == 2;
+}
+
 }  // namespace
 
 std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& opt) {
@@ -108,7 +114,7 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
     bool found = false;
     for (size_t i = 0; i < graph.nodeCount() && !found; ++i) {
       const auto& n = graph.node(i);
-      if (n.op_type() != "MatMul" || n.input_size() != 2 || n.input(1) != name) continue;
+      if (!isMatMul(n) || n.input(1) != name) continue;
       found = true;
       const auto* w = graph.initializer(name);
       if (!w)
@@ -125,7 +131,7 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
   std::vector<EligibleWeight> out;
   for (size_t i : graph.topoOrder()) {
     const auto& n = graph.node(i);
-    if (n.op_type() != "MatMul" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() != 2) continue;
+    if (!isMatMul(n)) continue;
     const auto* w = graph.initializer(n.input(1));
     if (!w || w->dims_size() != 2 || w->data_type() != onnx::TensorProto::FLOAT) continue;
     if (!seen.insert(w->name()).second) continue;
@@ -134,7 +140,8 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
     for (const auto& pattern : opt.skip)
       if (e.name.find(pattern) != std::string::npos || e.node.find(pattern) != std::string::npos)
         e.keptBecause = "--skip " + pattern;
-    if (e.keptBecause.empty() && outputs.count(n.output(0)) && !opt.quantizeLmHead && opt.only.empty())
+    const bool lmHead = std::any_of(n.output().begin(), n.output().end(), [&](const auto& o) { return outputs.count(o); });
+    if (e.keptBecause.empty() && lmHead && !opt.quantizeLmHead && opt.only.empty())
       e.keptBecause = "lm_head (--quantize-lm-head)";
     out.push_back(e);
   }
@@ -187,9 +194,11 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
                    after / 1048576.0);
     for (auto& n : *g.mutable_node()) {
-      if (opt.dequantizedFormat || n.op_type() != "MatMul" || n.input_size() != 2 || !quantized.count(n.input(1))) continue;
+      if (opt.dequantizedFormat || !isMatMul(n) || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));
       const std::string w = n.input(1);
+      if (opt.ortFormat && n.domain() == "tl")
+        throw Error("node '" + n.name() + "': a merged tl.MatMul has no MatMulNBits form (quantize before tl-fuse)");
       if (opt.ortFormat) {
         rewriteAsMatMulNBits(n, w, q);
         continue;

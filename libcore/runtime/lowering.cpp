@@ -364,8 +364,35 @@ void gatherNDOp(const Node& n) {
       .run1d(c);
 }
 
-void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const std::string& dst,
-            bool transA, bool transB) {
+// The fused tl ops have float32 kernels only; any other input dtype is an error naming the op.
+void requireFloatInputs(const Node& n) {
+  for (int i = 0; i < n.proto.input_size(); ++i)
+    if (n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
+      throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
+}
+
+// Sets a (Q)MatMul kernel's outputs: C, C1, C2 and the split widths N0, N1 (kernels/common.cl's
+// SPLIT_ARGS). `widths` holds each output's columns; one output is the plain case.
+void setOutputs(Launch& l, const std::vector<std::string>& outs, const Dims& widths) {
+  l.mem(outs[0]);
+  if (outs.size() > 1) l.mem(outs[1]); else l.nullMem();
+  if (outs.size() > 2) l.mem(outs[2]); else l.nullMem();
+  l.i32(widths[0]).i32(widths.size() > 1 ? widths[1] : 0);
+}
+
+// A tl.MatMul or tl.QMatMul's outputs and their widths: `split`, or the one output of N columns.
+std::pair<std::vector<std::string>, Dims> splitOutputs(const Node& n, int64_t N) {
+  std::vector<std::string> outs;
+  for (int i = 0; i < n.proto.output_size(); ++i) outs.push_back(n.out(static_cast<size_t>(i)));
+  Dims widths = {N};
+  if (const auto* s = n.attr("split")) widths.assign(s->ints().begin(), s->ints().end());
+  if (outs.size() > 3 || widths.size() != outs.size())
+    throw Error("a split MatMul needs one width per output, at most 3", ExitCode::BadInput);
+  return {outs, widths};
+}
+
+void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd,
+            const std::vector<std::string>& outs, const Dims& widths, bool transA, bool transB) {
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
@@ -391,13 +418,12 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
   // 4x4 register blocks where B's rows are contiguous. Otherwise one output per item.
   const bool gpu = n.ex.device().gpuKernels();
   const bool tiled = gpu && M >= 16;
-  const bool blocked = !gpu && !transB && N % 4 == 0;
+  const bool blocked = !gpu && !transB && std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w % 4 == 0; });
   const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
-  n.launch(kernel)
-      .mem(a)
-      .mem(b)
-      .mem(dst)
-      .i32(M)
+  Launch l = n.launch(kernel);
+  l.mem(a).mem(b);
+  setOutputs(l, outs, widths);
+  l.i32(M)
       .i32(N)
       .i32(K)
       .i32(transA ? 1 : aCols)
@@ -414,14 +440,26 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
 
 void matmulOp(const Node& n) {
   if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::BadInput);
-  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), n.shape(n.in(1)), n.out(0), false, false);
+  const Dims& b = n.shape(n.in(1));
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {b.size() == 1 ? 1 : b.back()}, false, false);
+}
+
+// tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
+void tlMatmulOp(const Node& n) {
+  requireFloatInputs(n);
+  const Dims& a = n.shape(n.in(0));
+  const Dims& w = n.shape(n.in(1));
+  const auto [outs, widths] = splitOutputs(n, w[1]);
+  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(w[0], 1), w[0]}, n.in(1), w, outs, widths, false, false);
 }
 
 void gemmOp(const Node& n) {
   if (n.attrFloat("alpha", 1.0f) != 1.0f || n.attrFloat("beta", 1.0f) != 1.0f)
     throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::BadInput);
-  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), n.shape(n.in(1)), n.out(0), n.attrInt("transA", 0) != 0,
-         n.attrInt("transB", 0) != 0);
+  const bool transB = n.attrInt("transB", 0) != 0;
+  const Dims& b = n.shape(n.in(1));
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {transB ? b[0] : b[1]}, n.attrInt("transA", 0) != 0,
+         transB);
   if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
@@ -553,6 +591,7 @@ void qmatmulOp(const Node& n) {
   const std::string kernel =
       (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme +
       (oneRow ? "_m1" : "");
+  const auto [outs, widths] = splitOutputs(n, N);
   Launch l = n.launch(kernel);
   if (w4a8) {
     const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
@@ -563,18 +602,12 @@ void qmatmulOp(const Node& n) {
   } else {
     l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
   }
-  l.mem(n.out(0)).i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
+  setOutputs(l, outs, widths);
+  l.i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
   const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
   if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);  // 4 columns per work-group
   if (gpu) return l.run3d(up(N, 64) * 16, up(M, 64) * 16, 1, 16, 16);
   l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
-}
-
-// The fused tl ops have float32 kernels only; any other input dtype is an error naming the op.
-void requireFloatInputs(const Node& n) {
-  for (int i = 0; i < n.proto.input_size(); ++i)
-    if (n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
-      throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
 }
 
 // tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled.
@@ -692,6 +725,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["Gemm"] = gemmOp;
     // The tl domain (docs/ops.md), keyed "tl.Op".
     t["tl.QMatMul"] = qmatmulOp;
+    t["tl.MatMul"] = tlMatmulOp;
     t["tl.RMSNorm"] = rmsNormOp;
     t["tl.RoPE"] = ropeOp;
     t["tl.SwiGLU"] = swigluOp;

@@ -866,6 +866,20 @@ void layerNormRule(RuleContext& c) {
   c.setOutput(2, st, stat);
 }
 
+// Sets a (Q)MatMul's outputs [..., width]: the `split` widths (summing to N), one per
+// output, or the one output [..., N].
+void setSplitOutputs(RuleContext& c, std::vector<SymExpr> out, int64_t n) {
+  std::vector<int64_t> widths = c.attrInts("split").value_or(std::vector<int64_t>{n});
+  int64_t sum = 0;
+  for (auto w : widths) sum += w;
+  if (widths.size() != c.numOutputs() || widths.size() > 3 || sum != n)
+    c.fail("split must give each of at most 3 outputs its width, summing to N = " + std::to_string(n));
+  for (size_t i = 0; i < widths.size(); ++i) {
+    out.back() = SymExpr(widths[i]);
+    c.setOutput(i, c.input(0).dtype, out);
+  }
+}
+
 // tl.QMatMul (docs/ops.md): A [..., K] times a quantized K x N weight.
 void qmatmulRule(RuleContext& c) {
   auto k = c.attrInt("K"), n = c.attrInt("N");
@@ -876,8 +890,17 @@ void qmatmulRule(RuleContext& c) {
     if (out.back().isConst()) c.fail("inner dimension " + out.back().str() + " is not K = " + std::to_string(*k));
     c.unify(out.back(), SymExpr(*k));
   }
-  out.back() = SymExpr(*n);
-  c.setOutput(0, c.input(0).dtype, out);
+  setSplitOutputs(c, out, *n);
+}
+
+// tl.MatMul (docs/ops.md, written by tl-fuse): A [..., K] times a constant W [K, N], the
+// columns split among the outputs.
+void tlMatmulRule(RuleContext& c) {
+  auto out = c.input(0).dims;
+  const auto& w = c.input(1).dims;
+  if (out.empty() || w.size() != 2 || !w[1].isConst()) c.fail("tl.MatMul needs A of rank >= 1 and W [K, N], N constant");
+  c.unify(out.back(), w[0]);
+  setSplitOutputs(c, out, *w[1].constValue());
 }
 
 // tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] -> [..., H].
@@ -1071,6 +1094,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["LayerNormalization"] = layerNormRule;
     // The tl domain (docs/ops.md), keyed "tl.Op".
     r["tl.QMatMul"] = qmatmulRule;
+    r["tl.MatMul"] = tlMatmulRule;
     r["tl.RMSNorm"] = rmsNormRule;
     r["tl.RoPE"] = ropeRule;
     r["tl.SwiGLU"] = swigluRule;

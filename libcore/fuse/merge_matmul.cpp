@@ -1,0 +1,144 @@
+// merge-matmul: projections that read the same activation (q/k/v; gate/up) become one
+// MatMul whose columns are split among their outputs, so one kernel reads the
+// activation once and writes every output:
+//   MatMul(a, W_i), W_i constant float [K, N_i]        =>  tl.MatMul(a, [W_0 | W_1 | ..]) split N_i
+//   tl.QMatMul(a, qweight_i, qscale_i, qoffset_i), one scheme, group and K
+//                                                      =>  tl.QMatMul(a, rows of each stacked) split N_i
+// At most three merge (the kernels' outputs); the merged node takes the first one's place,
+// where a is already computed. The old weights are left for dead-nodes.
+#include <map>
+
+#include "cli/error.h"
+#include "fuse/fuse.h"
+#include "fuse/pattern.h"
+#include "graph/attributes.h"
+#include "tensor/tensor.h"
+
+namespace tl {
+namespace {
+
+constexpr size_t kMaxOutputs = 3;
+
+// `rows` of each tensor, one after another: [sum rows, width] (a weight's columns are rows
+// here when `interleave` is false; for a float [K, N_i] weight, row k of each in turn).
+onnx::TensorProto stack(const std::vector<Tensor>& parts, const std::string& name, bool interleave) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(static_cast<int32_t>(parts[0].dtype));  // DType values are ONNX's
+  std::string bytes;
+  if (interleave) {  // [K, N_i] -> [K, sum N_i]
+    const int64_t K = parts[0].dims[0];
+    int64_t N = 0;
+    for (const auto& p : parts) N += p.dims[1];
+    for (int64_t k = 0; k < K; ++k)
+      for (const auto& p : parts) {
+        const size_t row = p.bytes.size() / static_cast<size_t>(K);
+        bytes.append(reinterpret_cast<const char*>(p.bytes.data()) + k * row, row);
+      }
+    t.add_dims(K);
+    t.add_dims(N);
+  } else {  // [N_i, w] -> [sum N_i, w]
+    int64_t rows = 0;
+    for (const auto& p : parts) {
+      bytes.append(reinterpret_cast<const char*>(p.bytes.data()), p.bytes.size());
+      rows += p.dims[0];
+    }
+    t.add_dims(rows);
+    t.add_dims(parts[0].dims[1]);
+  }
+  t.set_raw_data(std::move(bytes));
+  return t;
+}
+
+std::string freshName(const Graph& graph, const std::string& base, std::set<std::string>& taken) {
+  std::string name = base;
+  for (int i = 1; graph.initializer(name) || graph.producer(name) >= 0 || taken.count(name); ++i)
+    name = base + "_" + std::to_string(i);
+  taken.insert(name);
+  return name;
+}
+
+// What merges with what: the activation, and for QMatMul everything its codes depend on.
+std::string mergeKey(const Graph& graph, const onnx::NodeProto& n) {
+  auto constant = [&](int i) { return n.input_size() > i && graph.initializer(n.input(i)); };
+  if (isOp(&n, "MatMul") && n.input_size() == 2 && constant(1)) {
+    const auto* w = graph.initializer(n.input(1));
+    if (w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT) return n.input(0) + "\nfloat";
+  }
+  if (n.domain() == "tl" && n.op_type() == "QMatMul" && n.output_size() == 1 && !findAttr(n, "split") &&
+      constant(1) && constant(2) && constant(3))
+    return n.input(0) + "\n" + attrString(n, "scheme").value_or("") + "/" +
+           std::to_string(attrInt(n, "group").value_or(0)) + "/" + std::to_string(attrInt(n, "K").value_or(0));
+  return "";
+}
+
+}  // namespace
+
+PassResult mergeMatMuls(Model& model) {
+  PassResult result;
+  std::vector<Rewrite> rewrites;
+  std::vector<onnx::TensorProto> weights;
+  {
+    Graph graph(model.proto.graph());
+    std::map<std::string, std::vector<size_t>> groups;
+    std::vector<std::string> keys;  // in graph order, so merges are reproducible
+    for (size_t i = 0; i < graph.nodeCount(); ++i) {
+      const std::string key = mergeKey(graph, graph.node(i));
+      if (key.empty()) continue;
+      if (groups[key].empty()) keys.push_back(key);
+      groups[key].push_back(i);
+    }
+    std::set<std::string> taken;
+    for (const auto& key : keys) {
+      const auto& members = groups[key];
+      // Chunks of at most three, as even as possible (4 -> 2 + 2).
+      const size_t chunks = (members.size() + kMaxOutputs - 1) / kMaxOutputs;
+      for (size_t c = 0, at = 0; c < chunks && members.size() > 1; ++c) {
+        const size_t size = (members.size() - at) / (chunks - c);
+        std::vector<size_t> part(members.begin() + static_cast<long>(at), members.begin() + static_cast<long>(at + size));
+        at += size;
+        if (part.size() < 2) continue;
+        const auto& first = graph.node(part[0]);
+        const bool quantized = first.domain() == "tl";
+        Rewrite r;
+        r.fused.set_domain("tl");
+        r.fused.set_op_type(quantized ? "QMatMul" : "MatMul");
+        r.fused.set_name(first.name() + "/tl.merged");
+        r.fused.add_input(first.input(0));
+        auto* split = r.fused.add_attribute();
+        split->set_name("split");
+        split->set_type(onnx::AttributeProto::INTS);
+        const int inputs = quantized ? 3 : 1;
+        for (int k = 1; k <= inputs; ++k) {
+          std::vector<Tensor> parts;
+          for (size_t i : part) parts.push_back(readTensor(*graph.initializer(graph.node(i).input(k)), model.baseDir));
+          const std::string name = freshName(graph, first.input(k) + ".merged", taken);
+          weights.push_back(stack(parts, name, !quantized));
+          r.fused.add_input(name);
+        }
+        int64_t N = 0;
+        for (size_t i : part) {
+          const auto& n = graph.node(i);
+          r.fused.add_output(n.output(0));
+          const int64_t width =
+              quantized ? attrInt(n, "N").value_or(0) : graph.initializer(n.input(1))->dims(1);
+          split->add_ints(width);
+          N += width;
+        }
+        if (quantized) {
+          for (const auto& a : first.attribute()) *r.fused.add_attribute() = a;
+          for (auto& a : *r.fused.mutable_attribute())
+            if (a.name() == "N") a.set_i(N);
+        }
+        r.remove.assign(part.rbegin(), part.rend());  // the first member last: the merged node goes there
+        rewrites.push_back(std::move(r));
+      }
+    }
+  }  // the graph views the proto: done with it before the rewrite
+  result.rewrites = static_cast<int>(rewrites.size());
+  applyRewrites(model, std::move(rewrites));
+  for (auto& w : weights) *model.proto.mutable_graph()->add_initializer() = std::move(w);
+  return result;
+}
+
+}  // namespace tl
