@@ -9,6 +9,21 @@
     if (i >= n) return;                                                                         \
     out[out_off + strided_offset(i, dims, os)] = in[in_off + strided_offset(i, dims, is)];      \
   }                                                                                             \
+  /* Concat of up to 4 inputs [outer, a_j, inner] into out's axis at `at` (of `axis` rows). */ \
+  __kernel void concat_##S(__global const T* in0, __global const T* in1, __global const T* in2, \
+                           __global const T* in3, __global T* out, int n, int inner, int axis,  \
+                           int at, int a0, int a1, int a2, int a3) {                            \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    const int rows = a0 + a1 + a2 + a3, c = i % inner, o = i / (inner * rows);                  \
+    const int r = i / inner % rows;                                                             \
+    int a = r, w = a0;                                                                          \
+    __global const T* src = in0;                                                                \
+    if (a >= a0) { a -= a0; src = in1; w = a1;                                                  \
+      if (a >= a1) { a -= a1; src = in2; w = a2;                                                \
+        if (a >= a2) { a -= a2; src = in3; w = a3; } } }                                        \
+    out[((long)o * axis + at + r) * inner + c] = src[((long)o * w + a) * inner + c];            \
+  }                                                                                             \
   __kernel void fill_##S(__global T* out, int n, T value) {                                     \
     int i = get_global_id(0);                                                                   \
     if (i < n) out[i] = value;                                                                  \

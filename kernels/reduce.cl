@@ -128,25 +128,42 @@ void layernorm_f32_wg(__global const float* in, __global const float* scale, __g
 
 // tl.RMSNorm over the trailing `cols` elements: y = x / sqrt(mean(x^2) + eps) * scale,
 // in the order the exporters' unfused graphs compute it.
-__kernel void rmsnorm_f32(__global const float* in, __global const float* scale, __global float* out, int rows,
-                          int cols, float eps) {
+// tl.RMSNorm of x = in (+ res, the residual, when has_res), writing x to sum when has_sum.
+__kernel void rmsnorm_f32(__global const float* in, __global const float* res, __global const float* scale,
+                          __global float* out, __global float* sum, int rows, int cols, float eps, int has_res,
+                          int has_sum) {
   const int r = get_global_id(0);
   if (r >= rows) return;
-  __global const float* x = in + (long)r * cols;
+  const long base = (long)r * cols;
   float ss = 0.0f;
-  for (int j = 0; j < cols; ++j) ss += x[j] * x[j];
+  for (int j = 0; j < cols; ++j) {
+    const float v = has_res ? in[base + j] + res[base + j] : in[base + j];
+    if (has_sum) sum[base + j] = v;
+    ss += v * v;
+  }
   const float inv = 1.0f / sqrt(ss / cols + eps);
-  for (int j = 0; j < cols; ++j) out[(long)r * cols + j] = x[j] * inv * scale[j];
+  for (int j = 0; j < cols; ++j) {
+    const float v = has_res ? in[base + j] + res[base + j] : in[base + j];
+    out[base + j] = v * inv * scale[j];
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
-void rmsnorm_f32_wg(__global const float* in, __global const float* scale, __global float* out, int rows, int cols,
-                    float eps) {
+void rmsnorm_f32_wg(__global const float* in, __global const float* res, __global const float* scale,
+                    __global float* out, __global float* sum, int rows, int cols, float eps, int has_res,
+                    int has_sum) {
   __local float part[RED_WG];
   const int r = get_group_id(0), t = get_local_id(0);
-  __global const float* x = in + (long)r * cols;
+  const long base = (long)r * cols;
   float ss = 0.0f;
-  for (int j = t; j < cols; j += RED_WG) ss += x[j] * x[j];
+  for (int j = t; j < cols; j += RED_WG) {
+    const float v = has_res ? in[base + j] + res[base + j] : in[base + j];
+    if (has_sum) sum[base + j] = v;
+    ss += v * v;
+  }
   const float inv = 1.0f / sqrt(wg_sum(part, ss) / cols + eps);
-  for (int j = t; j < cols; j += RED_WG) out[(long)r * cols + j] = x[j] * inv * scale[j];
+  for (int j = t; j < cols; j += RED_WG) {
+    const float v = has_res ? in[base + j] + res[base + j] : in[base + j];
+    out[base + j] = v * inv * scale[j];
+  }
 }

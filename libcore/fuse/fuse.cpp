@@ -9,11 +9,13 @@ const std::vector<FusePass>& fusePasses() {
       {"rmsnorm", "RMSNorm chains (Pow, ReduceMean, Add eps, Sqrt, reciprocal, Mul, Mul scale) -> tl.RMSNorm",
        fuseRmsNorm},
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
+      {"rope-pair", "tl.RoPEs sharing cos and sin (q and k) -> one tl.RoPE with two inputs and outputs", pairRopes},
       {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
       {"attention",
        "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
        "tl.Attention",
        fuseAttention},
+      {"residual-norm", "the residual Add (and same-type Casts) before a tl.RMSNorm -> its residual input", fuseResidualNorm},
       {"merge-matmul",
        "MatMuls (float, or tl.QMatMul of one scheme) reading the same activation -> one whose columns split among "
        "their outputs",

@@ -8,10 +8,12 @@
 //               Div(1, .) -> Mul(x, .) [-> Cast to float] -> Mul(scale)  =>  tl.RMSNorm
 //   rope        Slice halves of x -> Concat(Neg(second), first) -> Add(Mul(x, cos), Mul(., sin))
 //               =>  tl.RoPE (rotate-half)
+//   rope-pair   tl.RoPE(q, cos, sin), tl.RoPE(k, cos, sin)  =>  tl.RoPE(q, cos, sin, k) -> q', k'
 //   swiglu      Mul(Mul(g, Sigmoid(g)), u)  =>  tl.SwiGLU
 //   attention   MatMul(q, Transpose(k')) [-> Mul/Div scale] [-> c tanh(./c)] [-> Add mask] -> Softmax
 //               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
+//   residual-norm  Add(a, b) [-> Cast] -> tl.RMSNorm  =>  tl.RMSNorm(a, scale, b) -> y, a + b
 //   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
 //               its columns split among the outputs (`split`)
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
@@ -50,8 +52,10 @@ std::map<std::string, int> opCounts(const onnx::GraphProto& graph);
 // The passes, one file each (libcore/fuse/*.cpp).
 PassResult fuseRmsNorm(Model& model);
 PassResult fuseRope(Model& model);
+PassResult pairRopes(Model& model);
 PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
+PassResult fuseResidualNorm(Model& model);
 PassResult mergeMatMuls(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult removeDeadNodes(Model& model);

@@ -14,6 +14,11 @@ bool isOp(const onnx::NodeProto* n, const char* op) {
   return n && n->op_type() == op && (n->domain().empty() || n->domain() == "ai.onnx");
 }
 
+bool isAnchor(const onnx::NodeProto& n, const std::string& anchor) {
+  if (anchor.rfind("tl.", 0) == 0) return n.domain() == "tl" && n.op_type() == anchor.substr(3);
+  return isOp(&n, anchor.c_str());
+}
+
 std::string otherInput(const onnx::NodeProto& n, const std::string& known) {
   if (n.input_size() != 2) return "";
   if (n.input(0) == known && n.input(1) != known) return n.input(1);
@@ -113,7 +118,7 @@ PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
     const ShapeAnalysis analysis = inferShapes(model, graph);
     PatternContext c(model, graph, analysis);
     for (size_t i = 0; i < graph.nodeCount(); ++i) {
-      if (!isOp(&graph.node(i), anchor)) continue;
+      if (!isAnchor(graph.node(i), anchor)) continue;
       Rewrite r;
       const std::string why = match(c, i, r);
       if (why.empty()) {

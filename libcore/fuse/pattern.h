@@ -36,6 +36,8 @@ struct PatternContext {
 };
 
 bool isOp(const onnx::NodeProto* node, const char* op);  // plain ONNX op of that type
+// A pass's anchor: a plain op ("Softmax"), or a tl op written by an earlier pass ("tl.RMSNorm").
+bool isAnchor(const onnx::NodeProto& node, const std::string& anchor);
 // The input of a two-input node that is not `known` ("" when neither or both are).
 std::string otherInput(const onnx::NodeProto& node, const std::string& known);
 
@@ -51,7 +53,7 @@ onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std
 // Applies rewrites that share no node, and imports the `tl` domain when there are any.
 void applyRewrites(Model& model, std::vector<Rewrite> rewrites);
 
-// A pattern pass: `match` is tried at every node of plain op `anchor` and says why a
+// A pattern pass: `match` is tried at every node of op `anchor` (isAnchor) and says why a
 // node does not start its pattern ("" when it does, with the rewrite filled in). The
 // matches are rewritten; the rest are the pass's near misses.
 using PatternMatch = std::string (*)(const PatternContext& c, size_t anchor, Rewrite& r);

@@ -74,3 +74,46 @@ std::string match(const PatternContext& c, size_t neg, Rewrite& r) {
 PassResult fuseRope(Model& model) { return runPattern(model, "Neg", match); }
 
 }  // namespace tl
+
+namespace tl {
+
+// rope-pair: the tl.RoPEs that share cos and sin (q and k of a layer) become one node with
+// two inputs and two outputs: one launch. The pair goes where the later one was, so the
+// earlier one's readers must all come after it.
+PassResult pairRopes(Model& model) {
+  PassResult result;
+  std::vector<Rewrite> rewrites;
+  {
+    Graph graph(model.proto.graph());
+    std::map<std::pair<std::string, std::string>, std::vector<size_t>> byTables;
+    for (size_t i = 0; i < graph.nodeCount(); ++i) {
+      const auto& n = graph.node(i);
+      if (isAnchor(n, "tl.RoPE") && n.input_size() == 3 && n.output_size() == 1)
+        byTables[{n.input(1), n.input(2)}].push_back(i);
+    }
+    for (const auto& [tables, nodes] : byTables) {
+      for (size_t j = 0; j + 1 < nodes.size(); j += 2) {
+        const auto &a = graph.node(nodes[j]), &b = graph.node(nodes[j + 1]);
+        bool after = true;
+        for (size_t reader : graph.consumers(a.output(0))) after = after && reader > nodes[j + 1];
+        if (!after) {
+          result.nearMisses.push_back("node '" + graph.nodeName(nodes[j]) + "' (tl.RoPE): its output is read before '" +
+                                      graph.nodeName(nodes[j + 1]) + "', the RoPE it would pair with");
+          continue;
+        }
+        Rewrite r;
+        r.remove = {nodes[j], nodes[j + 1]};
+        r.fused = a;
+        r.fused.set_name(a.name() + "+" + b.name());
+        r.fused.add_input(b.input(0));
+        r.fused.add_output(b.output(0));
+        rewrites.push_back(std::move(r));
+      }
+    }
+  }
+  result.rewrites = static_cast<int>(rewrites.size());
+  applyRewrites(model, std::move(rewrites));
+  return result;
+}
+
+}  // namespace tl

@@ -291,16 +291,33 @@ void sliceOp(const Node& n) {
   copy(n, n.in(0), n.out(0), o, off, strides, 0, contiguousStrides(o));
 }
 
+// Up to four inputs per launch (one for a KV cache's Concat(past, new)).
 void concatOp(const Node& n) {
   const Dims& o = n.shape(n.out(0));
-  size_t k = n.axis(n.attrInt("axis", 0), o.size());
-  Dims os = contiguousStrides(o);
+  const size_t k = n.axis(n.attrInt("axis", 0), o.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+  const int64_t outer = elementCount(o) / std::max<int64_t>(o[k] * inner, 1);
+  std::vector<std::string> ins;
+  for (int i = 0; i < n.proto.input_size(); ++i)
+    if (!n.in(i).empty() && n.shape(n.in(i))[k] > 0) ins.push_back(n.in(i));
   int64_t at = 0;
-  for (int i = 0; i < n.proto.input_size(); ++i) {
-    if (n.in(i).empty()) continue;
-    const Dims& d = n.shape(n.in(i));
-    copy(n, n.in(i), n.out(0), d, 0, contiguousStrides(d), at * os[k], os);
-    at += d[k];
+  for (size_t first = 0; first < ins.size(); first += 4) {
+    Launch l = n.launch(std::string("concat_") + sizeSuffix(n.dtype(n.out(0))));
+    Dims rows;
+    for (size_t j = first; j < first + 4; ++j) {
+      if (j < ins.size()) {
+        l.mem(ins[j]);
+        rows.push_back(n.shape(ins[j])[k]);
+      } else {
+        l.nullMem();
+        rows.push_back(0);
+      }
+    }
+    const int64_t chunk = rows[0] + rows[1] + rows[2] + rows[3], count = outer * chunk * inner;
+    l.mem(n.out(0)).i32(count).i32(inner).i32(o[k]).i32(at).i32(rows[0]).i32(rows[1]).i32(rows[2]).i32(rows[3]);
+    l.run1d(count);
+    at += chunk;
   }
 }
 
@@ -610,31 +627,42 @@ void qmatmulOp(const Node& n) {
   l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
 }
 
-// tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled.
+// tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled; with a residual input, of
+// x + residual, which output 1 (when present) receives.
 void rmsNormOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t cols = d.empty() ? 1 : d.back(), rows = elementCount(d) / std::max<int64_t>(cols, 1);
   const RowKernel rk = rowKernel(n, "rmsnorm_f32", rows);
-  n.launch(rk.name).mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).run1d(rk.items);
+  const bool res = n.hasIn(2), sum = n.hasOut(1);
+  Launch l = n.launch(rk.name);
+  l.mem(n.in(0));
+  if (res) l.mem(n.in(2)); else l.nullMem();
+  l.mem(n.in(1)).mem(n.out(0));
+  if (sum) l.mem(n.out(1)); else l.nullMem();
+  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(res ? 1 : 0).i32(sum ? 1 : 0).run1d(rk.items);
 }
 
-// tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x.
+// tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
+// second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
-  n.launch("rope_f32")
-      .mem(n.in(0))
-      .mem(n.in(1))
-      .mem(n.in(2))
-      .mem(n.out(0))
-      .i32(count)
-      .i32(d.back())
-      .vec(pad8(d, 1))
-      .vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0))
-      .vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0))
-      .run1d(count);
+  Launch l = n.launch("rope_f32");
+  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back());
+  l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
+  int64_t count2 = 0;
+  if (n.hasIn(3)) {
+    const Dims& d2 = n.shape(n.in(3));
+    count2 = elementCount(d2);
+    l.mem(n.in(3)).mem(n.out(1)).i32(count2).vec(pad8(d2, 1));
+    l.vec(pad8(broadcastStrides(n.shape(n.in(1)), d2), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d2), 0));
+  } else {
+    const cl_int8 none = pad8({}, 0);
+    l.nullMem().nullMem().i32(0).vec(none).vec(none).vec(none);
+  }
+  l.run1d(count + count2);
 }
 
 // tl.SwiGLU (docs/ops.md): silu(g) * u, elementwise over one shape.

@@ -903,17 +903,25 @@ void tlMatmulRule(RuleContext& c) {
   setSplitOutputs(c, out, *w[1].constValue());
 }
 
-// tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] -> [..., H].
+// tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] [and a residual
+// like x, added first] -> [..., H] [and the sum].
 void rmsNormRule(RuleContext& c) {
   const auto& x = c.input(0).dims;
   const auto& scale = c.input(1).dims;
   if (x.empty()) c.fail("tl.RMSNorm input must have rank >= 1");
   if (scale.size() != 1) c.fail("tl.RMSNorm scale must have rank 1, not " + std::to_string(scale.size()));
   c.unify(x.back(), scale[0]);
+  if (c.hasInput(2)) {  // the residual added to x first
+    const auto& r = c.input(2).dims;
+    if (r.size() != x.size()) c.fail("tl.RMSNorm's residual must have x's shape");
+    for (size_t i = 0; i < x.size(); ++i) c.unify(x[i], r[i]);
+  }
   c.setOutput(0, c.input(0).dtype, x);
+  if (c.hasOutput(1)) c.setOutput(1, c.input(0).dtype, x);  // x + residual
 }
 
-// tl.RoPE (docs/ops.md, written by tl-fuse): x and cos, sin broadcast to it -> x's shape.
+// tl.RoPE (docs/ops.md, written by tl-fuse): x and cos, sin broadcast to it -> x's shape
+// (and a second x, rotated alike, -> its shape).
 void ropeRule(RuleContext& c) {
   const auto& x = c.input(0).dims;
   if (x.empty() || !x.back().isConst() || *x.back().constValue() % 2)
@@ -921,6 +929,11 @@ void ropeRule(RuleContext& c) {
   for (int i : {1, 2})
     if (c.input(i).dims.size() > x.size()) c.fail("tl.RoPE's cos and sin must broadcast to x");
   c.setOutput(0, c.input(0).dtype, x);
+  if (!c.hasInput(3)) return;
+  const auto& x2 = c.input(3).dims;  // a second tensor rotated alike (k beside q)
+  if (x2.size() != x.size()) c.fail("tl.RoPE's second input must have x's rank");
+  c.unify(x2.back(), x.back());
+  c.setOutput(1, c.input(3).dtype, x2);
 }
 
 // tl.SwiGLU (docs/ops.md, written by tl-fuse): g and u of one shape -> that shape.
