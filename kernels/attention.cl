@@ -16,7 +16,7 @@ inline float att_score(float dot, float scale, float softcap, __global const flo
 #define ATT_ARGS                                                                                      \
   int rows, int H, int Hkv, int S, int T, int D, int Dv, float scale, float softcap, int has_mask, int qsb, \
       int qsh, int qss, int ksb, int ksh, int kst, int vsb, int vsh, int vst, int msb, int msh, int mss, int mst, \
-      int osb, int osh, int oss
+      int osb, int osh, int oss, int zero_rows
 
 __kernel void attention_f32(__global const float* q, __global const float* k, __global const float* v,
                             __global const float* mask, __global float* out, ATT_ARGS) {
@@ -46,7 +46,8 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
     for (int d = 0; d < Dv; ++d) acc[d] += p * vr[d];
   }
   __global float* o = out + b * osb + h * osh + s * oss;
-  for (int d = 0; d < Dv; ++d) o[d] = acc[d] / l;  // a row masked whole is 0/0, as Softmax gives
+  // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
+  for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
 }
 
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
@@ -106,7 +107,8 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
   }
   if (splits == 1) {
     __global float* o = out + b * osb + h * osh + s * oss;
-    for (int i = 0; i < ATT_MAX_D / RED_WG && lid + i * RED_WG < Dv; ++i) o[lid + i * RED_WG] = acc[i] / l;
+    for (int i = 0; i < ATT_MAX_D / RED_WG && lid + i * RED_WG < Dv; ++i)
+      o[lid + i * RED_WG] = zero_rows && !(l > 0.0f) ? 0.0f : acc[i] / l;
     return;
   }
   __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
@@ -120,7 +122,7 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
 // Merges attention_wg_f32's splits of each row: weights exp(m_s - max m) on sums and accs.
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_combine_f32(__global const float* part, __global float* out, int H, int S, int Dv, int splits,
-                           int osb, int osh, int oss) {
+                           int osb, int osh, int oss, int zero_rows) {
   const int row = get_group_id(0), lid = get_local_id(0);
   const int s = row % S, h = row / S % H, b = row / (S * H);
   __global const float* pr = part + (long)row * splits * (Dv + 2);
@@ -138,6 +140,6 @@ void attention_combine_f32(__global const float* part, __global float* out, int 
       const float mi = pr[i * (Dv + 2)];
       if (mi != -INFINITY) a += pr[i * (Dv + 2) + 2 + d] * exp(mi - mx);
     }
-    o[d] = a / l;
+    o[d] = zero_rows && !(l > 0.0f) ? 0.0f : a / l;
   }
 }

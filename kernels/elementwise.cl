@@ -44,6 +44,17 @@ BINARY(equal_u8, uchar, uchar, a == b)
     out[i] = (EXPR);                                                              \
   }
 
+// Float tests with a bool (uchar) result.
+#define PREDICATE(NAME, EXPR)                                                       \
+  __kernel void NAME(__global const float* A, __global uchar* out, int n) {         \
+    int i = get_global_id(0);                                                       \
+    if (i >= n) return;                                                             \
+    float x = A[i];                                                                 \
+    out[i] = (EXPR) ? 1 : 0;                                                        \
+  }
+PREDICATE(isnan_f32, isnan(x))
+PREDICATE(isinf_f32, isinf(x))
+
 UNARY(neg_f32, float, -x)
 UNARY(neg_i64, long, -x)
 UNARY(abs_f32, float, fabs(x))

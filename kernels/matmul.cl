@@ -64,3 +64,35 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
   if (m + 2 < M) vstore4(c2, 0, &OUT_AT(row + 2, n));
   if (m + 3 < M) vstore4(c3, 0, &OUT_AT(row + 3, n));
 }
+
+// Conv, direct: one output element per work item, over its group's input channels and the
+// kernel window (spatial dims padded to 3 with 1s). Patch embeddings (stride = kernel)
+// read each input element once.
+__kernel void conv_f32(__global const float* X, __global const float* W, __global const float* B, __global float* Y,
+                       int n, int C, int M, int group, int4 in, int4 out, int4 ker, int4 stride, int4 dil, int4 pad,
+                       int has_bias) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int o3 = i % out.z, o2 = i / out.z % out.y, o1 = i / (out.z * out.y) % out.x;
+  const int m = i / (out.x * out.y * out.z) % M, b = i / (out.x * out.y * out.z * M);
+  const int cpg = C / group, g = m / (M / group);
+  float acc = has_bias ? B[m] : 0.0f;
+  for (int c = 0; c < cpg; ++c) {
+    __global const float* x = X + ((long)b * C + g * cpg + c) * in.x * in.y * in.z;
+    __global const float* w = W + ((long)m * cpg + c) * ker.x * ker.y * ker.z;
+    for (int k1 = 0; k1 < ker.x; ++k1) {
+      const int p1 = o1 * stride.x - pad.x + k1 * dil.x;
+      if (p1 < 0 || p1 >= in.x) continue;
+      for (int k2 = 0; k2 < ker.y; ++k2) {
+        const int p2 = o2 * stride.y - pad.y + k2 * dil.y;
+        if (p2 < 0 || p2 >= in.y) continue;
+        for (int k3 = 0; k3 < ker.z; ++k3) {
+          const int p3 = o3 * stride.z - pad.z + k3 * dil.z;
+          if (p3 < 0 || p3 >= in.z) continue;
+          acc += x[(p1 * in.y + p2) * in.z + p3] * w[(k1 * ker.y + k2) * ker.z + k3];
+        }
+      }
+    }
+  }
+  Y[i] = acc;
+}

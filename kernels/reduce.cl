@@ -167,3 +167,30 @@ void rmsnorm_f32_wg(__global const float* in, __global const float* res, __globa
     out[base + j] = v * inv * scale[j];
   }
 }
+
+// ArgMax / ArgMin along an axis of `len` (inner elements apart): the first extreme index,
+// or the last with select_last. NaN never wins (as ONNX Runtime's comparison).
+#define ARG_EXTREME(NAME, T, BETTER)                                                                  \
+  __kernel void NAME(__global const T* in, __global long* out, int n, int len, int inner, int last) { \
+    const int o = get_global_id(0);                                                                   \
+    if (o >= n) return;                                                                               \
+    __global const T* x = in + (long)(o / inner) * len * inner + o % inner;                          \
+    T best = x[0];                                                                                    \
+    int at = 0;                                                                                       \
+    for (int j = 1; j < len; ++j) {                                                                   \
+      const T v = x[(long)j * inner];                                                                 \
+      if (BETTER(v, best) || (last && v == best)) {                                                   \
+        best = v;                                                                                     \
+        at = j;                                                                                       \
+      }                                                                                               \
+    }                                                                                                 \
+    out[o] = at;                                                                                      \
+  }
+#define ARG_GT(a, b) ((a) > (b))
+#define ARG_LT(a, b) ((a) < (b))
+ARG_EXTREME(argmax_f32, float, ARG_GT)
+ARG_EXTREME(argmin_f32, float, ARG_LT)
+ARG_EXTREME(argmax_i64, long, ARG_GT)
+ARG_EXTREME(argmin_i64, long, ARG_LT)
+ARG_EXTREME(argmax_i32, int, ARG_GT)
+ARG_EXTREME(argmin_i32, int, ARG_LT)

@@ -1,5 +1,6 @@
 // attention: scaled dot-product attention as transformers' eager path exports it,
-//   s = MatMul(q, Transpose(k', perm swapping the last two axes))
+//   s = MatMul(q, Transpose(k', perm swapping the last two axes))   (q and k^T each possibly
+//       multiplied by constants first: SDPA's decomposition scales both by sqrt(scale))
 //   [s = Mul or Div by constants (the scale)]  [s = c * Tanh(s / c) (soft-capping)]
 //   [s = Add(s, mask)]   p = Softmax(s, last axis)   [Cast to float ...]   o = MatMul(p, v')
 // where k' and v' are the cache tensors k, v [B, Hkv, T, D] themselves, or their
@@ -163,8 +164,13 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
   const onnx::NodeProto* qk = c.producer(s, "MatMul", &iQK);
   if (!qk) return "the scores are not a MatMul (after mask, soft-capping and scale)";
   a.nodes.push_back(iQK);
+  // SDPA's decomposition scales q and k^T by sqrt(scale) each, before the MatMul.
+  std::string qs = qk->input(0), kts = qk->input(1);
+  if (!c.onlyReader(qs) || !c.onlyReader(kts)) return "q or k^T has other readers";
+  if (std::string why = stripScale(c, qs, a.scale, a); !why.empty()) return why;
+  if (std::string why = stripScale(c, kts, a.scale, a); !why.empty()) return why;
   size_t iKT;
-  const onnx::NodeProto* kt = c.producer(qk->input(1), "Transpose", &iKT);
+  const onnx::NodeProto* kt = c.producer(kts, "Transpose", &iKT);
   if (!kt || !c.onlyReader(kt->output(0))) return "the scores' right side is not a Transpose read by them alone";
   a.nodes.push_back(iKT);
   if (perm(*kt, {0, 1, 3, 2})) {
@@ -176,11 +182,25 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
   } else {
     return "the scores' right side is a Transpose by neither (0,1,3,2) nor (0,2,3,1)";
   }
-  a.q = throughTranspose(c, qk->input(0), a, a.qBshd);
+  a.q = throughTranspose(c, qs, a, a.qBshd);
 
-  // Forward from the Softmax: Casts to float, the p.v MatMul, an output Transpose.
+  // Forward from the Softmax: SDPA's Where(IsNaN(p), 0, p) (a row with every key masked
+  // gives 0, not NaN), Casts to float, the p.v MatMul, an output Transpose.
   std::string p = sm.output(0);
   size_t i;
+  bool zeroRows = false;
+  if (const auto& readers = c.graph.consumers(p); readers.size() == 2 && !c.outputs.count(p)) {
+    size_t iNan = readers[0], iWhere = readers[1];
+    if (!isOp(&c.graph.node(iNan), "IsNaN")) std::swap(iNan, iWhere);
+    const auto &isnan = c.graph.node(iNan), &where = c.graph.node(iWhere);
+    if (isOp(&isnan, "IsNaN") && isOp(&where, "Where") && where.input_size() == 3 && where.input(0) == isnan.output(0) &&
+        where.input(2) == p && c.onlyReader(isnan.output(0)) && c.scalar(where.input(1)) == 0.0 &&
+        c.sameDims(where.output(0), p)) {
+      a.nodes.insert(a.nodes.end(), {iNan, iWhere});
+      p = where.output(0);
+      zeroRows = true;
+    }
+  }
   const onnx::NodeProto* n = c.onlyReader(p, &i);
   while (isOp(n, "Cast") && c.analysis.at(n->output(0)).dtype == DType::Float) {
     a.nodes.push_back(i);
@@ -233,7 +253,8 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
     cap->set_type(onnx::AttributeProto::FLOAT);
     cap->set_f(static_cast<float>(a.softcap));
   }
-  for (auto [name, on] : {std::pair{"q_bshd", a.qBshd}, {"k_bthd", a.kBthd}, {"v_bthd", a.vBthd}, {"out_bshd", bshd}}) {
+  for (auto [name, on] : {std::pair{"q_bshd", a.qBshd}, {"k_bthd", a.kBthd}, {"v_bthd", a.vBthd}, {"out_bshd", bshd},
+                          {"zero_masked_rows", zeroRows}}) {
     if (!on) continue;
     auto* o = attr(name);
     o->set_type(onnx::AttributeProto::INT);

@@ -216,6 +216,8 @@ void unaryOp(const Node& n) {
   std::string op = lowerCase(n.proto.op_type());
   if (op == "dropout") throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);  // without one it is a view
   if (op == "gelu" && n.attrString("approximate", "none") == "tanh") op = "gelutanh";
+  if (op == "isinf" && (!n.attrInt("detect_positive", 1) || !n.attrInt("detect_negative", 1)))
+    throw Error("IsInf detecting one sign only has no kernel", ExitCode::BadInput);
   unary(n, op);
 }
 
@@ -480,6 +482,43 @@ void gemmOp(const Node& n) {
   if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
+// Conv: spatial dims, kernel, strides, dilations and begin pads padded to 3 (SAME padding
+// split as ONNX says: the odd pixel at the end for SAME_UPPER, at the start for SAME_LOWER).
+void convOp(const Node& n) {
+  requireFloatInputs(n);
+  const Dims &x = n.shape(n.in(0)), &w = n.shape(n.in(1)), &y = n.shape(n.out(0));
+  const size_t k = x.size() - 2;
+  auto ints = [&](const char* name, int64_t fill, size_t count) {
+    Dims v(count, fill);
+    if (const auto* a = n.attr(name)) v.assign(a->ints().begin(), a->ints().end());
+    return v;
+  };
+  const Dims strides = ints("strides", 1, k), dil = ints("dilations", 1, k), pads = ints("pads", 0, 2 * k);
+  const std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  auto four = [](const Dims& v, size_t from, size_t count, int64_t fill) {
+    cl_int4 r = {{static_cast<cl_int>(fill), static_cast<cl_int>(fill), static_cast<cl_int>(fill), static_cast<cl_int>(fill)}};
+    for (size_t i = 0; i < count; ++i) r.s[i] = static_cast<cl_int>(v[from + i]);
+    return r;
+  };
+  Dims begin(k, 0);
+  for (size_t i = 0; i < k; ++i) {
+    if (autoPad == "NOTSET") begin[i] = pads[i];
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      const int64_t total = std::max<int64_t>(0, (y[2 + i] - 1) * strides[i] + dil[i] * (w[2 + i] - 1) + 1 - x[2 + i]);
+      begin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    }
+  }
+  const int64_t count = elementCount(y);
+  Launch l = n.launch("conv_f32");
+  l.mem(n.in(0)).mem(n.in(1));
+  if (n.hasIn(2)) l.mem(n.in(2)); else l.nullMem();
+  l.mem(n.out(0)).i32(count).i32(x[1]).i32(w[0]).i32(n.attrInt("group", 1));
+  const cl_int4 in = four(x, 2, k, 1), out = four(y, 2, k, 1), ker = four(w, 2, k, 1);
+  const cl_int4 st = four(strides, 0, k, 1), di = four(dil, 0, k, 1), pb = four(begin, 0, k, 0);
+  for (const cl_int4* v : {&in, &out, &ker, &st, &di, &pb}) l.raw(v, sizeof(cl_int4));
+  l.i32(n.hasIn(2) ? 1 : 0).run1d(count);
+}
+
 // The row kernels' family: a work-group per row on GPUs (kernels/reduce.cl's RED_WG is
 // run1d's 64), an item per row on CPUs.
 struct RowKernel {
@@ -532,6 +571,23 @@ void reduceOp(const Node& n) {
       .vec(pad8(rd, 1))
       .vec(pad8(rs, 0))
       .run1d(rk.items);
+}
+
+void argExtremeOp(const Node& n) {
+  const Dims& d = n.shape(n.in(0));
+  const size_t k = n.axis(n.attrInt("axis", 0), d.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t count = elementCount(n.shape(n.out(0)));
+  if (d[k] == 0) throw Error(n.proto.op_type() + " over an empty axis", ExitCode::BadInput);
+  n.launch(lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .i32(count)
+      .i32(d[k])
+      .i32(inner)
+      .i32(n.attrInt("select_last_index", 0))
+      .run1d(count);
 }
 
 void layerNormOp(const Node& n) {
@@ -712,6 +768,8 @@ void attentionOp(const Node& n) {
   l.f32(n.attrFloat("scale", 1.0f)).f32(n.attrFloat("softcap", 0.0f)).i32(n.hasIn(3) ? 1 : 0);
   for (const Dims* st : std::initializer_list<const Dims*>{&qs, &ks, &vs, &ms, &os})
     for (int64_t x : *st) l.i32(x);
+  const int64_t zeroRows = n.attrInt("zero_masked_rows", 0);
+  l.i32(zeroRows);
   if (!gpu) return l.run1d(rows);
   l.i32(splits).i32(chunk).run3d(static_cast<size_t>(rows) * 64, static_cast<size_t>(splits), 1, 64, 1);
   if (splits > 1)
@@ -725,6 +783,7 @@ void attentionOp(const Node& n) {
         .i32(os[0])
         .i32(os[1])
         .i32(os[2])
+        .i32(zeroRows)
         .run1d(rows * 64);
 }
 
@@ -734,8 +793,8 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "LessOrEqual",
                            "Greater", "GreaterOrEqual", "And", "Or", "Xor"})
       t[op] = binaryOp;
-    for (const char* op : {"Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos",
-                           "Tanh", "Erf", "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu"})
+    for (const char* op : {"Dropout", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos", "Tanh", "Erf",
+                           "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu", "IsNaN", "IsInf"})
       t[op] = unaryOp;
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
                            "ReduceL2"})
@@ -751,6 +810,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["GatherND"] = gatherNDOp;
     t["MatMul"] = matmulOp;
     t["Gemm"] = gemmOp;
+    t["Conv"] = convOp;
     // The tl domain (docs/ops.md), keyed "tl.Op".
     t["tl.QMatMul"] = qmatmulOp;
     t["tl.MatMul"] = tlMatmulOp;
@@ -760,6 +820,8 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
     t["Softmax"] = softmaxOp;
+    t["ArgMax"] = argExtremeOp;
+    t["ArgMin"] = argExtremeOp;
     t["LogSoftmax"] = softmaxOp;
     t["LayerNormalization"] = layerNormOp;
     t["Range"] = rangeOp;

@@ -30,6 +30,7 @@ SymbolValues parseBindings(const std::string& text) {
 }
 
 void checkBindings(const ShapeAnalysis& a, const SymbolValues& values) {
+  checkBounds(a, values);
   for (const auto& [name, v] : values)
     if (!a.symbols.isDeclared(name)) throw Error("--bind: the model has no symbol '" + name + "'", ExitCode::Usage);
   for (const auto& r : a.symbols.relations()) {
@@ -102,7 +103,20 @@ SymbolValues bindFromInputs(const ShapeAnalysis& a,
   }
   for (const auto& s : a.symbols.freeSymbols())
     if (!bound.count(s)) throw Error("no input determines symbol '" + s + "'");
+  checkBounds(a, bound);
   return bound;
+}
+
+void checkBounds(const ShapeAnalysis& a, const SymbolValues& values) {
+  for (const auto& b : a.symbols.bounds()) {
+    bool known = true;
+    for (const auto& s : b.expr.symbols()) known = known && values.count(s);
+    if (!known) continue;
+    const int64_t v = b.expr.evaluate(values);
+    if (v > b.limit)
+      throw Error(b.expr.str() + " is " + std::to_string(v) + ", over the model's bound " + b.expr.str() +
+                  " <= " + std::to_string(b.limit) + " (" + b.evidence + ")");
+  }
 }
 
 std::vector<int64_t> evaluateDims(const std::vector<SymExpr>& dims, const SymbolValues& values) {

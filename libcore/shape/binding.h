@@ -26,6 +26,8 @@ SymbolValues bindFromInputs(const ShapeAnalysis& analysis,
 
 // Accepts values for eliminated symbols too (sumN=12) and checks them against their relation.
 void checkBindings(const ShapeAnalysis& analysis, const SymbolValues& values);
+// Throws when the values put a bounded expression over its bound (SymbolTable::bounds).
+void checkBounds(const ShapeAnalysis& analysis, const SymbolValues& values);
 
 std::vector<int64_t> evaluateDims(const std::vector<SymExpr>& dims, const SymbolValues& values);
 

@@ -59,6 +59,8 @@ std::string renderShapeReport(const Graph& g, const ShapeAnalysis& a, const std:
     if (bindings) os << " = " << r.value.substitute(sub).str();
     os << "  (" << r.evidence << ")\n";
   }
+  for (const auto& b : a.symbols.bounds())
+    os << "  " << b.expr.str() << " <= " << b.limit << "  (bound: the model is defined only there; " << b.evidence << ")\n";
 
   std::map<std::string, std::map<std::string, size_t>> byClass;
   size_t counts[3] = {0, 0, 0};

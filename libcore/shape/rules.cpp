@@ -979,6 +979,41 @@ void attentionRule(RuleContext& c) {
   }
 }
 
+// Conv (N-d, 1 to 3 spatial dims): X [N, C, D...] and W [M, C/group, K...] -> [N, M, O...],
+// O = floor((D + pads - dilation (K - 1) - 1) / stride) + 1; SAME padding gives ceil(D / stride).
+void convRule(RuleContext& c) {
+  const auto& x = c.input(0).dims;
+  const auto& w = c.input(1).dims;
+  const size_t k = x.size() < 3 ? 0 : x.size() - 2;
+  if (k < 1 || k > 3 || w.size() != x.size()) c.fail("Conv needs X [N, C, D...] and W [M, C/group, K...] with 1 to 3 spatial dims");
+  const int64_t group = c.attrInt("group", 1);
+  auto kernel = constDims(std::vector<SymExpr>(w.begin() + 2, w.end()));
+  if (!kernel) c.fail("Conv needs a weight of constant spatial shape");
+  c.unify(x[1], w[1] * SymExpr(group));
+  auto ints = [&](const char* name, int64_t fill, size_t n) {
+    auto v = c.attrInts(name).value_or(std::vector<int64_t>(n, fill));
+    if (v.size() != n) c.fail(std::string("Conv's ") + name + " must have " + std::to_string(n) + " values");
+    return v;
+  };
+  const auto strides = ints("strides", 1, k), dilations = ints("dilations", 1, k), pads = ints("pads", 0, 2 * k);
+  const auto* ap = c.attr("auto_pad");
+  const std::string autoPad = ap ? ap->s() : "NOTSET";
+  std::vector<SymExpr> out = {x[0], w[0]};
+  for (size_t i = 0; i < k; ++i) {
+    const SymExpr d = x[2 + i];
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      out.push_back(ceilDiv(d, SymExpr(strides[i])));
+    } else if (autoPad == "NOTSET" || autoPad == "VALID") {
+      const int64_t p = autoPad == "VALID" ? 0 : pads[i] + pads[k + i];
+      out.push_back(floorDiv(d + SymExpr(p - dilations[i] * ((*kernel)[i] - 1) - 1), SymExpr(strides[i])) + SymExpr(1));
+    } else {
+      c.fail("Conv's auto_pad '" + autoPad + "' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+    }
+  }
+  if (c.hasInput(2) && c.input(2).dims.size() == 1) c.unify(c.input(2).dims[0], w[0]);
+  c.setOutput(0, c.input(0).dtype, out);
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1101,6 +1136,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["MatMul"] = matmulRule;
     r["MatMulInteger"] = matmulRule;
     r["Gemm"] = gemmRule;
+    r["Conv"] = convRule;
     r["ArgMax"] = argReduceRule;
     r["ArgMin"] = argReduceRule;
     r["TopK"] = topKRule;

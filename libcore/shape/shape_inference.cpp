@@ -291,6 +291,9 @@ void annotateModel(onnx::ModelProto& proto, const ShapeAnalysis& a) {
   put("tl.shape.symbols", symbols);
   put("tl.shape.relations", relations);
   put("tl.shape.values", values);
+  std::string bounds;
+  for (const auto& b : a.symbols.bounds()) bounds += b.expr.str() + " <= " + std::to_string(b.limit) + "\t" + b.evidence + "\n";
+  if (!bounds.empty()) put("tl.shape.bounds", bounds);
 }
 
 }  // namespace tl

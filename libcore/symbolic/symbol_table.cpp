@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "cli/error.h"
 
@@ -23,6 +24,18 @@ SymExpr removeContent(const SymExpr& e) {
   return rest;
 }
 
+// c when m is min(c, e) or min(e, c) for a constant c and e == other; else nothing.
+std::optional<int64_t> minBound(const SymExpr& m, const SymExpr& other) {
+  const auto& terms = m.terms();
+  if (terms.size() != 1 || terms[0].coef != 1 || terms[0].factors.size() != 1) return std::nullopt;
+  const Factor& f = terms[0].factors[0];
+  if (f.kind != FactorKind::Min) return std::nullopt;
+  const auto& args = *f.args;
+  for (int i : {0, 1})
+    if (args[i].isConst() && args[1 - i] == other) return args[i].constValue();
+  return std::nullopt;
+}
+
 }  // namespace
 
 void SymbolTable::declare(const std::string& name, const std::string& origin, bool onInput) {
@@ -38,6 +51,14 @@ void SymbolTable::unify(const SymExpr& a, const SymExpr& b, const std::string& e
   if (diff.terms().empty()) return;
   if (diff.isConst())
     throw Error("dimensions differ: " + ra.str() + " vs " + rb.str() + " (" + evidence + ")");
+  for (const auto& [e, m] : {std::pair{&ra, &rb}, {&rb, &ra}}) {
+    if (auto c = minBound(*m, *e)) {
+      for (const auto& b : bounds_)
+        if (b.expr == *e && b.limit <= *c) return;
+      bounds_.push_back(SymbolBound{*e, *c, evidence});
+      return;
+    }
+  }
   // Candidates: symbols that occur in exactly one term, alone, with coefficient +-1.
   std::map<std::string, int> occurrences;
   for (const auto& t : diff.terms()) {
@@ -75,6 +96,7 @@ void SymbolTable::unify(const SymExpr& a, const SymExpr& b, const std::string& e
   std::map<std::string, SymExpr> one{{best, value}};
   for (auto& [name, v] : subst_) v = v.substitute(one);
   for (auto& r : relations_) r.value = r.value.substitute(one);
+  for (auto& b : bounds_) b.expr = b.expr.substitute(one);
   subst_.emplace(best, value);
   relations_.push_back(SymbolRelation{best, value, evidence});
 }

@@ -16,6 +16,14 @@
 
 namespace tl {
 
+// expr <= limit: where the model is defined at all (clip-text's position table of 77 rows,
+// sliced to min(77, N), added to N rows: N <= 77). Found by unify, checked by bindings.
+struct SymbolBound {
+  SymExpr expr;
+  int64_t limit = 0;
+  std::string evidence;
+};
+
 struct SymbolRelation {
   std::string symbol;    // the eliminated symbol
   SymExpr value;         // what it equals, over free symbols (kept resolved)
@@ -30,12 +38,14 @@ class SymbolTable {
 
   SymExpr resolve(const SymExpr& e) const;
   // Records a == b (after resolving). Throws tl::Error if they provably differ or the
-  // equality cannot be solved for a symbol.
+  // equality cannot be solved for a symbol. e == min(c, e) (either way round) holds
+  // exactly when e <= c: that is recorded as a bound instead.
   void unify(const SymExpr& a, const SymExpr& b, const std::string& evidence);
 
   bool isDeclared(const std::string& name) const { return origin_.count(name) != 0; }
   std::vector<std::string> freeSymbols() const;  // in declaration order
   const std::vector<SymbolRelation>& relations() const { return relations_; }
+  const std::vector<SymbolBound>& bounds() const { return bounds_; }
   const std::string& origin(const std::string& name) const { return origin_.at(name); }
 
  private:
@@ -44,6 +54,7 @@ class SymbolTable {
   std::map<std::string, int> inputUses_;
   std::map<std::string, SymExpr> subst_;
   std::vector<SymbolRelation> relations_;
+  std::vector<SymbolBound> bounds_;
 };
 
 }  // namespace tl

@@ -1,11 +1,16 @@
 #include "cli/test_support.h"
 
-#include <algorithm>
 #include <onnx/onnx_pb.h>
-#include <cstdlib>
-#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "graph/graph.h"
+#include "shape/shape_inference.h"
 
 namespace tl::test {
 
@@ -55,7 +60,7 @@ std::string modelTestName(const std::filesystem::path& modelDir) {
 
 std::vector<std::filesystem::path> modelDirs() {
   std::vector<std::filesystem::path> dirs;
-  for (const auto& root : {sharedModels(), sourceDir() / "tests/models/dynamo"}) {
+  for (const auto& root : {sharedModels(), sharedModels().parent_path() / "encoders", sourceDir() / "tests/models/dynamo"}) {
     if (!std::filesystem::exists(root)) continue;
     for (const auto& e : std::filesystem::directory_iterator(root))
       if (std::filesystem::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
@@ -133,6 +138,80 @@ std::filesystem::path writeTinyCacheModel(const std::filesystem::path& dir) {
   auto path = dir / "tiny.onnx";
   writeFile(path, m.SerializeAsString());
   return path;
+}
+
+Model oneNodeModel(const std::string& op, const std::vector<std::pair<std::string, std::vector<std::string>>>& inputs,
+                   float epsilon, const std::string& domain) {
+  Model m;
+  m.proto.set_ir_version(8);
+  m.proto.add_opset_import()->set_version(17);
+  auto* tlOpset = m.proto.add_opset_import();
+  tlOpset->set_domain("tl");
+  tlOpset->set_version(1);
+  auto* g = m.proto.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_domain(domain);
+  for (const auto& [name, dims] : inputs) {
+    auto* in = g->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const auto& d : dims) {
+      if (std::isdigit(static_cast<unsigned char>(d[0]))) {
+        tt->mutable_shape()->add_dim()->set_dim_value(std::stoll(d));
+      } else {
+        tt->mutable_shape()->add_dim()->set_dim_param(d);
+      }
+    }
+    n->add_input(name);
+  }
+  n->add_output("y");
+  if (epsilon > 0) setAttr(m, "epsilon", epsilon);
+  g->add_output()->set_name("y");
+  return m;
+}
+
+void setAttr(Model& m, const char* name, float f) {
+  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(f);
+}
+
+void setAttr(Model& m, const char* name, int64_t i) {
+  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(i);
+}
+
+void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints) {
+  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto v : ints) a->add_ints(v);
+}
+
+Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims) {
+  Tensor t;
+  t.name = name;
+  t.dtype = DType::Float;
+  t.dims = std::move(dims);
+  t.bytes.resize(v.size() * 4);
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check) {
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  for (bool gpuKernels : {false, true}) {
+    device.setGpuKernels(gpuKernels);
+    Executor ex(device, m, graph, analysis);
+    check(ex, gpuKernels);
+  }
 }
 
 }  // namespace tl::test

@@ -2,8 +2,13 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "onnx/model_io.h"
+#include "runtime/executor.h"
+#include "tensor/tensor.h"
 
 namespace tl::test {
 
@@ -34,5 +39,16 @@ void writeFile(const std::filesystem::path& p, const std::string& data);
 // [1, 2, past, 4] extended by h's rows into present.0.key [1, 2, past + N, 4]
 // (Reshape by a constant [1, -1, 2, 4], Transpose, Concat). Returns its path.
 std::filesystem::path writeTinyCacheModel(const std::filesystem::path& dir);
+
+// A model of one node (domain `tl` unless `domain` says otherwise): float inputs by name
+// and dims (digits a size, else a symbol), one float output "y"; epsilon when > 0.
+Model oneNodeModel(const std::string& op, const std::vector<std::pair<std::string, std::vector<std::string>>>& inputs,
+                   float epsilon = 0, const std::string& domain = "tl");
+void setAttr(Model& m, const char* name, float f);    // on the model's first node
+void setAttr(Model& m, const char* name, int64_t i);
+void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints);
+Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims);
+// Runs a model on the default device in both kernel families and hands each executor to `check`.
+void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);
 
 }  // namespace tl::test

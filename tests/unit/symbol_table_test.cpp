@@ -77,3 +77,25 @@ TEST(SymbolTable, SymbolBoundToAConstant) {
 
 }  // namespace
 }  // namespace tl
+
+namespace tl {
+namespace {
+
+// N == min(77, N) holds exactly when N <= 77: a bound, not an error, and not a relation.
+TEST(SymbolTable, MinOfAConstantIsABound) {
+  SymbolTable t;
+  t.declare("N", "input 'ids' axis 1", true);
+  const SymExpr n = SymExpr::symbol("N");
+  t.unify(n, min(SymExpr(77), n), "node 'Add'");
+  t.unify(min(n, SymExpr(77)), n, "node 'Add2'");  // the same bound again: recorded once
+  ASSERT_EQ(t.bounds().size(), 1u);
+  EXPECT_EQ(t.bounds()[0].expr, n);
+  EXPECT_EQ(t.bounds()[0].limit, 77);
+  EXPECT_EQ(t.bounds()[0].evidence, "node 'Add'");
+  EXPECT_TRUE(t.relations().empty());
+  EXPECT_EQ(t.freeSymbols(), std::vector<std::string>{"N"});
+  EXPECT_THROW(t.unify(n, min(SymExpr(77), n + SymExpr(1)), "x"), Error);  // no such bound: still unsolvable
+}
+
+}  // namespace
+}  // namespace tl

@@ -1,0 +1,144 @@
+// What the encoders (../shared/encoders: CLIP's towers, ViT) need beyond the decoders:
+// Conv (patch embeddings and more) and ArgMax against a reference, and a symbol bound
+// (clip-text's N <= 77) that a run over it is refused by.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cli/error.h"
+#include "cli/test_support.h"
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "runtime/executor.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+using test::floats;
+using test::oneNodeModel;
+using test::onBothFamilies;
+using test::setAttr;
+
+struct ConvCase {
+  int64_t N, C, H, W, M, KH, KW, group;
+  std::vector<int64_t> strides, dilations, pads;  // pads: top, left, bottom, right
+};
+
+// Conv against a direct loop in double: patch embedding (stride = kernel), padding,
+// dilation, groups, 1x1.
+TEST(ConvKernel, MatchesReference) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal;
+  for (const ConvCase& c : {ConvCase{2, 3, 32, 32, 8, 8, 8, 1, {8, 8}, {1, 1}, {0, 0, 0, 0}},
+                            ConvCase{1, 4, 9, 7, 6, 3, 3, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}},
+                            ConvCase{1, 5, 4, 4, 3, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}}}) {
+    const auto s = [](int64_t v) { return std::to_string(v); };
+    Model m = oneNodeModel("Conv", {{"x", {"B", s(c.C), s(c.H), s(c.W)}}, {"w", {s(c.M), s(c.C / c.group), s(c.KH), s(c.KW)}},
+                                    {"b", {s(c.M)}}},
+                           0, "");
+    setAttr(m, "strides", c.strides);
+    setAttr(m, "dilations", c.dilations);
+    setAttr(m, "pads", c.pads);
+    setAttr(m, "group", c.group);
+    const int64_t OH = (c.H + c.pads[0] + c.pads[2] - c.dilations[0] * (c.KH - 1) - 1) / c.strides[0] + 1;
+    const int64_t OW = (c.W + c.pads[1] + c.pads[3] - c.dilations[1] * (c.KW - 1) - 1) / c.strides[1] + 1;
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      std::vector<float> x(static_cast<size_t>(c.N * c.C * c.H * c.W)),
+          w(static_cast<size_t>(c.M * c.C / c.group * c.KH * c.KW)), b(static_cast<size_t>(c.M));
+      for (auto* v : {&x, &w, &b})
+        for (auto& f : *v) f = normal(rng);
+      auto got = ex.run({floats("x", x, {c.N, c.C, c.H, c.W}), floats("w", w, {c.M, c.C / c.group, c.KH, c.KW}),
+                         floats("b", b, {c.M})});
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{c.N, c.M, OH, OW}));
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      const int64_t cpg = c.C / c.group, mpg = c.M / c.group;
+      for (int64_t n = 0, i = 0; n < c.N; ++n)
+        for (int64_t mo = 0; mo < c.M; ++mo)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow, ++i) {
+              double want = b[static_cast<size_t>(mo)];
+              for (int64_t ci = 0; ci < cpg; ++ci)
+                for (int64_t kh = 0; kh < c.KH; ++kh)
+                  for (int64_t kw = 0; kw < c.KW; ++kw) {
+                    const int64_t ih = oh * c.strides[0] - c.pads[0] + kh * c.dilations[0];
+                    const int64_t iw = ow * c.strides[1] - c.pads[1] + kw * c.dilations[1];
+                    if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                    const int64_t ch = mo / mpg * cpg + ci;
+                    want += double(x[static_cast<size_t>(((n * c.C + ch) * c.H + ih) * c.W + iw)]) *
+                            w[static_cast<size_t>(((mo * cpg + ci) * c.KH + kh) * c.KW + kw)];
+                  }
+              ASSERT_NEAR(y[i], want, 1e-4 * (1 + std::fabs(want))) << "gpu " << gpu << " at " << i;
+            }
+    });
+  }
+}
+
+// ArgMax over a middle axis: the first maximum, or the last with select_last_index.
+TEST(ArgMaxKernel, FirstOrLastMaximum) {
+  for (int64_t last : {0, 1}) {
+    Model m = oneNodeModel("ArgMax", {{"x", {"2", "4", "3"}}}, 0, "");
+    setAttr(m, "axis", int64_t{1});
+    setAttr(m, "select_last_index", last);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      std::vector<float> x(24);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 5);  // ties along the axis
+      auto got = ex.run({floats("x", x, {2, 4, 3})});
+      ASSERT_EQ(got[0].dtype, DType::Int64);
+      const int64_t* y = reinterpret_cast<const int64_t*>(got[0].bytes.data());
+      for (int64_t o = 0; o < 2; ++o)
+        for (int64_t c = 0; c < 3; ++c) {
+          int64_t at = 0;
+          for (int64_t j = 1; j < 4; ++j) {
+            const float v = x[static_cast<size_t>((o * 4 + j) * 3 + c)], best = x[static_cast<size_t>((o * 4 + at) * 3 + c)];
+            if (v > best || (last && v == best)) at = j;
+          }
+          EXPECT_EQ(y[o * 3 + c], at) << "last " << last << " gpu " << gpu;
+        }
+    });
+  }
+}
+
+// clip-text slices its 77-row position table to min(77, N): tl-shape records N <= 77, and
+// a run with 80 tokens is refused before anything runs, naming the bound and the node.
+TEST(SymbolBounds, ClipTextRefusesMoreThan77Tokens) {
+  Model model = loadModel((test::sharedModels().parent_path() / "encoders/clip-text/model.onnx").string());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  ASSERT_EQ(analysis.symbols.bounds().size(), 1u);
+  EXPECT_EQ(analysis.symbols.bounds()[0].expr.str(), "N");
+  EXPECT_EQ(analysis.symbols.bounds()[0].limit, 77);
+  Device device(selectDevice(""), false);
+  Executor ex(device, model, graph, analysis);
+  Tensor ids;
+  ids.name = "input_ids";
+  ids.dtype = DType::Int64;
+  for (int64_t n : {77, 80}) {
+    ids.dims = {1, n};
+    ids.bytes.assign(static_cast<size_t>(8 * n), 0);
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&ids.bytes[static_cast<size_t>(8 * i)], &i, 8);
+    if (n == 77) {
+      EXPECT_NO_THROW(ex.run({ids}));
+      continue;
+    }
+    try {
+      ex.run({ids});
+      FAIL() << "80 tokens ran";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("N is 80, over the model's bound N <= 77 (node '/m/text_model/embeddings/Add'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // The bound is written into the artifact.
+  annotateModel(model.proto, analysis);
+  bool found = false;
+  for (const auto& p : model.proto.metadata_props())
+    found = found || (p.key() == "tl.shape.bounds" && p.value().rfind("N <= 77\t", 0) == 0);
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tl
