@@ -43,7 +43,9 @@ WG_REDUCE(wg_prod, a * b)
 // A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to
 // C, [N0, N0 + N1) to C1 and the rest to C2, each row-major at its own width, so the
 // merged q/k/v (or gate/up) projection writes three tensors in one kernel. Unsplit: N0 = N.
-#define SPLIT_ARGS __global float *C1, __global float *C2, int N0, int N1
+// `bias` (or null) is added to column n as it is stored: the bias Add's epilogue.
+#define SPLIT_ARGS __global float *C1, __global float *C2, int N0, int N1, __global const float *bias
+#define SPLIT_PASS C1, C2, N0, N1, bias
 inline __global float* split_at(__global float* C, __global float* C1, __global float* C2, int N0, int N1, int N,
                                 long row, int n) {
   if (n < N0) return C + row * N0 + n;
@@ -51,3 +53,5 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
   return C2 + row * (N - N0 - N1) + (n - N0 - N1);
 }
 #define OUT_AT(row, n) (*split_at(C, C1, C2, N0, N1, N, (long)(row), (n)))
+#define BIAS(n) (bias ? bias[n] : 0.0f)
+#define STORE(row, n, v) (OUT_AT(row, n) = (v) + BIAS(n))

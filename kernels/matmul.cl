@@ -20,7 +20,7 @@ void matmul_f32(__global const float* A, __global const float* B, __global float
     for (int k = 0; k < TILE; ++k) acc += As[tm][k] * Bs[k][tn];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (m < M && n < N) OUT_AT((long)b * M + m, n) = acc;
+  if (m < M && n < N) STORE((long)b * M + m, n, acc);
 }
 
 // One output element per work item, no local memory: for M = 1 (decode), where a
@@ -33,7 +33,7 @@ __kernel void matmul_rows_f32(__global const float* A, __global const float* B, 
   const int aoff = strided_offset(b, bdims, bsa) + m * a_rs, boff = strided_offset(b, bdims, bsb) + n * b_cs;
   float acc = 0.0f;
   for (int k = 0; k < K; ++k) acc += A[aoff + k * a_cs] * B[boff + k * b_rs];
-  OUT_AT((long)b * M + m, n) = acc;
+  STORE((long)b * M + m, n, acc);
 }
 
 // A 4x4 block of C per work item, B read as float4 along n (needs b_cs == 1 and
@@ -59,10 +59,11 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
   }
   // Four columns stay in one output: the host asks for split widths that are multiples of 4.
   const long row = (long)b * M + m;
-  vstore4(c0, 0, &OUT_AT(row, n));
-  if (m + 1 < M) vstore4(c1, 0, &OUT_AT(row + 1, n));
-  if (m + 2 < M) vstore4(c2, 0, &OUT_AT(row + 2, n));
-  if (m + 3 < M) vstore4(c3, 0, &OUT_AT(row + 3, n));
+  const float4 bv = bias ? vload4(0, bias + n) : (float4)0.0f;
+  vstore4(c0 + bv, 0, &OUT_AT(row, n));
+  if (m + 1 < M) vstore4(c1 + bv, 0, &OUT_AT(row + 1, n));
+  if (m + 2 < M) vstore4(c2 + bv, 0, &OUT_AT(row + 2, n));
+  if (m + 3 < M) vstore4(c3 + bv, 0, &OUT_AT(row + 3, n));
 }
 
 // Conv, direct: one output element per work item, over its group's input channels and the

@@ -85,7 +85,7 @@ inline float8 q3h_levels8(__global const uchar* w, int k) {
 #define COLS_DECLARE(i) float8 d##i = 0.0f; float s##i = 0.0f;
 #define COLS_SCALAR(i) if (R > i) s##i += a[i * K + k] * wv;
 #define COLS_VECTOR(i) if (R > i) d##i = fma(vload8(0, a + i * K + k), wv, d##i);
-#define COLS_STORE(i) if (R > i) OUT_AT(r0 + i, n) = s##i + dot(d##i.lo, one.lo) + dot(d##i.hi, one.hi);
+#define COLS_STORE(i) if (R > i) STORE(r0 + i, n, s##i + dot(d##i.lo, one.lo) + dot(d##i.hi, one.hi));
 
 QMATMUL_COLS(qmatmul_cols_e0m4, ROWS8, E0M4_AT, E0M4_AT8)
 QMATMUL_COLS(qmatmul_cols_int4, ROWS8, INT4_AT, INT4_AT8)
@@ -137,7 +137,7 @@ QMATMUL_COLS(qgemv_cols_q3h, ROWS4, Q3H_AT, Q3H_AT8)
     for (int i = 0; i < 4; ++i)                                                                      \
       for (int j = 0; j < 4; ++j) {                                                                  \
         const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;                                       \
-        if (m < M && n < N) OUT_AT(m, n) = acc[i][j];                                                \
+        if (m < M && n < N) STORE(m, n, acc[i][j]);                                                  \
       }                                                                                              \
   }
 
@@ -205,7 +205,7 @@ void qmatmul_tiles_w4a8(__global const char* QA, __global const float* RS, __glo
     const int m = m0 + ty + 16 * i;
     for (int j = 0; j < 4; ++j) {
       const int n = n0 + tx + 16 * j;
-      if (m < M && n < N) OUT_AT(m, n) = acc[i][j] * RS[m];
+      if (m < M && n < N) STORE(m, n, acc[i][j] * RS[m]);
     }
   }
 }
@@ -223,7 +223,7 @@ void qmatmul_tiles_w4a8(__global const char* QA, __global const float* RS, __glo
     d##i = 0;                                     \
     s##i = 0;                                     \
   }
-#define W4A8_STORE(i) if (R > i) OUT_AT(r0 + i, n) = f##i * RS[r0 + i];
+#define W4A8_STORE(i) if (R > i) STORE(r0 + i, n, f##i * RS[r0 + i]);
 
 __kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* RS, __global const uchar* W,
                                 __global const float* S, __global float* C, SPLIT_ARGS, int M, int N, int K, int G,
@@ -285,7 +285,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   if (t < 4 * GEMV_COLS && m < M && n0 + c < N) {
     __local const float* p = part + 8 * t;
     const float sum = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
-    OUT_AT(m, n0 + c) = sum * (row_scale ? row_scale[m] : 1.0f);
+    STORE(m, n0 + c, sum * (row_scale ? row_scale[m] : 1.0f));
   }
 }
 
@@ -319,7 +319,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
       const float8 a0 = A_CODE(0), a1 = A_CODE(1), a2 = A_CODE(2), a3 = A_CODE(3);                  \
       COLS4(GEMV_TAIL, AT)                                                                          \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, C1, C2, N0, N1, 0);                                          \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, 0);                                                      \
   }
 #define GEMV_POINTERS(c, _)                                                                         \
   const int col##c = min(n0 + c, N - 1);                                                            \
@@ -377,7 +377,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
         COLS4(GEMV16_WORD, LEVELS8)                                                                 \
       }                                                                                             \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, C1, C2, N0, N1, 0);                                          \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, 0);                                                      \
   }
 #define E0M4_LEVELS8(x) e0m4_levels8(x)
 #define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
@@ -432,7 +432,7 @@ QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
       const int a0 = QA_CODE(0), a1 = QA_CODE(1), a2 = QA_CODE(2), a3 = QA_CODE(3);                 \
       COLS4(W4A8_CODE, _)                                                                           \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, C1, C2, N0, N1, RS);                                         \
+    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, RS);                                                     \
   }
 QGEMV_W4A8(qgemv_w4a8, 4)
 QGEMV_W4A8(qgemv_w4a8_m1, 1)

@@ -11,16 +11,17 @@ const std::vector<FusePass>& fusePasses() {
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
       {"rope-pair", "tl.RoPEs sharing cos and sin (q and k) -> one tl.RoPE with two inputs and outputs", pairRopes},
       {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
+      {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
       {"attention",
        "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
        "tl.Attention",
        fuseAttention},
       {"residual-norm", "the residual Add (and same-type Casts) before a tl.RMSNorm -> its residual input", fuseResidualNorm},
+      {"matmul-bias", "the bias Add after a MatMul by a constant (or a tl.QMatMul) -> its epilogue", fuseMatMulBias},
       {"merge-matmul",
        "MatMuls (float, or tl.QMatMul of one scheme) reading the same activation -> one whose columns split among "
        "their outputs",
        mergeMatMuls},
-      {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

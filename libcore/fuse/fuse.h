@@ -14,6 +14,7 @@
 //               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
 //   residual-norm  Add(a, b) [-> Cast] -> tl.RMSNorm  =>  tl.RMSNorm(a, scale, b) -> y, a + b
+//   matmul-bias  Add(MatMul(a, W), b), b constant [N]  =>  tl.MatMul(a, W, b) (tl.QMatMul likewise)
 //   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
 //               its columns split among the outputs (`split`)
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
@@ -56,6 +57,7 @@ PassResult pairRopes(Model& model);
 PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
 PassResult fuseResidualNorm(Model& model);
+PassResult fuseMatMulBias(Model& model);
 PassResult mergeMatMuls(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult removeDeadNodes(Model& model);

@@ -4,9 +4,11 @@
 //   MatMul(a, W_i), W_i constant float [K, N_i]        =>  tl.MatMul(a, [W_0 | W_1 | ..]) split N_i
 //   tl.QMatMul(a, qweight_i, qscale_i, qoffset_i), one scheme, group and K
 //                                                      =>  tl.QMatMul(a, rows of each stacked) split N_i
+// Biases (matmul-bias's epilogues) are stacked too, zeros for a member without one.
 // At most three merge (the kernels' outputs); the merged node takes the first one's place,
 // where a is already computed. The old weights are left for dead-nodes.
 #include <map>
+#include <optional>
 
 #include "cli/error.h"
 #include "fuse/fuse.h"
@@ -60,16 +62,43 @@ std::string freshName(const Graph& graph, const std::string& base, std::set<std:
 
 // What merges with what: the activation, and for QMatMul everything its codes depend on.
 std::string mergeKey(const Graph& graph, const onnx::NodeProto& n) {
-  auto constant = [&](int i) { return n.input_size() > i && graph.initializer(n.input(i)); };
-  if (isOp(&n, "MatMul") && n.input_size() == 2 && constant(1)) {
-    const auto* w = graph.initializer(n.input(1));
-    if (w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT) return n.input(0) + "\nfloat";
+  auto constant = [&](int i) { return n.input_size() > i && constantOf(graph, n.input(i)); };
+  if (n.output_size() != 1 || findAttr(n, "split")) return "";
+  const bool tlMatMul = n.domain() == "tl" && n.op_type() == "MatMul" && (n.input_size() == 2 || constant(2));
+  if ((isOp(&n, "MatMul") && n.input_size() == 2) || tlMatMul) {
+    const auto* w = constant(1) ? constantOf(graph, n.input(1)) : nullptr;
+    if (w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT) return n.input(0) + "\nfloat";
   }
-  if (n.domain() == "tl" && n.op_type() == "QMatMul" && n.output_size() == 1 && !findAttr(n, "split") &&
-      constant(1) && constant(2) && constant(3))
+  if (n.domain() == "tl" && n.op_type() == "QMatMul" && constant(1) && constant(2) && constant(3) &&
+      (n.input_size() == 4 || constant(4)))
     return n.input(0) + "\n" + attrString(n, "scheme").value_or("") + "/" +
            std::to_string(attrInt(n, "group").value_or(0)) + "/" + std::to_string(attrInt(n, "K").value_or(0));
   return "";
+}
+
+// The members' biases (tl.MatMul input 2, tl.QMatMul input 4) side by side, zeros for
+// members without one; nothing when none has one.
+std::optional<onnx::TensorProto> stackBiases(const Graph& graph, const Model& model, const std::vector<size_t>& part,
+                                             int input, const std::vector<int64_t>& widths, const std::string& name) {
+  std::string bytes;
+  bool any = false;
+  for (size_t j = 0; j < part.size(); ++j) {
+    const auto& n = graph.node(part[j]);
+    if (n.input_size() > input && !n.input(input).empty()) {
+      any = true;
+      const Tensor b = readTensor(*constantOf(graph, n.input(input)), model.baseDir);
+      bytes.append(reinterpret_cast<const char*>(b.bytes.data()), b.bytes.size());
+    } else {
+      bytes.append(static_cast<size_t>(widths[j]) * 4, '\0');
+    }
+  }
+  if (!any) return std::nullopt;
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(static_cast<int64_t>(bytes.size() / 4));
+  t.set_raw_data(std::move(bytes));
+  return t;
 }
 
 }  // namespace
@@ -99,7 +128,7 @@ PassResult mergeMatMuls(Model& model) {
         at += size;
         if (part.size() < 2) continue;
         const auto& first = graph.node(part[0]);
-        const bool quantized = first.domain() == "tl";
+        const bool quantized = first.op_type() == "QMatMul";
         Rewrite r;
         r.fused.set_domain("tl");
         r.fused.set_op_type(quantized ? "QMatMul" : "MatMul");
@@ -111,19 +140,26 @@ PassResult mergeMatMuls(Model& model) {
         const int inputs = quantized ? 3 : 1;
         for (int k = 1; k <= inputs; ++k) {
           std::vector<Tensor> parts;
-          for (size_t i : part) parts.push_back(readTensor(*graph.initializer(graph.node(i).input(k)), model.baseDir));
+          for (size_t i : part) parts.push_back(readTensor(*constantOf(graph, graph.node(i).input(k)), model.baseDir));
           const std::string name = freshName(graph, first.input(k) + ".merged", taken);
           weights.push_back(stack(parts, name, !quantized));
           r.fused.add_input(name);
         }
         int64_t N = 0;
+        std::vector<int64_t> widths;
         for (size_t i : part) {
           const auto& n = graph.node(i);
           r.fused.add_output(n.output(0));
           const int64_t width =
-              quantized ? attrInt(n, "N").value_or(0) : graph.initializer(n.input(1))->dims(1);
+              quantized ? attrInt(n, "N").value_or(0) : constantOf(graph, n.input(1))->dims(1);
           split->add_ints(width);
+          widths.push_back(width);
           N += width;
+        }
+        const int biasInput = quantized ? 4 : 2;
+        if (auto b = stackBiases(graph, model, part, biasInput, widths, freshName(graph, first.output(0) + ".bias", taken))) {
+          r.fused.add_input(b->name());
+          weights.push_back(std::move(*b));
         }
         if (quantized) {
           for (const auto& a : first.attribute()) *r.fused.add_attribute() = a;

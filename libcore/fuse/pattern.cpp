@@ -14,6 +14,20 @@ bool isOp(const onnx::NodeProto* n, const char* op) {
   return n && n->op_type() == op && (n->domain().empty() || n->domain() == "ai.onnx");
 }
 
+const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tensor) {
+  std::string t = tensor;
+  for (int hops = 0; hops < 16; ++hops) {
+    if (const auto* init = graph.initializer(t)) return init;
+    const int p = graph.producer(t);
+    if (p < 0) return nullptr;
+    const auto& n = graph.node(static_cast<size_t>(p));
+    if (isOp(&n, "Constant") && n.attribute_size() == 1 && n.attribute(0).has_t()) return &n.attribute(0).t();
+    if (!isOp(&n, "Identity")) return nullptr;
+    t = n.input(0);
+  }
+  return nullptr;
+}
+
 bool isAnchor(const onnx::NodeProto& n, const std::string& anchor) {
   if (anchor.rfind("tl.", 0) == 0) return n.domain() == "tl" && n.op_type() == anchor.substr(3);
   return isOp(&n, anchor.c_str());
@@ -122,7 +136,7 @@ PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
       Rewrite r;
       const std::string why = match(c, i, r);
       if (why.empty()) {
-        rewrites.push_back(std::move(r));
+        if (!r.remove.empty()) rewrites.push_back(std::move(r));  // empty: not this pattern's start at all
       } else {
         result.nearMisses.push_back("node '" + graph.nodeName(i) + "' (" + anchor + "): " + why);
       }

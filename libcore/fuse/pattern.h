@@ -36,6 +36,9 @@ struct PatternContext {
 };
 
 bool isOp(const onnx::NodeProto* node, const char* op);  // plain ONNX op of that type
+// The constant behind a tensor: an initializer, a Constant node's value, or either through
+// Identity nodes (TorchScript shares equal weights that way); nullptr if it is computed.
+const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tensor);
 // A pass's anchor: a plain op ("Softmax"), or a tl op written by an earlier pass ("tl.RMSNorm").
 bool isAnchor(const onnx::NodeProto& node, const std::string& anchor);
 // The input of a two-input node that is not `known` ("" when neither or both are).
@@ -54,8 +57,9 @@ onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std
 void applyRewrites(Model& model, std::vector<Rewrite> rewrites);
 
 // A pattern pass: `match` is tried at every node of op `anchor` (isAnchor) and says why a
-// node does not start its pattern ("" when it does, with the rewrite filled in). The
-// matches are rewritten; the rest are the pass's near misses.
+// node does not start its pattern ("" when it does, with the rewrite filled in; "" with
+// no rewrite when the node is plainly no start, not worth a near miss). The matches are
+// rewritten; the rest are the pass's near misses.
 using PatternMatch = std::string (*)(const PatternContext& c, size_t anchor, Rewrite& r);
 PassResult runPattern(Model& model, const char* anchor, PatternMatch match);
 

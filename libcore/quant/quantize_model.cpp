@@ -100,10 +100,11 @@ void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& 
                  4 * q.offset.size(), ext);
 }
 
-// MatMul, or tl-fuse's tl.MatMul (its columns split among outputs): A times a weight.
+// MatMul, or tl-fuse's tl.MatMul (its columns split among outputs, a bias added): A times a weight.
 bool isMatMul(const onnx::NodeProto& n) {
   const bool plain = n.op_type() == "MatMul" && (n.domain().empty() || n.domain() == "ai.onnx");
-  return (plain || (n.op_type() == "MatMul" && n.domain() == "tl")) && n.input_size() == 2;
+  if (plain) return n.input_size() == 2;
+  return n.op_type() == "MatMul" && n.domain() == "tl" && (n.input_size() == 2 || n.input_size() == 3);
 }
 
 }  // namespace
@@ -196,18 +197,19 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
     for (auto& n : *g.mutable_node()) {
       if (opt.dequantizedFormat || !isMatMul(n) || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));
-      const std::string w = n.input(1);
+      const std::string a = n.input(0), w = n.input(1);
       if (opt.ortFormat && n.domain() == "tl")
         throw Error("node '" + n.name() + "': a merged tl.MatMul has no MatMulNBits form (quantize before tl-fuse)");
       if (opt.ortFormat) {
         rewriteAsMatMulNBits(n, w, q);
         continue;
       }
+      const std::string bias = n.input_size() > 2 ? n.input(2) : "";  // tl.MatMul's epilogue
       n.set_op_type("QMatMul");
       n.set_domain("tl");
-      n.set_input(1, w + ".qweight");
-      n.add_input(w + ".qscale");
-      n.add_input(w + ".qoffset");
+      n.clear_input();
+      for (const auto& in : {a, w + ".qweight", w + ".qscale", w + ".qoffset"}) n.add_input(in);
+      if (!bias.empty()) n.add_input(bias);
       auto attr = [&](const char* name) {
         auto* a = n.add_attribute();
         a->set_name(name);

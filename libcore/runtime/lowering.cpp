@@ -390,13 +390,15 @@ void requireFloatInputs(const Node& n) {
       throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
 }
 
-// Sets a (Q)MatMul kernel's outputs: C, C1, C2 and the split widths N0, N1 (kernels/common.cl's
-// SPLIT_ARGS). `widths` holds each output's columns; one output is the plain case.
-void setOutputs(Launch& l, const std::vector<std::string>& outs, const Dims& widths) {
+// Sets a (Q)MatMul kernel's outputs: C, C1, C2, the split widths N0, N1 and the bias
+// (kernels/common.cl's SPLIT_ARGS). `widths` holds each output's columns; one output is
+// the plain case; `bias` "" adds none.
+void setOutputs(Launch& l, const std::vector<std::string>& outs, const Dims& widths, const std::string& bias = "") {
   l.mem(outs[0]);
   if (outs.size() > 1) l.mem(outs[1]); else l.nullMem();
   if (outs.size() > 2) l.mem(outs[2]); else l.nullMem();
   l.i32(widths[0]).i32(widths.size() > 1 ? widths[1] : 0);
+  if (bias.empty()) l.nullMem(); else l.mem(bias);
 }
 
 // A tl.MatMul or tl.QMatMul's outputs and their widths: `split`, or the one output of N columns.
@@ -411,7 +413,8 @@ std::pair<std::vector<std::string>, Dims> splitOutputs(const Node& n, int64_t N)
 }
 
 void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd,
-            const std::vector<std::string>& outs, const Dims& widths, bool transA, bool transB) {
+            const std::vector<std::string>& outs, const Dims& widths, bool transA, bool transB,
+            const std::string& bias = "") {
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
@@ -441,7 +444,7 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
   const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
   Launch l = n.launch(kernel);
   l.mem(a).mem(b);
-  setOutputs(l, outs, widths);
+  setOutputs(l, outs, widths, bias);
   l.i32(M)
       .i32(N)
       .i32(K)
@@ -469,7 +472,8 @@ void tlMatmulOp(const Node& n) {
   const Dims& a = n.shape(n.in(0));
   const Dims& w = n.shape(n.in(1));
   const auto [outs, widths] = splitOutputs(n, w[1]);
-  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(w[0], 1), w[0]}, n.in(1), w, outs, widths, false, false);
+  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(w[0], 1), w[0]}, n.in(1), w, outs, widths, false, false,
+         n.hasIn(2) ? n.in(2) : "");
 }
 
 void gemmOp(const Node& n) {
@@ -477,9 +481,13 @@ void gemmOp(const Node& n) {
     throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::BadInput);
   const bool transB = n.attrInt("transB", 0) != 0;
   const Dims& b = n.shape(n.in(1));
-  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {transB ? b[0] : b[1]}, n.attrInt("transA", 0) != 0,
-         transB);
-  if (n.hasIn(2)) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
+  const int64_t N = transB ? b[0] : b[1];
+  // A bias of N values is the kernel's epilogue; any other C broadcast is an add after.
+  const bool epilogue = n.hasIn(2) && elementCount(n.shape(n.in(2))) == N && !n.shape(n.in(2)).empty() &&
+                        n.shape(n.in(2)).back() == N && n.shape(n.in(2)).size() <= 2 && n.dtype(n.in(2)) == DType::Float;
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {N}, n.attrInt("transA", 0) != 0, transB,
+         epilogue ? n.in(2) : "");
+  if (n.hasIn(2) && !epilogue) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
 // Conv: spatial dims, kernel, strides, dilations and begin pads padded to 3 (SAME padding
@@ -675,7 +683,7 @@ void qmatmulOp(const Node& n) {
   } else {
     l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
   }
-  setOutputs(l, outs, widths);
+  setOutputs(l, outs, widths, n.hasIn(4) ? n.in(4) : "");
   l.i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
   const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
   if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);  // 4 columns per work-group

@@ -867,8 +867,13 @@ void layerNormRule(RuleContext& c) {
 }
 
 // Sets a (Q)MatMul's outputs [..., width]: the `split` widths (summing to N), one per
-// output, or the one output [..., N].
-void setSplitOutputs(RuleContext& c, std::vector<SymExpr> out, int64_t n) {
+// output, or the one output [..., N]; checks the optional bias [N] at `biasInput`.
+void setSplitOutputs(RuleContext& c, std::vector<SymExpr> out, int64_t n, size_t biasInput) {
+  if (c.hasInput(biasInput)) {  // the bias epilogue: N values
+    const auto& b = c.input(biasInput).dims;
+    if (b.size() != 1) c.fail("a (Q)MatMul's bias must be 1-D [N]");
+    c.unify(b[0], SymExpr(n));
+  }
   std::vector<int64_t> widths = c.attrInts("split").value_or(std::vector<int64_t>{n});
   int64_t sum = 0;
   for (auto w : widths) sum += w;
@@ -890,7 +895,7 @@ void qmatmulRule(RuleContext& c) {
     if (out.back().isConst()) c.fail("inner dimension " + out.back().str() + " is not K = " + std::to_string(*k));
     c.unify(out.back(), SymExpr(*k));
   }
-  setSplitOutputs(c, out, *n);
+  setSplitOutputs(c, out, *n, 4);
 }
 
 // tl.MatMul (docs/ops.md, written by tl-fuse): A [..., K] times a constant W [K, N], the
@@ -900,7 +905,7 @@ void tlMatmulRule(RuleContext& c) {
   const auto& w = c.input(1).dims;
   if (out.empty() || w.size() != 2 || !w[1].isConst()) c.fail("tl.MatMul needs A of rank >= 1 and W [K, N], N constant");
   c.unify(out.back(), w[0]);
-  setSplitOutputs(c, out, *w[1].constValue());
+  setSplitOutputs(c, out, *w[1].constValue(), 2);
 }
 
 // tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] [and a residual

@@ -45,7 +45,7 @@ std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
     for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"rope-pair"}, {"swiglu"}, {"attention"},
-                                     {"residual-norm"}, {"merge-matmul"}, {"gelu"}, {"dead-nodes"}, {}})
+                                     {"residual-norm"}, {"matmul-bias"}, {"merge-matmul"}, {"gelu"}, {"dead-nodes"}, {}})
       out.push_back({d, p});
   return out;
 }
@@ -79,11 +79,20 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
     // q's partial rotary is read (concatenated) before k's is made: a near miss per layer.
     const bool phi3Script = name.rfind("phi3", 0) == 0 && c.dir.string().find("dynamo") == std::string::npos;
     if (r.pass == "rope-pair") want = llamaLike && c.passes.empty() && !phi3Script ? layers : 0;
+    // Qwen2's q/k/v biases; the encoders' every projection (q, k, v, out, fc1, fc2).
+    const bool qwen2 = name.rfind("qwen2", 0) == 0;
+    if (r.pass == "matmul-bias") want = qwen2 ? 3 * layers : encoder ? 6 * layers : 0;
     if (r.pass == "merge-matmul") want = encoder ? layers : llamaLike && name.rfind("phi3", 0) != 0 ? 2 * layers : 0;
     if (want < 0) continue;
     EXPECT_EQ(r.rewrites, want) << r.pass;
     if (r.pass == "residual-norm" && want > 0) {
       EXPECT_EQ(r.nearMisses.size(), 1u);
+      continue;
+    }
+    if (r.pass == "matmul-bias" && llamaLike && !c.passes.empty()) {
+      // Alone: the residual Adds after o and down (and Gemma's tanh-GELU Add) add no bias.
+      EXPECT_GE(static_cast<int>(r.nearMisses.size()), 2 * layers);
+      for (const auto& m : r.nearMisses) EXPECT_NE(m.find("is not a constant float"), std::string::npos) << m;
       continue;
     }
     if (r.pass == "swiglu" && name.rfind("clip", 0) == 0) {  // CLIP's quick_gelu, x * sigmoid(1.702 x)
