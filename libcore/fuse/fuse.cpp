@@ -11,7 +11,8 @@ const std::vector<FusePass>& fusePasses() {
       {"rope", "rotate-half rotary embedding (Slice halves, Neg, Concat, Mul cos, Mul sin, Add) -> tl.RoPE", fuseRope},
       {"rope-pair", "tl.RoPEs sharing cos and sin (q and k) -> one tl.RoPE with two inputs and outputs", pairRopes},
       {"swiglu", "SiLU-gated MLP activation (Sigmoid, Mul by its input, Mul by up) -> tl.SwiGLU", fuseSwiGlu},
-      {"gelu", "GELU's tanh form (cube, 0.044715, sqrt(2/pi), Tanh, 1 +, 0.5 x) -> tl.Gelu", fuseGelu},
+      {"gelu", "GELU's tanh (cube, 0.044715, sqrt(2/pi), Tanh) and erf (x / sqrt 2, Erf) forms, 1 +, 0.5 x -> tl.Gelu", fuseGelu},
+      {"geglu", "GELU-gated MLP activation (tl.Gelu or Gelu, Mul by up) -> tl.GeGLU", fuseGeGlu},
       {"attention",
        "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
        "tl.Attention",

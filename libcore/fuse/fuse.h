@@ -17,7 +17,8 @@
 //   matmul-bias  Add(MatMul(a, W), b), b constant [N]  =>  tl.MatMul(a, W, b) (tl.QMatMul likewise)
 //   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
 //               its columns split among the outputs (`split`)
-//   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  =>  tl.Gelu (tanh)
+//   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) or 0.5 x (1 + erf(x / sqrt 2))  =>  tl.Gelu
+//   geglu       Mul(tl.Gelu(g) or Gelu(g), u)  =>  tl.GeGLU
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
 
@@ -60,6 +61,7 @@ PassResult fuseResidualNorm(Model& model);
 PassResult fuseMatMulBias(Model& model);
 PassResult mergeMatMuls(Model& model);
 PassResult fuseGelu(Model& model);
+PassResult fuseGeGlu(Model& model);
 PassResult removeDeadNodes(Model& model);
 
 }  // namespace tl

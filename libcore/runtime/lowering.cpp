@@ -795,6 +795,19 @@ void attentionOp(const Node& n) {
         .run1d(rows * 64);
 }
 
+// tl.GeGLU (docs/ops.md): gelu(g) * u, elementwise over one shape.
+void gegluOp(const Node& n) {
+  requireFloatInputs(n);
+  const int64_t count = elementCount(n.shape(n.out(0)));
+  n.launch("geglu_f32")
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.out(0))
+      .i32(count)
+      .i32(n.attrString("approximate", "none") == "tanh" ? 1 : 0)
+      .run1d(count);
+}
+
 const std::map<std::string, void (*)(const Node&)>& lowerings() {
   static const std::map<std::string, void (*)(const Node&)> table = [] {
     std::map<std::string, void (*)(const Node&)> t;
@@ -825,6 +838,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.RMSNorm"] = rmsNormOp;
     t["tl.RoPE"] = ropeOp;
     t["tl.SwiGLU"] = swigluOp;
+    t["tl.GeGLU"] = gegluOp;
     t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
     t["Softmax"] = softmaxOp;

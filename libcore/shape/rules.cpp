@@ -941,11 +941,11 @@ void ropeRule(RuleContext& c) {
   c.setOutput(1, c.input(3).dtype, x2);
 }
 
-// tl.SwiGLU (docs/ops.md, written by tl-fuse): g and u of one shape -> that shape.
+// tl.SwiGLU and tl.GeGLU (docs/ops.md, written by tl-fuse): g and u of one shape -> that shape.
 void swigluRule(RuleContext& c) {
   const auto& g = c.input(0).dims;
   const auto& u = c.input(1).dims;
-  if (g.size() != u.size()) c.fail("tl.SwiGLU needs g and u of one shape");
+  if (g.size() != u.size()) c.fail("tl." + c.node().op_type() + " needs g and u of one shape");
   for (size_t i = 0; i < g.size(); ++i) c.unify(g[i], u[i]);
   c.setOutput(0, c.input(0).dtype, g);
 }
@@ -1152,6 +1152,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["tl.RMSNorm"] = rmsNormRule;
     r["tl.RoPE"] = ropeRule;
     r["tl.SwiGLU"] = swigluRule;
+    r["tl.GeGLU"] = swigluRule;  // g and u of one shape, like SwiGLU
     r["tl.Attention"] = attentionRule;
     r["tl.Gelu"] = sameAsInputRule;
     return r;

@@ -44,7 +44,7 @@ std::string caseName(const FuseCase& c) {
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
   for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"rope-pair"}, {"swiglu"}, {"attention"},
+    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"rope-pair"}, {"swiglu"}, {"geglu"}, {"attention"},
                                      {"residual-norm"}, {"matmul-bias"}, {"merge-matmul"}, {"gelu"}, {"dead-nodes"}, {}})
       out.push_back({d, p});
   return out;
@@ -55,7 +55,8 @@ class FuseModels : public ::testing::TestWithParam<FuseCase> {};
 TEST_P(FuseModels, MatchesReferenceOutputs) {
   const auto& c = GetParam();
   Model model = loadModel((c.dir / "model.onnx").string());
-  const auto tanhs = opCounts(model.proto.graph())["Tanh"];  // one per tanh-form GELU (gpt2, Gemma's TorchScript export)
+  // One per tanh-form GELU (gpt2, Gemma's TorchScript export), one per erf-form (ViT).
+  const auto gelus = opCounts(model.proto.graph())["Tanh"] + opCounts(model.proto.graph())["Erf"];
   const auto results = runFusePasses(model, c.passes);
   // Every RMSNorm chain, rotary embedding, SiLU gate and attention of these exports is proven: two
   // norms, q and k, and one MLP per layer, and the final norm. gpt2 has LayerNormalization
@@ -69,7 +70,10 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
     if (r.pass == "rmsnorm") want = llamaLike ? 2 * layers + 1 : 0;
     if (r.pass == "rope") want = llamaLike ? 2 * layers : 0;
     if (r.pass == "swiglu") want = silu ? layers : 0;
-    if (r.pass == "gelu") want = tanhs;
+    if (r.pass == "gelu") want = gelus;
+    // Gemma's gate: after gelu (TorchScript) or on the dynamo export's own Gelu.
+    const bool dynamo = c.dir.string().find("dynamo") != std::string::npos;
+    if (r.pass == "geglu") want = name.rfind("gemma", 0) == 0 && (c.passes.empty() || dynamo) ? layers : 0;
     if (r.pass == "attention") want = layers;
     // q/k/v and gate/up; gpt2 and Phi-3 export both as one projection already.
     // After rmsnorm, every norm after a residual: two per layer (the last the final norm);
@@ -77,7 +81,7 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
     if (r.pass == "residual-norm") want = llamaLike && c.passes.empty() ? 2 * layers : 0;
     // After rope, q and k of every layer rotate in one node; in Phi-3's TorchScript export
     // q's partial rotary is read (concatenated) before k's is made: a near miss per layer.
-    const bool phi3Script = name.rfind("phi3", 0) == 0 && c.dir.string().find("dynamo") == std::string::npos;
+    const bool phi3Script = name.rfind("phi3", 0) == 0 && !dynamo;
     if (r.pass == "rope-pair") want = llamaLike && c.passes.empty() && !phi3Script ? layers : 0;
     // Qwen2's q/k/v biases; the encoders' every projection (q, k, v, out, fc1, fc2).
     const bool qwen2 = name.rfind("qwen2", 0) == 0;
@@ -121,6 +125,7 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   }
   if (all || c.passes[0] == "gelu") {
     EXPECT_EQ(ops.count("Tanh"), 0u);
+    EXPECT_EQ(ops.count("Erf"), 0u);
   }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -409,6 +414,33 @@ TEST(FuseQuantize, EitherOrderSameLogits) {
   }
   ASSERT_EQ(logits[0].size(), logits[1].size());
   for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_NEAR(logits[0][i], logits[1][i], 1e-5f) << i;
+}
+
+// tl.GeGLU alone against gelu(g) * u, in both of GELU's forms.
+TEST(GeGluKernel, MatchesReference) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const char* form : {"none", "tanh"}) {
+    Model m = oneNodeModel("GeGLU", {{"g", {"R", "19"}}, {"u", {"R", "19"}}});
+    auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+    a->set_name("approximate");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(form);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      std::vector<float> g(57), u(57);
+      for (auto* v : {&g, &u})
+        for (auto& f : *v) f = normal(rng);
+      auto got = ex.run({floats("g", g, {3, 19}), floats("u", u, {3, 19})});
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double x = g[i];
+        const double gelu = std::string(form) == "tanh"
+                                ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                                : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        ASSERT_NEAR(y[i], gelu * u[i], 1e-5 * (1 + std::fabs(gelu * u[i]))) << form << " gpu " << gpu << " at " << i;
+      }
+    });
+  }
 }
 
 // Greedy generation from the fused bytellama equals the unfused, byte for byte.
