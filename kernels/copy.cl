@@ -24,6 +24,24 @@
         if (a >= a2) { a -= a2; src = in3; w = a3; } } }                                        \
     out[((long)o * axis + at + r) * inner + c] = src[((long)o * w + a) * inner + c];            \
   }                                                                                             \
+  /* tl.Concat: two independent two-input Concats (a KV cache's k and v) in one launch. */    \
+  __kernel void concat_pair_##S(__global const T* a0, __global const T* a1, __global T* ya,     \
+                                int na, int inner_a, int rows_a, int first_a,                   \
+                                __global const T* b0, __global const T* b1, __global T* yb,     \
+                                int nb, int inner_b, int rows_b, int first_b) {                 \
+    int i = get_global_id(0);                                                                   \
+    if (i >= na + nb) return;                                                                   \
+    int inner = inner_a, rows = rows_a, first = first_a;                                        \
+    __global const T* x0 = a0;                                                                  \
+    __global const T* x1 = a1;                                                                  \
+    __global T* y = ya;                                                                         \
+    if (i >= na) {                                                                              \
+      i -= na; inner = inner_b; rows = rows_b; first = first_b; x0 = b0; x1 = b1; y = yb;       \
+    }                                                                                           \
+    const int c = i % inner, r = i / inner % rows, o = i / (inner * rows);                      \
+    y[i] = r < first ? x0[((long)o * first + r) * inner + c]                                    \
+                     : x1[((long)o * (rows - first) + r - first) * inner + c];                  \
+  }                                                                                             \
   __kernel void fill_##S(__global T* out, int n, T value) {                                     \
     int i = get_global_id(0);                                                                   \
     if (i < n) out[i] = value;                                                                  \

@@ -114,8 +114,8 @@ WHERE(u8, uchar)
 // tl.RoPE (rotate-half): y = x * cos + rotate_half(x) * sin over the last dim D, where
 // rotate_half(x) = concat(-x[D/2:], x[:D/2]); cos and sin read through broadcast strides.
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
-                       __global float* out, int n, int D, int8 dims, int8 cs, int8 ss, __global const float* x2,
-                       __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2) {
+                       __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
+                       __global const float* x2, __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2) {
   int i = get_global_id(0);
   if (i >= n + n2) return;
   if (i >= n) {  // the second tensor (k, when q and k are rotated in one launch)
@@ -126,7 +126,11 @@ __kernel void rope_f32(__global const float* x, __global const float* cosv, __gl
     cs = cs2;
     ss = ss2;
   }
-  const int d = i % D, mid = D / 2;
+  const int d = i % D, mid = rot / 2;
+  if (d >= rot) {  // partial rotary: the rest of the head passes through
+    out[i] = x[i];
+    return;
+  }
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
   out[i] = x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }

@@ -19,10 +19,14 @@ const std::vector<FusePass>& fusePasses() {
        fuseAttention},
       {"residual-norm", "the residual Add (and same-type Casts) before a tl.RMSNorm -> its residual input", fuseResidualNorm},
       {"matmul-bias", "the bias Add after a MatMul by a constant (or a tl.QMatMul) -> its epilogue", fuseMatMulBias},
+      {"split-matmul", "a projection read only by Slices/Split of its last axis -> one whose columns split among those outputs",
+       splitMatMuls},
       {"merge-matmul",
        "MatMuls (float, or tl.QMatMul of one scheme) reading the same activation -> one whose columns split among "
        "their outputs",
        mergeMatMuls},
+      {"concat-pair", "two independent two-input Concats on one axis (a layer's k and v cache) -> one tl.Concat",
+       pairConcats},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

@@ -15,10 +15,12 @@
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
 //   residual-norm  Add(a, b) [-> Cast] -> tl.RMSNorm  =>  tl.RMSNorm(a, scale, b) -> y, a + b
 //   matmul-bias  Add(MatMul(a, W), b), b constant [N]  =>  tl.MatMul(a, W, b) (tl.QMatMul likewise)
+//   split-matmul  Slices/Split of MatMul(a, W)'s last axis  =>  tl.MatMul(a, W) with split outputs
 //   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
 //               its columns split among the outputs (`split`)
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) or 0.5 x (1 + erf(x / sqrt 2))  =>  tl.Gelu
 //   geglu       Mul(tl.Gelu(g) or Gelu(g), u)  =>  tl.GeGLU
+//   concat-pair Concat(a0, a1), Concat(b0, b1), one axis  =>  tl.Concat(a0, a1, b0, b1) -> both
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
 
@@ -59,9 +61,11 @@ PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
 PassResult fuseResidualNorm(Model& model);
 PassResult fuseMatMulBias(Model& model);
+PassResult splitMatMuls(Model& model);
 PassResult mergeMatMuls(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult fuseGeGlu(Model& model);
+PassResult pairConcats(Model& model);
 PassResult removeDeadNodes(Model& model);
 
 }  // namespace tl

@@ -102,16 +102,17 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
   if (rewrites.empty()) return;
   auto* g = model.proto.mutable_graph();
   std::set<size_t> removed;
-  std::map<size_t, onnx::NodeProto> fused;  // at the last replaced node's place, so the file stays in order
+  std::map<size_t, Rewrite*> fused;  // at the last replaced node's place, so the file stays in order
   for (auto& r : rewrites) {
     removed.insert(r.remove.begin(), r.remove.end());
-    fused[r.remove.back()] = std::move(r.fused);
+    fused[r.remove.back()] = &r;
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int i = 0; i < g->node_size(); ++i) {
     auto f = fused.find(static_cast<size_t>(i));
     if (f != fused.end()) {
-      *nodes.Add() = std::move(f->second);
+      for (auto& b : f->second->before) *nodes.Add() = std::move(b);
+      *nodes.Add() = std::move(f->second->fused);
     } else if (!removed.count(static_cast<size_t>(i))) {
       *nodes.Add() = g->node(i);
     }

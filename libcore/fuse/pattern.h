@@ -49,6 +49,7 @@ std::string otherInput(const onnx::NodeProto& node, const std::string& known);
 struct Rewrite {
   std::vector<size_t> remove;
   onnx::NodeProto fused;
+  std::vector<onnx::NodeProto> before;  // more new nodes, placed just before `fused`
 };
 // A `tl` node named after `base`, with these inputs and output.
 onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,

@@ -3,12 +3,20 @@
 //   y = Add(Mul(x, cos), Mul(r, sin))
 // becomes y = tl.RoPE(x, cos, sin). Partial rotary (Phi-3 rotates a Slice of each head
 // and concatenates the rest) fuses too: x is then that Slice. The slices must be proven
-// halves of a constant even D, and every intermediate read by the pattern alone.
+// halves of a constant even D, and every intermediate read by the pattern alone. Then a
+// partial rotary's Slices of x and the Concat that re-joins it become the tl.RoPE's
+// rotary_dim: it rotates the first rotary_dim of each head and copies the rest.
+#include <algorithm>
+#include <map>
+
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
 #include "graph/attributes.h"
 
 namespace tl {
+
+PassResult absorbPartialRotary(Model& model);
+
 namespace {
 
 // [start, end) of a Slice over the last axis with step 1, when constant; else nullopt.
@@ -71,7 +79,15 @@ std::string match(const PatternContext& c, size_t neg, Rewrite& r) {
 
 }  // namespace
 
-PassResult fuseRope(Model& model) { return runPattern(model, "Neg", match); }
+PassResult fuseRope(Model& model) {
+  PassResult r = runPattern(model, "Neg", match);
+  if (r.rewrites == 0) return r;
+  // The rotate-half's Shape of x is dead now; gone, x's Slice is read by the RoPE alone.
+  removeDeadNodes(model);
+  PassResult partial = absorbPartialRotary(model);  // counted with the RoPEs it extends
+  r.nearMisses.insert(r.nearMisses.end(), partial.nearMisses.begin(), partial.nearMisses.end());
+  return r;
+}
 
 }  // namespace tl
 
@@ -115,5 +131,52 @@ PassResult pairRopes(Model& model) {
   applyRewrites(model, std::move(rewrites));
   return result;
 }
+
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// Why the tl.RoPE at `rope` is not partial rotary (empty: it is, and `r` holds it):
+//   x_rot = Slice(X, 0, r); x_pass = Slice(X, r, D) on the last axis;
+//   Y = Concat(tl.RoPE(x_rot, cos, sin), x_pass)   =>   Y = tl.RoPE(X, cos, sin), rotary_dim = r
+std::string matchPartial(const PatternContext& c, size_t rope, Rewrite& r) {
+  const auto& rn = c.graph.node(rope);
+  if (rn.input_size() != 3 || rn.output_size() != 1 || findAttr(rn, "rotary_dim")) return "";
+  size_t iRot, iPass, iCat;
+  const onnx::NodeProto* rot = c.producer(rn.input(0), "Slice", &iRot);
+  if (!rot) return "";  // a full rotary
+  const std::string X = rot->input(0);
+  const auto& xd = c.dims(X);
+  if (xd.empty() || !xd.back().isConst()) return "the sliced tensor's last dimension is not constant";
+  const int64_t rank = static_cast<int64_t>(xd.size()), D = *xd.back().constValue();
+  const auto rr = lastAxisRange(c, *rot, rank);
+  if (!rr || rr->first != 0 || rr->second > D || !c.onlyReader(rot->output(0)))
+    return "x is not a leading Slice [0, r) of the last axis read by it alone";
+  const int64_t R = rr->second;
+  const onnx::NodeProto* cat = c.onlyReader(rn.output(0), &iCat);
+  if (!isOp(cat, "Concat") || cat->input_size() != 2 || cat->input(0) != rn.output(0)) return "";  // not re-joined
+  const int64_t axis = attrInt(*cat, "axis").value_or(0);
+  if (axis != -1 && axis != rank - 1) return "the Concat after it is not on the last axis";
+  const onnx::NodeProto* pass = c.producer(cat->input(1), "Slice", &iPass);
+  const auto pr = pass ? lastAxisRange(c, *pass, rank) : std::nullopt;
+  if (!pass || pass->input(0) != X || !pr || pr->first != R || pr->second < D || !c.onlyReader(pass->output(0)))
+    return "the Concat's other input is not the rest [r, D) of the same tensor";
+  r.remove = {iRot, iPass, rope, iCat};
+  std::sort(r.remove.begin(), r.remove.end());
+  r.fused = rn;
+  r.fused.set_input(0, X);
+  r.fused.set_output(0, cat->output(0));
+  auto* a = r.fused.add_attribute();
+  a->set_name("rotary_dim");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(R);
+  return "";
+}
+
+}  // namespace
+
+// Phi-3's partial rotary: the Slices around a tl.RoPE and the Concat after it join it.
+PassResult absorbPartialRotary(Model& model) { return runPattern(model, "tl.RoPE", matchPartial); }
 
 }  // namespace tl

@@ -323,6 +323,22 @@ void concatOp(const Node& n) {
   }
 }
 
+// tl.Concat (docs/ops.md): two two-input Concats along one axis, in one launch.
+void concatPairOp(const Node& n) {
+  const size_t k = n.axis(n.attrInt("axis", 0), n.shape(n.out(0)).size());
+  Launch l = n.launch(std::string("concat_pair_") + sizeSuffix(n.dtype(n.out(0))));
+  int64_t total = 0;
+  for (size_t j = 0; j < 2; ++j) {
+    const Dims& o = n.shape(n.out(j));
+    int64_t inner = 1;
+    for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+    const int64_t count = elementCount(o);
+    l.mem(n.in(2 * j)).mem(n.in(2 * j + 1)).mem(n.out(j)).i32(count).i32(inner).i32(o[k]).i32(n.shape(n.in(2 * j))[k]);
+    total += count;
+  }
+  l.run1d(total);
+}
+
 void splitOp(const Node& n) {
   const Dims& in = n.shape(n.in(0));
   size_t k = n.axis(n.attrInt("axis", 0), in.size());
@@ -714,7 +730,7 @@ void ropeOp(const Node& n) {
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
   Launch l = n.launch("rope_f32");
-  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back());
+  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
   l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
   int64_t count2 = 0;
   if (n.hasIn(3)) {
@@ -839,6 +855,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.RoPE"] = ropeOp;
     t["tl.SwiGLU"] = swigluOp;
     t["tl.GeGLU"] = gegluOp;
+    t["tl.Concat"] = concatPairOp;
     t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
     t["Softmax"] = softmaxOp;

@@ -931,6 +931,8 @@ void ropeRule(RuleContext& c) {
   const auto& x = c.input(0).dims;
   if (x.empty() || !x.back().isConst() || *x.back().constValue() % 2)
     c.fail("tl.RoPE needs x whose last dimension is a constant even number");
+  const int64_t rot = c.attrInt("rotary_dim", *x.back().constValue());
+  if (rot <= 0 || rot % 2 || rot > *x.back().constValue()) c.fail("tl.RoPE's rotary_dim must be even and at most x's last dimension");
   for (int i : {1, 2})
     if (c.input(i).dims.size() > x.size()) c.fail("tl.RoPE's cos and sin must broadcast to x");
   c.setOutput(0, c.input(0).dtype, x);
@@ -1017,6 +1019,22 @@ void convRule(RuleContext& c) {
   }
   if (c.hasInput(2) && c.input(2).dims.size() == 1) c.unify(c.input(2).dims[0], w[0]);
   c.setOutput(0, c.input(0).dtype, out);
+}
+
+// tl.Concat (docs/ops.md, written by tl-fuse): (a0, a1, b0, b1) -> (Concat(a0, a1), Concat(b0, b1))
+// along `axis`, each as ONNX Concat.
+void concatPairRule(RuleContext& c) {
+  if (c.numInputs() != 4 || c.numOutputs() != 2) c.fail("tl.Concat takes two pairs of inputs and gives two outputs");
+  for (size_t j = 0; j < 2; ++j) {
+    const auto &a = c.input(2 * j).dims, &b = c.input(2 * j + 1).dims;
+    if (a.size() != b.size() || a.empty()) c.fail("tl.Concat's pair " + std::to_string(j) + " differs in rank");
+    const size_t k = c.axis(c.attrInt("axis", 0), a.size());
+    std::vector<SymExpr> out = a;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (i != k) out[i] = c.unify(a[i], b[i]);
+    out[k] = a[k] + b[k];
+    c.setOutput(j, c.input(2 * j).dtype, out);
+  }
 }
 
 void sameAsInputRule(RuleContext& c) {
@@ -1154,6 +1172,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["tl.SwiGLU"] = swigluRule;
     r["tl.GeGLU"] = swigluRule;  // g and u of one shape, like SwiGLU
     r["tl.Attention"] = attentionRule;
+    r["tl.Concat"] = concatPairRule;
     r["tl.Gelu"] = sameAsInputRule;
     return r;
   }();
