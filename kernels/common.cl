@@ -36,6 +36,20 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
     return r;                                                                                    \
   }
 WG_REDUCE(wg_sum, a + b)
+
+// The sum of v over a work-group of n items (a power of two); every item gets it.
+inline float wg_sum_n(__local float* part, float v, int n) {
+  const int t = get_local_id(0);
+  part[t] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = n / 2; s > 0; s >>= 1) {
+    if (t < s) part[t] += part[t + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = part[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
 WG_REDUCE(wg_max, fmax(a, b))
 WG_REDUCE(wg_min, fmin(a, b))
 WG_REDUCE(wg_prod, a * b)

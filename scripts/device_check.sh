@@ -2,7 +2,7 @@
 # Runs tl-run's checks, the quantized kernels' tests, tl-bench --kernels and the quantized
 # models' perplexity on the device machine (NVIDIA OpenCL). Prepare here, then run there
 # through the device tool with `carry: ["devdata"]`:
-#   scripts/device_check.sh --prepare        bundle binaries + shared models into devdata/
+#   scripts/device_check.sh --prepare        bundle binaries + shared models and encoders into devdata/
 #   scripts/device_check.sh [quant]          (on the device) writes $OUT/device_check.log;
 #                                            `quant` runs the quantization part only
 set -u
@@ -16,6 +16,7 @@ if [ "${1:-}" = "--prepare" ]; then
     cp -r "$d" devdata/models/
   done
   cp ../shared/models/bytellama-heldout.txt devdata/
+  cp -r ../shared/encoders devdata/encoders
   mkdir -p .git/info && grep -qx '/devdata/' .git/info/exclude 2>/dev/null || echo /devdata/ >> .git/info/exclude
   du -sh devdata
   exit 0

@@ -713,14 +713,15 @@ void rmsNormOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t cols = d.empty() ? 1 : d.back(), rows = elementCount(d) / std::max<int64_t>(cols, 1);
-  const RowKernel rk = rowKernel(n, "rmsnorm_f32", rows);
-  const bool res = n.hasIn(2), sum = n.hasOut(1);
-  Launch l = n.launch(rk.name);
+  const bool gpu = n.ex.device().gpuKernels(), res = n.hasIn(2), sum = n.hasOut(1);
+  Launch l = n.launch(gpu ? "rmsnorm_f32_wg" : "rmsnorm_f32");
   l.mem(n.in(0));
   if (res) l.mem(n.in(2)); else l.nullMem();
   l.mem(n.in(1)).mem(n.out(0));
   if (sum) l.mem(n.out(1)); else l.nullMem();
-  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(res ? 1 : 0).i32(sum ? 1 : 0).run1d(rk.items);
+  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(res ? 1 : 0).i32(sum ? 1 : 0);
+  if (gpu) return l.run3d(static_cast<size_t>(rows) * 256, 1, 1, 256, 1);  // kernels/reduce.cl's NORM_WG
+  l.run1d(rows);
 }
 
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
