@@ -27,6 +27,10 @@ const std::vector<FusePass>& fusePasses() {
        mergeMatMuls},
       {"concat-pair", "two independent two-input Concats on one axis (a layer's k and v cache) -> one tl.Concat",
        pairConcats},
+      {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose -> "
+                 "their readers read their input",
+       removeNoOps},
+      {"cse", "nodes of one op, inputs and attributes -> computed once", eliminateCommonSubexpressions},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };
   return passes;

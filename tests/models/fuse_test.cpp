@@ -44,10 +44,10 @@ std::string caseName(const FuseCase& c) {
 
 std::vector<FuseCase> cases() {
   std::vector<FuseCase> out;
-  for (const auto& d : test::modelDirs())
-    for (std::vector<std::string> p : {std::vector<std::string>{"rmsnorm"}, {"rope"}, {"rope-pair"}, {"swiglu"}, {"geglu"}, {"attention"},
-                                     {"residual-norm"}, {"matmul-bias"}, {"split-matmul"}, {"merge-matmul"}, {"concat-pair"}, {"gelu"}, {"dead-nodes"}, {}})
-      out.push_back({d, p});
+  for (const auto& d : test::modelDirs()) {
+    for (const auto& p : fusePasses()) out.push_back({d, {p.name}});  // each pass alone
+    out.push_back({d, {}});                                             // all of them
+  }
   return out;
 }
 
