@@ -108,9 +108,7 @@ std::string matchErf(const PatternContext& c, size_t erf, Rewrite& r) {
 
 PassResult fuseGelu(Model& model) {
   PassResult r = runPattern(model, "Tanh", match);
-  PassResult erf = runPattern(model, "Erf", matchErf);
-  r.rewrites += erf.rewrites;
-  r.nearMisses.insert(r.nearMisses.end(), erf.nearMisses.begin(), erf.nearMisses.end());
+  absorb(r, runPattern(model, "Erf", matchErf));
   return r;
 }
 

@@ -125,6 +125,11 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
   o->set_version(1);
 }
 
+void absorb(PassResult& into, const PassResult& more) {
+  into.rewrites += more.rewrites;
+  into.nearMisses.insert(into.nearMisses.end(), more.nearMisses.begin(), more.nearMisses.end());
+}
+
 PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
   PassResult result;
   std::vector<Rewrite> rewrites;

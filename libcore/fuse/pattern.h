@@ -63,5 +63,7 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites);
 // rewritten; the rest are the pass's near misses.
 using PatternMatch = std::string (*)(const PatternContext& c, size_t anchor, Rewrite& r);
 PassResult runPattern(Model& model, const char* anchor, PatternMatch match);
+// Adds another run's rewrites and near misses to a pass's result (a pass of two anchors).
+void absorb(PassResult& into, const PassResult& more);
 
 }  // namespace tl

@@ -56,9 +56,7 @@ PassResult fuseSwiGlu(Model& model) { return runPattern(model, "Sigmoid", match)
 
 PassResult fuseGeGlu(Model& model) {
   PassResult r = runPattern(model, "tl.Gelu", matchGeGlu);
-  PassResult plain = runPattern(model, "Gelu", matchGeGlu);
-  r.rewrites += plain.rewrites;
-  r.nearMisses.insert(r.nearMisses.end(), plain.nearMisses.begin(), plain.nearMisses.end());
+  absorb(r, runPattern(model, "Gelu", matchGeGlu));
   return r;
 }
 

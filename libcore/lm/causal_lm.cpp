@@ -9,13 +9,7 @@ namespace tl {
 namespace {
 
 Tensor int64Tensor(const std::string& name, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
-  Tensor t;
-  t.name = name;
-  t.dtype = DType::Int64;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 8);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
+  return makeTensor(name, DType::Int64, std::move(dims), values.data());
 }
 
 // Whether `tensor` is computed from positions (position_ids, or a Range) and not from

@@ -8,6 +8,16 @@
 
 namespace tl {
 
+Tensor makeTensor(std::string name, DType dtype, std::vector<int64_t> dims, const void* data) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.dims = std::move(dims);
+  t.bytes.resize(static_cast<size_t>(elementCount(t.dims)) * dtypeBits(dtype) / 8);
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+  return t;
+}
+
 const char* dtypeName(DType t) {
   switch (t) {
     case DType::Float: return "float32";

@@ -45,6 +45,9 @@ struct Tensor {
   std::vector<double> toDouble() const;  // any numeric type
 };
 
+// A tensor of `dims` whose elements (of a byte-sized dtype) are copied from `data`.
+Tensor makeTensor(std::string name, DType dtype, std::vector<int64_t> dims, const void* data);
+
 // Reads a TensorProto; external data is resolved against baseDir.
 Tensor readTensor(const onnx::TensorProto& proto, const std::filesystem::path& baseDir);
 // Reads a serialized TensorProto file (the backend test layout's input_0.pb).

@@ -194,13 +194,7 @@ void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints) {
 }
 
 Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims) {
-  Tensor t;
-  t.name = name;
-  t.dtype = DType::Float;
-  t.dims = std::move(dims);
-  t.bytes.resize(v.size() * 4);
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
+  return makeTensor(name, DType::Float, std::move(dims), v.data());
 }
 
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check) {

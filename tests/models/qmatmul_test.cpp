@@ -51,13 +51,7 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
     Mat x(M, c.K);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
-    Tensor t;
-    t.name = "x";
-    t.dtype = DType::Float;
-    t.dims = {M, c.K};
-    t.bytes.resize(static_cast<size_t>(x.size()) * 4);
-    std::memcpy(t.bytes.data(), x.data(), t.bytes.size());
-    auto got = ex.run({t});
+    auto got = ex.run({makeTensor("x", DType::Float, {M, c.K}, x.data())});
     ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
     Mat xa = x;
     if (c.scheme == QuantScheme::W4A8) {  // activations to int8 per row, as the kernel does
