@@ -18,6 +18,7 @@ const std::vector<FusePass>& fusePasses() {
        "tl.Attention",
        fuseAttention},
       {"residual-norm", "the residual Add (and same-type Casts) before a tl.RMSNorm -> its residual input", fuseResidualNorm},
+      {"transpose-matmul", "MatMul(a, Transpose(W)) of a matrix W -> tl.MatMul(a, W) reading W transposed", foldTransposeIntoMatMul},
       {"matmul-bias", "the bias Add after a MatMul by a constant (or a tl.QMatMul) -> its epilogue", fuseMatMulBias},
       {"split-matmul", "a projection read only by Slices/Split of its last axis -> one whose columns split among those outputs",
        splitMatMuls},

@@ -14,6 +14,7 @@
 //               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
 //   residual-norm  Add(a, b) [-> Cast] -> tl.RMSNorm  =>  tl.RMSNorm(a, scale, b) -> y, a + b
+//   transpose-matmul  MatMul(a, Transpose(W)), W a matrix  =>  tl.MatMul(a, W), transB = 1
 //   matmul-bias  Add(MatMul(a, W), b), b constant [N]  =>  tl.MatMul(a, W, b) (tl.QMatMul likewise)
 //   split-matmul  Slices/Split of MatMul(a, W)'s last axis  =>  tl.MatMul(a, W) with split outputs
 //   merge-matmul  MatMul(a, W_i) / tl.QMatMul(a, ..) sharing a  =>  one tl.MatMul / tl.QMatMul with
@@ -63,6 +64,7 @@ PassResult pairRopes(Model& model);
 PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
 PassResult fuseResidualNorm(Model& model);
+PassResult foldTransposeIntoMatMul(Model& model);
 PassResult fuseMatMulBias(Model& model);
 PassResult splitMatMuls(Model& model);
 PassResult mergeMatMuls(Model& model);

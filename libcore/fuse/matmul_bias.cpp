@@ -12,7 +12,7 @@ namespace {
 
 // N of a projection the epilogue can take, or 0.
 int64_t projectionWidth(const PatternContext& c, const onnx::NodeProto& n) {
-  if (n.output_size() != 1 || findAttr(n, "split")) return 0;
+  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return 0;
   if (isOp(&n, "MatMul") || (n.domain() == "tl" && n.op_type() == "MatMul" && n.input_size() == 2)) {
     const auto* w = n.input_size() == 2 ? constantOf(c.graph, n.input(1)) : nullptr;
     return w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT ? w->dims(1) : 0;

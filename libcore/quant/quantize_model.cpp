@@ -1,5 +1,7 @@
 #include "quant/quantize_model.h"
 
+#include "graph/attributes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -104,7 +106,9 @@ void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& 
 bool isMatMul(const onnx::NodeProto& n) {
   const bool plain = n.op_type() == "MatMul" && (n.domain().empty() || n.domain() == "ai.onnx");
   if (plain) return n.input_size() == 2;
-  return n.op_type() == "MatMul" && n.domain() == "tl" && (n.input_size() == 2 || n.input_size() == 3);
+  // tl.MatMul's transB weight is [N, K]: left in float.
+  return n.op_type() == "MatMul" && n.domain() == "tl" && (n.input_size() == 2 || n.input_size() == 3) &&
+         attrInt(n, "transB").value_or(0) == 0;
 }
 
 }  // namespace

@@ -487,8 +487,10 @@ void tlMatmulOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& a = n.shape(n.in(0));
   const Dims& w = n.shape(n.in(1));
-  const auto [outs, widths] = splitOutputs(n, w[1]);
-  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(w[0], 1), w[0]}, n.in(1), w, outs, widths, false, false,
+  const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
+  const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
+  const auto [outs, widths] = splitOutputs(n, N);
+  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(K, 1), K}, n.in(1), w, outs, widths, false, transB,
          n.hasIn(2) ? n.in(2) : "");
 }
 

@@ -898,11 +898,12 @@ void qmatmulRule(RuleContext& c) {
   setSplitOutputs(c, out, *n, 4);
 }
 
-// tl.MatMul (docs/ops.md, written by tl-fuse): A [..., K] times a constant W [K, N], the
-// columns split among the outputs.
+// tl.MatMul (docs/ops.md, written by tl-fuse): A [..., K] times W [K, N] (stored [N, K] with
+// transB), the columns split among the outputs.
 void tlMatmulRule(RuleContext& c) {
   auto out = c.input(0).dims;
-  const auto& w = c.input(1).dims;
+  auto w = c.input(1).dims;
+  if (c.attrInt("transB", 0) && w.size() == 2) std::swap(w[0], w[1]);  // W stored [N, K]
   if (out.empty() || w.size() != 2 || !w[1].isConst()) c.fail("tl.MatMul needs A of rank >= 1 and W [K, N], N constant");
   c.unify(out.back(), w[0]);
   setSplitOutputs(c, out, *w[1].constValue(), 2);
