@@ -28,6 +28,8 @@ const std::vector<FusePass>& fusePasses() {
        mergeMatMuls},
       {"concat-pair", "two independent two-input Concats on one axis (a layer's k and v cache) -> one tl.Concat",
        pairConcats},
+      {"elementwise", "a DAG of float unary/binary elementwise ops (one output shape) -> one tl.Elementwise kernel",
+       fuseElementwise},
       {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose -> "
                  "their readers read their input",
        removeNoOps},

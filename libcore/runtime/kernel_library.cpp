@@ -7,20 +7,37 @@
 
 namespace tl {
 
-KernelLibrary::KernelLibrary(const Device& device) {
+namespace {
+
+cl_program build(const Device& device, const std::string& source) {
   cl_int err;
-  const char* src = kernelSource();
-  program_ = clCreateProgramWithSource(device.context(), 1, &src, nullptr, &err);
+  const char* src = source.c_str();
+  cl_program p = clCreateProgramWithSource(device.context(), 1, &src, nullptr, &err);
   clCheck(err, "clCreateProgramWithSource");
   cl_device_id id = device.info().id;
-  err = clBuildProgram(program_, 1, &id, "-cl-std=CL1.2", nullptr, nullptr);
+  err = clBuildProgram(p, 1, &id, "-cl-std=CL1.2", nullptr, nullptr);
   if (err != CL_SUCCESS) {
     size_t n = 0;
-    clGetProgramBuildInfo(program_, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    clGetProgramBuildInfo(p, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
     std::string log(n, '\0');
-    clGetProgramBuildInfo(program_, id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    clGetProgramBuildInfo(p, id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    clReleaseProgram(p);
     throw Error("kernels failed to compile for " + device.info().name + ":\n" + log, ExitCode::Device);
   }
+  return p;
+}
+
+// common.cl, the first file of the embedded source (cmake/embed_kernels.cmake marks each).
+std::string commonHelpers() {
+  const std::string all = kernelSource();
+  const size_t next = all.find("// ---- ", all.find("// ---- ") + 1);
+  return all.substr(0, next);
+}
+
+}  // namespace
+
+KernelLibrary::KernelLibrary(const Device& device) : device_(device) {
+  program_ = build(device, kernelSource());
   cl_uint count = 0;
   clCreateKernelsInProgram(program_, 0, nullptr, &count);
   std::vector<cl_kernel> all(count);
@@ -37,7 +54,20 @@ KernelLibrary::KernelLibrary(const Device& device) {
 
 KernelLibrary::~KernelLibrary() {
   for (auto& [n, k] : kernels_) clReleaseKernel(k);
+  for (auto p : generated_) clReleaseProgram(p);
   if (program_) clReleaseProgram(program_);
+}
+
+cl_kernel KernelLibrary::generated(const std::string& name, const std::string& source) {
+  auto it = kernels_.find(name);
+  if (it != kernels_.end()) return it->second;
+  cl_program p = build(device_, commonHelpers() + source);
+  generated_.push_back(p);
+  cl_int err;
+  cl_kernel k = clCreateKernel(p, name.c_str(), &err);
+  clCheck(err, "clCreateKernel", name);
+  kernels_[name] = k;
+  return k;
 }
 
 cl_kernel KernelLibrary::get(const std::string& name) {

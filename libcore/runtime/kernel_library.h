@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/device.h"
 
@@ -21,9 +22,14 @@ class KernelLibrary {
   KernelLibrary& operator=(const KernelLibrary&) = delete;
 
   cl_kernel get(const std::string& name);  // throws tl::Error naming the kernel if absent
+  // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
+  // helpers in front, once per name. A compile failure shows the build log.
+  cl_kernel generated(const std::string& name, const std::string& source);
 
  private:
+  const Device& device_;
   cl_program program_ = nullptr;
+  std::vector<cl_program> generated_;
   std::map<std::string, cl_kernel> kernels_;
 };
 

@@ -86,6 +86,8 @@ class Launch {
  public:
   Launch(Executor& ex, size_t node, const std::string& kernel)
       : ex_(ex), node_(node), kernel_(ex.kernels().get(kernel)), name_(kernel) {}  // a missing kernel throws, dry or not
+  Launch(Executor& ex, size_t node, const std::string& name, cl_kernel kernel)
+      : ex_(ex), node_(node), kernel_(kernel), name_(name) {}
 
   Launch& mem(const std::string& tensor) {
     cl_mem m = ex_.dryRun() ? nullptr : ex_.operand(tensor);
@@ -827,6 +829,69 @@ void gegluOp(const Node& n) {
       .run1d(count);
 }
 
+// tl.Elementwise (docs/ops.md): its program as one generated kernel, built once per
+// program: out[i] = the last temporary, each input read through broadcast strides.
+void elementwiseOp(const Node& n) {
+  requireFloatInputs(n);
+  static const std::map<std::string, std::pair<const char*, const char*>> ops = {
+      {"add", {"(", " + "}}, {"sub", {"(", " - "}}, {"mul", {"(", " * "}}, {"div", {"(", " / "}},
+      {"neg", {"(-", ""}}, {"sqrt", {"sqrt(", ""}}, {"recip", {"(1.0f / ", ""}}, {"exp", {"exp(", ""}},
+      {"log", {"log(", ""}}, {"tanh", {"tanh(", ""}}, {"erf", {"erf(", ""}}, {"sigmoid", {"(1.0f / (1.0f + exp(-", ""}},
+      {"relu", {"fmax(0.0f, ", ""}}, {"abs", {"fabs(", ""}}, {"sin", {"sin(", ""}}, {"cos", {"cos(", ""}}};
+  const std::string program = n.attrString("program", "");
+  const size_t inputs = static_cast<size_t>(n.proto.input_size());
+  std::string body, last;
+  for (size_t pos = 0; pos < program.size();) {  // "tK=op(a,b);..."
+    const size_t end = std::min(program.find(';', pos), program.size());
+    const std::string step = program.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = step.find('='), open = step.find('('), close = step.rfind(')');
+    if (eq == std::string::npos || open == std::string::npos || close == std::string::npos)
+      throw Error("tl.Elementwise: bad program step '" + step + "'", ExitCode::BadInput);
+    const std::string out = step.substr(0, eq), op = step.substr(eq + 1, open - eq - 1);
+    const auto it = ops.find(op);
+    if (it == ops.end()) throw Error("tl.Elementwise: unknown op '" + op + "'", ExitCode::BadInput);
+    std::vector<std::string> args;
+    for (size_t a = open + 1; a <= close;) {
+      const size_t comma = std::min(step.find(',', a), close);
+      std::string arg = step.substr(a, comma - a);
+      if (!arg.empty() && (std::isdigit(static_cast<unsigned char>(arg[0])) || arg[0] == '-' || arg[0] == '.'))
+        arg = "(float)(" + arg + ")";  // a literal
+      args.push_back(arg);
+      a = comma + 1;
+    }
+    const bool binary = std::string(it->second.second).size() > 0;
+    if (args.size() != (binary ? 2u : 1u)) throw Error("tl.Elementwise: '" + op + "' with " + std::to_string(args.size()) + " operands", ExitCode::BadInput);
+    std::string expr = it->second.first + args[0] + (binary ? it->second.second + args[1] : "") + ")";
+    if (op == "sigmoid") expr += "))";
+    body += "  const float " + out + " = " + expr + ";\n";
+    last = out;
+  }
+  if (last.empty()) throw Error("tl.Elementwise: empty program", ExitCode::BadInput);
+  // One kernel per program and arity: named by a hash of both.
+  const std::string name = "ew_" + std::to_string(std::hash<std::string>{}(program + "/" + std::to_string(inputs)));
+  std::string source = "__kernel void " + name + "(__global float* out, int n, int8 dims";
+  std::string loads;
+  for (size_t i = 0; i < inputs; ++i) {
+    const std::string x = "x" + std::to_string(i);
+    source += ", __global const float* " + x + "p, int8 s" + std::to_string(i);
+    loads += "  const float " + x + " = " + x + "p[strided_offset(i, dims, s" + std::to_string(i) + ")];\n";
+  }
+  source += ") {\n  const int i = get_global_id(0);\n  if (i >= n) return;\n" + loads + body + "  out[i] = " + last + ";\n}\n";
+  Dims o = n.shape(n.out(0));
+  const int64_t count = elementCount(o);
+  std::vector<Dims> strides;
+  for (size_t i = 0; i < inputs; ++i) strides.push_back(broadcastStrides(n.shape(n.in(i)), o));
+  Dims so = contiguousStrides(o);
+  std::vector<Dims*> all = {&so};
+  for (auto& st : strides) all.push_back(&st);
+  collapse(o, all);
+  Launch l(n.ex, n.index, name, n.ex.kernels().generated(name, source));
+  l.mem(n.out(0)).i32(count).vec(pad8(o, 1));
+  for (size_t i = 0; i < inputs; ++i) l.mem(n.in(i)).vec(pad8(strides[i], 0));
+  l.run1d(count);
+}
+
 const std::map<std::string, void (*)(const Node&)>& lowerings() {
   static const std::map<std::string, void (*)(const Node&)> table = [] {
     std::map<std::string, void (*)(const Node&)> t;
@@ -859,6 +924,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.SwiGLU"] = swigluOp;
     t["tl.GeGLU"] = gegluOp;
     t["tl.Concat"] = concatPairOp;
+    t["tl.Elementwise"] = elementwiseOp;
     t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels
     t["Softmax"] = softmaxOp;

@@ -1038,6 +1038,14 @@ void concatPairRule(RuleContext& c) {
   }
 }
 
+// tl.Elementwise (docs/ops.md, written by tl-fuse): float inputs broadcast to the output.
+void elementwiseRule(RuleContext& c) {
+  std::vector<std::vector<SymExpr>> shapes;
+  for (size_t i = 0; i < c.numInputs(); ++i) shapes.push_back(c.input(i).dims);
+  if (shapes.empty()) c.fail("tl.Elementwise needs inputs");
+  c.setOutput(0, DType::Float, c.broadcast(shapes));
+}
+
 void sameAsInputRule(RuleContext& c) {
   // Normalizations and ops whose only output mirrors input 0 (Softmax, CumSum, Trilu, Clip, ...).
   c.setOutput(0, c.input(0).dtype, c.input(0).dims);
@@ -1174,6 +1182,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["tl.GeGLU"] = swigluRule;  // g and u of one shape, like SwiGLU
     r["tl.Attention"] = attentionRule;
     r["tl.Concat"] = concatPairRule;
+    r["tl.Elementwise"] = elementwiseRule;
     r["tl.Gelu"] = sameAsInputRule;
     return r;
   }();

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "check/reference_check.h"
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "fuse/fuse.h"
 #include "graph/graph.h"
@@ -125,6 +126,9 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
   }
   if (all || c.passes[0] == "attention") {
     EXPECT_EQ(ops.count("Softmax"), 0u);
+  }
+  if (name.rfind("clip", 0) == 0 && (all || c.passes[0] == "elementwise")) {
+    EXPECT_EQ(ops.count("Sigmoid"), 0u);  // quick_gelu, x * sigmoid(1.702 x): one generated kernel
   }
   if (all || c.passes[0] == "gelu") {
     EXPECT_EQ(ops.count("Tanh"), 0u);
@@ -525,6 +529,50 @@ TEST(FuseKernelsPerLayer, AtMostTenPerDecodeStep) {
     const int layers = 2;
     EXPECT_LE(inLayers, 10 * layers) << dir << ": " << inLayers << " of the step's " << kernels << " kernels in its layers";
     EXPECT_GE(inLayers, 6 * layers) << dir << ": the attribution lost the layers' kernels";  // norms, projections, attention
+  }
+}
+
+// tl.Elementwise: a program with a literal, a unary op and broadcast inputs, generated
+// into one kernel, against the same arithmetic on the host.
+TEST(ElementwiseKernel, GeneratedProgramMatchesReference) {
+  Model m = oneNodeModel("Elementwise", {{"a", {"R", "5"}}, {"b", {"5"}}, {"c", {"R", "1"}}});
+  auto* p = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  p->set_name("program");
+  p->set_type(onnx::AttributeProto::STRING);
+  p->set_s("t0=mul(x0,1.702);t1=sigmoid(t0);t2=mul(x0,t1);t3=sub(t2,x1);t4=div(t3,x2);t5=tanh(t4)");
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal;
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    const int64_t R = 3;
+    std::vector<float> a(15), b(5), c(3);
+    for (auto* v : {&a, &b, &c})
+      for (auto& f : *v) f = normal(rng) + 2.0f;
+    auto got = ex.run({floats("a", a, {R, 5}), floats("b", b, {5}), floats("c", c, {R, 1})});
+    ASSERT_EQ(got[0].dims, (std::vector<int64_t>{R, 5}));
+    const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < 5; ++j) {
+        const double x = a[r * 5 + j], want = std::tanh((x / (1 + std::exp(-1.702 * x)) - b[j]) / c[r]);
+        ASSERT_NEAR(y[r * 5 + j], want, 1e-5) << "gpu " << gpu << " at " << r << "," << j;
+      }
+  });
+}
+
+// A program tl-run cannot read is one error naming the node, before anything runs.
+TEST(ElementwiseKernel, BadProgramIsAnError) {
+  Model m = oneNodeModel("Elementwise", {{"a", {"4"}}});
+  auto* p = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
+  p->set_name("program");
+  p->set_type(onnx::AttributeProto::STRING);
+  p->set_s("t0=bogus(x0)");
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  try {
+    Executor ex(device, m, graph, analysis);
+    FAIL() << "a bogus program was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tl.Elementwise: unknown op 'bogus'"), std::string::npos) << e.what();
   }
 }
 
