@@ -27,6 +27,17 @@ void rewire(onnx::GraphProto& g, const std::map<std::string, std::string>& to) {
       if (!in.empty() && to.count(in)) in = resolve(in);
 }
 
+// Tensors that subgraphs (If/Loop bodies) read from the outer graph: rewire() does not
+// reach into them, so the nodes writing these stay.
+std::set<std::string> readBySubgraphs(const onnx::GraphProto& g) {
+  std::set<std::string> names;
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute())
+      if (a.has_g())
+        for (const auto& sub : a.g().node()) names.insert(sub.input().begin(), sub.input().end());
+  return names;
+}
+
 void dropNodes(onnx::GraphProto& g, const std::set<size_t>& drop) {
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int i = 0; i < g.node_size(); ++i)
@@ -44,12 +55,15 @@ PassResult removeNoOps(Model& model) {
     Graph graph(model.proto.graph());
     const ShapeAnalysis analysis = inferShapes(model, graph);
     PatternContext c(model, graph, analysis);
+    const auto inner = readBySubgraphs(model.proto.graph());
     for (size_t i = 0; i < graph.nodeCount(); ++i) {
       const auto& n = graph.node(i);
       if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() < 1) continue;
       const std::string& in = n.input(0);
       const std::string& out = n.output(0);
-      if (in.empty() || out.empty() || c.outputs.count(out) || analysis.nodeClass[i] != NodeClass::Tensor) continue;
+      if (in.empty() || out.empty() || c.outputs.count(out) || inner.count(out) ||
+          analysis.nodeClass[i] != NodeClass::Tensor)
+        continue;
       const std::string& op = n.op_type();
       bool noop = false;
       if (op == "Identity") noop = true;
@@ -78,7 +92,7 @@ PassResult eliminateCommonSubexpressions(Model& model) {
   std::set<size_t> drop;
   {
     Graph graph(model.proto.graph());
-    std::set<std::string> outputs;
+    std::set<std::string> outputs = readBySubgraphs(model.proto.graph());  // kept, as graph outputs are
     for (const auto& o : graph.proto().output()) outputs.insert(o.name());
     std::map<std::string, size_t> seen;  // a node's key -> the first node with it
     for (size_t i : graph.topoOrder()) {
