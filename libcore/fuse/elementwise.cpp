@@ -46,6 +46,8 @@ PassResult fuseElementwise(Model& model) {
     PatternContext c(model, graph, analysis);
     std::set<size_t> taken;
     const auto& order = graph.topoOrder();
+    std::vector<size_t> position(graph.nodeCount());  // each node's place in `order`
+    for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const size_t root = *it;
       const auto& rn = graph.node(root);
@@ -72,9 +74,7 @@ PassResult fuseElementwise(Model& model) {
       taken.insert(group.begin(), group.end());
       // The program, in topological order: inputs x0.., temporaries t0.., literals.
       std::vector<size_t> nodes(group.begin(), group.end());
-      std::sort(nodes.begin(), nodes.end(), [&](size_t a, size_t b) {
-        return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
-      });
+      std::sort(nodes.begin(), nodes.end(), [&](size_t a, size_t b) { return position[a] < position[b]; });
       std::map<std::string, std::string> operand;
       std::vector<std::string> inputs;
       std::string program;
@@ -84,7 +84,8 @@ PassResult fuseElementwise(Model& model) {
         for (const auto& in : n.input()) {
           if (!operand.count(in)) {
             const auto* k = constantOf(graph, in);
-            if (k && readTensor(*k, model.baseDir).numel() == 1) {
+            const bool scalar = k && std::all_of(k->dims().begin(), k->dims().end(), [](int64_t d) { return d == 1; });
+            if (scalar) {
               char lit[32];
               std::snprintf(lit, sizeof lit, "%.9g", readTensor(*k, model.baseDir).toDouble()[0]);
               operand[in] = lit;

@@ -58,10 +58,10 @@ KernelLibrary::~KernelLibrary() {
   if (program_) clReleaseProgram(program_);
 }
 
-cl_kernel KernelLibrary::generated(const std::string& name, const std::string& source) {
+cl_kernel KernelLibrary::generated(const std::string& name, const std::function<std::string()>& source) {
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
-  cl_program p = build(device_, commonHelpers() + source);
+  cl_program p = build(device_, commonHelpers() + source());
   generated_.push_back(p);
   cl_int err;
   cl_kernel k = clCreateKernel(p, name.c_str(), &err);

@@ -4,6 +4,7 @@
 
 #include <CL/cl.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,8 +24,9 @@ class KernelLibrary {
 
   cl_kernel get(const std::string& name);  // throws tl::Error naming the kernel if absent
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
-  // helpers in front, once per name. A compile failure shows the build log.
-  cl_kernel generated(const std::string& name, const std::string& source);
+  // helpers in front. `source` is asked for only the first time `name` is wanted. A
+  // compile failure shows the build log.
+  cl_kernel generated(const std::string& name, const std::function<std::string()>& source);
 
  private:
   const Device& device_;

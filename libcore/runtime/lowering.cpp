@@ -829,17 +829,15 @@ void gegluOp(const Node& n) {
       .run1d(count);
 }
 
-// tl.Elementwise (docs/ops.md): its program as one generated kernel, built once per
-// program: out[i] = the last temporary, each input read through broadcast strides.
-void elementwiseOp(const Node& n) {
-  requireFloatInputs(n);
+// tl.Elementwise's program as the OpenCL kernel `name` of `inputs` inputs: out[i] = the
+// last temporary, each input read through broadcast strides. Throws for a program it
+// cannot read.
+std::string elementwiseSource(const std::string& name, const std::string& program, size_t inputs) {
   static const std::map<std::string, std::pair<const char*, const char*>> ops = {
       {"add", {"(", " + "}}, {"sub", {"(", " - "}}, {"mul", {"(", " * "}}, {"div", {"(", " / "}},
       {"neg", {"(-", ""}}, {"sqrt", {"sqrt(", ""}}, {"recip", {"(1.0f / ", ""}}, {"exp", {"exp(", ""}},
       {"log", {"log(", ""}}, {"tanh", {"tanh(", ""}}, {"erf", {"erf(", ""}}, {"sigmoid", {"(1.0f / (1.0f + exp(-", ""}},
       {"relu", {"fmax(0.0f, ", ""}}, {"abs", {"fabs(", ""}}, {"sin", {"sin(", ""}}, {"cos", {"cos(", ""}}};
-  const std::string program = n.attrString("program", "");
-  const size_t inputs = static_cast<size_t>(n.proto.input_size());
   std::string body, last;
   for (size_t pos = 0; pos < program.size();) {  // "tK=op(a,b);..."
     const size_t end = std::min(program.find(';', pos), program.size());
@@ -868,8 +866,6 @@ void elementwiseOp(const Node& n) {
     last = out;
   }
   if (last.empty()) throw Error("tl.Elementwise: empty program", ExitCode::BadInput);
-  // One kernel per program and arity: named by a hash of both.
-  const std::string name = "ew_" + std::to_string(std::hash<std::string>{}(program + "/" + std::to_string(inputs)));
   std::string source = "__kernel void " + name + "(__global float* out, int n, int8 dims";
   std::string loads;
   for (size_t i = 0; i < inputs; ++i) {
@@ -877,7 +873,18 @@ void elementwiseOp(const Node& n) {
     source += ", __global const float* " + x + "p, int8 s" + std::to_string(i);
     loads += "  const float " + x + " = " + x + "p[strided_offset(i, dims, s" + std::to_string(i) + ")];\n";
   }
-  source += ") {\n  const int i = get_global_id(0);\n  if (i >= n) return;\n" + loads + body + "  out[i] = " + last + ";\n}\n";
+  return source + ") {\n  const int i = get_global_id(0);\n  if (i >= n) return;\n" + loads + body + "  out[i] = " + last +
+         ";\n}\n";
+}
+
+// tl.Elementwise (docs/ops.md): its program as one generated kernel, one per program and
+// arity (named by a hash of both), generated and built on its first launch only.
+void elementwiseOp(const Node& n) {
+  requireFloatInputs(n);
+  const std::string program = n.attrString("program", "");
+  const size_t inputs = static_cast<size_t>(n.proto.input_size());
+  const std::string name = "ew_" + std::to_string(std::hash<std::string>{}(program + "/" + std::to_string(inputs)));
+  cl_kernel kernel = n.ex.kernels().generated(name, [&] { return elementwiseSource(name, program, inputs); });
   Dims o = n.shape(n.out(0));
   const int64_t count = elementCount(o);
   std::vector<Dims> strides;
@@ -886,7 +893,7 @@ void elementwiseOp(const Node& n) {
   std::vector<Dims*> all = {&so};
   for (auto& st : strides) all.push_back(&st);
   collapse(o, all);
-  Launch l(n.ex, n.index, name, n.ex.kernels().generated(name, source));
+  Launch l(n.ex, n.index, name, kernel);
   l.mem(n.out(0)).i32(count).vec(pad8(o, 1));
   for (size_t i = 0; i < inputs; ++i) l.mem(n.in(i)).vec(pad8(strides[i], 0));
   l.run1d(count);
@@ -953,9 +960,10 @@ bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
 
 bool isRunView(const onnx::NodeProto& n, const Executor& ex) {
   if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() != 1) return false;
+  const bool expand = n.op_type() == "Expand";
+  if (!expand && n.op_type() != "Transpose") return false;  // before any lookup: every step asks every node
   const Dims& in = ex.shape(n.input(0));
-  if (n.op_type() == "Expand") return in == ex.shape(n.output(0));
-  if (n.op_type() != "Transpose") return false;
+  if (expand) return in == ex.shape(n.output(0));
   Dims order;  // the input axes that are not 1, in output order
   const auto* p = findAttr(n, "perm");
   for (size_t i = 0; i < in.size(); ++i) {
