@@ -18,13 +18,14 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).
 #define RED_WG 64
 
-// Combines every item's `v` with OP (an expression of a and b); all items get the result.
+// Combines every item's `v` with OP (an expression of a and b) over a work-group of n
+// items (a power of two; NAME itself: RED_WG); all items get the result.
 #define WG_REDUCE(NAME, OP)                                                                      \
-  inline float NAME(__local float* part, float v) {                                              \
+  inline float NAME##_n(__local float* part, float v, int n) {                                   \
     const int t = get_local_id(0);                                                               \
     part[t] = v;                                                                                 \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-    for (int s = RED_WG / 2; s > 0; s >>= 1) {                                                   \
+    for (int s = n / 2; s > 0; s >>= 1) {                                                        \
       if (t < s) {                                                                               \
         const float a = part[t], b = part[t + s];                                                \
         part[t] = OP;                                                                            \
@@ -34,22 +35,9 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
     const float r = part[0];                                                                     \
     barrier(CLK_LOCAL_MEM_FENCE); /* part may be reused at once */                               \
     return r;                                                                                    \
-  }
+  }                                                                                              \
+  inline float NAME(__local float* part, float v) { return NAME##_n(part, v, RED_WG); }
 WG_REDUCE(wg_sum, a + b)
-
-// The sum of v over a work-group of n items (a power of two); every item gets it.
-inline float wg_sum_n(__local float* part, float v, int n) {
-  const int t = get_local_id(0);
-  part[t] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = n / 2; s > 0; s >>= 1) {
-    if (t < s) part[t] += part[t + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float r = part[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-}
 WG_REDUCE(wg_max, fmax(a, b))
 WG_REDUCE(wg_min, fmin(a, b))
 WG_REDUCE(wg_prod, a * b)

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <memory>
 
 #include "cli/error.h"
 #include "cli/tool.h"
@@ -73,11 +72,8 @@ int main(int argc, char** argv) {
     constexpr size_t kInlineLimit = 1 << 20;
     const auto& inits = model.proto.graph().initializer();
     const bool big = std::any_of(inits.begin(), inits.end(), [&](const auto& t) { return t.raw_data().size() >= kInlineLimit; });
-    std::unique_ptr<tl::ExternalDataWriter> data;
     if (toFile && big && tl::hasExternalData(model.proto)) {
-      const auto file = std::filesystem::absolute(tool.output() + ".data").lexically_normal();
-      data = std::make_unique<tl::ExternalDataWriter>(
-          file, file.lexically_relative(std::filesystem::absolute(model.baseDir).lexically_normal()).string());
+      const auto data = tl::externalDataBeside(tool.output(), model);
       tl::moveToExternalData(model, *data, kInlineLimit);
       data->commit();
     }

@@ -57,10 +57,7 @@ int main(int argc, char** argv) {
     if (external && !toFile) throw tl::Error("--external-data needs -o FILE (the data goes beside it)", tl::ExitCode::Usage);
     std::unique_ptr<tl::ExternalDataWriter> data;
     if (toFile && (external || tl::hasExternalData(model.proto))) {
-      // Named relative to the input's folder, as every external location is until serializeModel.
-      const auto file = std::filesystem::absolute(tool.output() + ".data").lexically_normal();
-      data = std::make_unique<tl::ExternalDataWriter>(
-          file, file.lexically_relative(std::filesystem::absolute(model.baseDir).lexically_normal()).string());
+      data = tl::externalDataBeside(tool.output(), model);
       opt.externalData = data.get();
     }
     auto done = tl::quantizeModel(model, opt, true);

@@ -240,26 +240,11 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
   std::sort(a.nodes.begin(), a.nodes.end());
   r.remove = a.nodes;
   r.fused = tlNode("Attention", pv->name(), inputs, out);
-  auto attr = [&](const char* name) {
-    auto* x = r.fused.add_attribute();
-    x->set_name(name);
-    return x;
-  };
-  auto* scale = attr("scale");
-  scale->set_type(onnx::AttributeProto::FLOAT);
-  scale->set_f(static_cast<float>(a.scale));
-  if (a.softcap > 0) {
-    auto* cap = attr("softcap");
-    cap->set_type(onnx::AttributeProto::FLOAT);
-    cap->set_f(static_cast<float>(a.softcap));
-  }
+  addAttr(r.fused, "scale", static_cast<float>(a.scale));
+  if (a.softcap > 0) addAttr(r.fused, "softcap", static_cast<float>(a.softcap));
   for (auto [name, on] : {std::pair{"q_bshd", a.qBshd}, {"k_bthd", a.kBthd}, {"v_bthd", a.vBthd}, {"out_bshd", bshd},
-                          {"zero_masked_rows", zeroRows}}) {
-    if (!on) continue;
-    auto* o = attr(name);
-    o->set_type(onnx::AttributeProto::INT);
-    o->set_i(1);
-  }
+                          {"zero_masked_rows", zeroRows}})
+    if (on) addAttr(r.fused, name, int64_t{1});
   return "";
 }
 

@@ -30,9 +30,7 @@ PassResult pairConcats(Model& model) {
     for (const auto& [kind, nodes] : byKind) {
       for (size_t j = 0; j + 1 < nodes.size();) {
         const auto &a = graph.node(nodes[j]), &b = graph.node(nodes[j + 1]);
-        bool after = b.input(0) != a.output(0) && b.input(1) != a.output(0);
-        for (size_t reader : graph.consumers(a.output(0))) after = after && reader > nodes[j + 1];
-        if (!after) {  // try the next one with its follower
+        if (!readOnlyAfter(graph, a.output(0), nodes[j + 1])) {  // b reading a is such a read too; try b next
           result.nearMisses.push_back("node '" + graph.nodeName(nodes[j]) + "' (Concat): its output is read before '" +
                                       graph.nodeName(nodes[j + 1]) + "', the next Concat like it");
           ++j;
@@ -43,10 +41,7 @@ PassResult pairConcats(Model& model) {
         j += 2;
         r.fused = tlNode("Concat", a.name() + "+" + b.name(), {a.input(0), a.input(1), b.input(0), b.input(1)}, a.output(0));
         r.fused.add_output(b.output(0));
-        auto* ax = r.fused.add_attribute();
-        ax->set_name("axis");
-        ax->set_type(onnx::AttributeProto::INT);
-        ax->set_i(std::get<0>(kind));
+        addAttr(r.fused, "axis", std::get<0>(kind));
         rewrites.push_back(std::move(r));
       }
     }

@@ -11,6 +11,7 @@
 
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
+#include "graph/attributes.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -109,10 +110,7 @@ PassResult fuseElementwise(Model& model) {
       r.remove = nodes;
       std::sort(r.remove.begin(), r.remove.end());  // the root last: everything else feeds it
       r.fused = tlNode("Elementwise", rn.name(), inputs, rn.output(0));
-      auto* a = r.fused.add_attribute();
-      a->set_name("program");
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(program);
+      addAttr(r.fused, "program", program);
       rewrites.push_back(std::move(r));
     }
   }

@@ -9,6 +9,7 @@
 
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
+#include "graph/attributes.h"
 
 namespace tl {
 namespace {
@@ -50,10 +51,7 @@ std::string finish(const PatternContext& c, const std::string& x, const std::str
   std::sort(head.begin(), head.end());
   r.remove = head;
   r.fused = tlNode("Gelu", out->name(), {x}, out->output(0));
-  auto* a = r.fused.add_attribute();
-  a->set_name("approximate");
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(approximate);
+  addAttr(r.fused, "approximate", std::string(approximate));
   return "";
 }
 

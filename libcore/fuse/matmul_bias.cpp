@@ -10,17 +10,6 @@
 namespace tl {
 namespace {
 
-// N of a projection the epilogue can take, or 0.
-int64_t projectionWidth(const PatternContext& c, const onnx::NodeProto& n) {
-  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return 0;
-  if (isOp(&n, "MatMul") || (n.domain() == "tl" && n.op_type() == "MatMul" && n.input_size() == 2)) {
-    const auto* w = n.input_size() == 2 ? constantOf(c.graph, n.input(1)) : nullptr;
-    return w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT ? w->dims(1) : 0;
-  }
-  if (n.domain() == "tl" && n.op_type() == "QMatMul" && n.input_size() == 4) return attrInt(n, "N").value_or(0);
-  return 0;
-}
-
 std::string match(const PatternContext& c, size_t add, Rewrite& r) {
   const auto& an = c.graph.node(add);
   if (an.input_size() != 2) return "it does not have two inputs";
@@ -29,8 +18,9 @@ std::string match(const PatternContext& c, size_t add, Rewrite& r) {
     const int p = c.graph.producer(y);
     if (p < 0) continue;
     const auto& mm = c.graph.node(static_cast<size_t>(p));
-    const int64_t N = projectionWidth(c, mm);
-    if (N == 0) continue;
+    const int64_t N = projectionWidth(c.graph, mm);
+    const bool biased = mm.input_size() > (mm.op_type() == "QMatMul" ? 4 : 2);  // an epilogue already
+    if (N == 0 || biased) continue;
     const auto* bias = constantOf(c.graph, b);
     if (!bias || bias->dims_size() != 1 || bias->dims(0) != N || bias->data_type() != onnx::TensorProto::FLOAT)
       return "the other input is not a constant float [" + std::to_string(N) + "] bias";

@@ -134,9 +134,6 @@ PassResult mergeMatMuls(Model& model) {
         r.fused.set_op_type(quantized ? "QMatMul" : "MatMul");
         r.fused.set_name(first.name() + "/tl.merged");
         r.fused.add_input(first.input(0));
-        auto* split = r.fused.add_attribute();
-        split->set_name("split");
-        split->set_type(onnx::AttributeProto::INTS);
         const int inputs = quantized ? 3 : 1;
         for (int k = 1; k <= inputs; ++k) {
           std::vector<Tensor> parts;
@@ -152,10 +149,10 @@ PassResult mergeMatMuls(Model& model) {
           r.fused.add_output(n.output(0));
           const int64_t width =
               quantized ? attrInt(n, "N").value_or(0) : constantOf(graph, n.input(1))->dims(1);
-          split->add_ints(width);
           widths.push_back(width);
           N += width;
         }
+        addAttr(r.fused, "split", widths);
         const int biasInput = quantized ? 4 : 2;
         if (auto b = stackBiases(graph, model, part, biasInput, widths, freshName(graph, first.output(0) + ".bias", taken))) {
           r.fused.add_input(b->name());

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "graph/attributes.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -26,6 +27,22 @@ const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tenso
     t = n.input(0);
   }
   return nullptr;
+}
+
+int64_t projectionWidth(const Graph& graph, const onnx::NodeProto& n) {
+  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return 0;
+  if (isOp(&n, "MatMul") || (n.domain() == "tl" && n.op_type() == "MatMul")) {
+    const auto* w = n.input_size() >= 2 ? constantOf(graph, n.input(1)) : nullptr;
+    return w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT ? w->dims(1) : 0;
+  }
+  if (n.domain() == "tl" && n.op_type() == "QMatMul") return attrInt(n, "N").value_or(0);
+  return 0;
+}
+
+bool readOnlyAfter(const Graph& graph, const std::string& tensor, size_t index) {
+  for (size_t reader : graph.consumers(tensor))
+    if (reader <= index) return false;
+  return true;
 }
 
 bool isAnchor(const onnx::NodeProto& n, const std::string& anchor) {

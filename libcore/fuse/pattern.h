@@ -51,6 +51,13 @@ struct Rewrite {
   onnx::NodeProto fused;
   std::vector<onnx::NodeProto> before;  // more new nodes, placed just before `fused`
 };
+// N of a projection by a constant matrix: MatMul(a, W) with W a constant float [K, N], or
+// a tl.MatMul / tl.QMatMul of one output, not split and not transposed; 0 for anything else.
+int64_t projectionWidth(const Graph& graph, const onnx::NodeProto& n);
+// Whether every reader of `tensor` comes after node `index` in the file (a node moved there
+// still precedes them).
+bool readOnlyAfter(const Graph& graph, const std::string& tensor, size_t index);
+
 // A `tl` node named after `base`, with these inputs and output.
 onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
                        const std::string& output);

@@ -58,10 +58,7 @@ std::string match(const PatternContext& c, size_t mean, Rewrite& r) {
     return "the scale is not a float32 [" + xs.dims.back().str() + "]";
   r.remove.push_back(iNext);
   r.fused = tlNode("RMSNorm", next->name(), {x, scale}, next->output(0));
-  auto* e = r.fused.add_attribute();
-  e->set_name("epsilon");
-  e->set_type(onnx::AttributeProto::FLOAT);
-  e->set_f(static_cast<float>(*eps));
+  addAttr(r.fused, "epsilon", static_cast<float>(*eps));
   return "";
 }
 

@@ -110,9 +110,7 @@ PassResult pairRopes(Model& model) {
     for (const auto& [tables, nodes] : byTables) {
       for (size_t j = 0; j + 1 < nodes.size(); j += 2) {
         const auto &a = graph.node(nodes[j]), &b = graph.node(nodes[j + 1]);
-        bool after = true;
-        for (size_t reader : graph.consumers(a.output(0))) after = after && reader > nodes[j + 1];
-        if (!after) {
+        if (!readOnlyAfter(graph, a.output(0), nodes[j + 1])) {
           result.nearMisses.push_back("node '" + graph.nodeName(nodes[j]) + "' (tl.RoPE): its output is read before '" +
                                       graph.nodeName(nodes[j + 1]) + "', the RoPE it would pair with");
           continue;
@@ -167,10 +165,7 @@ std::string matchPartial(const PatternContext& c, size_t rope, Rewrite& r) {
   r.fused = rn;
   r.fused.set_input(0, X);
   r.fused.set_output(0, cat->output(0));
-  auto* a = r.fused.add_attribute();
-  a->set_name("rotary_dim");
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(R);
+  addAttr(r.fused, "rotary_dim", R);
   return "";
 }
 

@@ -18,17 +18,6 @@ struct Piece {
   std::string output;
 };
 
-// N of a projection that can take a split (one output, none yet), or 0.
-int64_t width(const PatternContext& c, const onnx::NodeProto& n) {
-  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return 0;
-  if (isOp(&n, "MatMul") || (n.domain() == "tl" && n.op_type() == "MatMul")) {
-    const auto* w = n.input_size() >= 2 ? constantOf(c.graph, n.input(1)) : nullptr;
-    return w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT ? w->dims(1) : 0;
-  }
-  if (n.domain() == "tl" && n.op_type() == "QMatMul") return attrInt(n, "N").value_or(0);
-  return 0;
-}
-
 struct Cut {
   std::vector<Piece> pieces;
   std::vector<size_t> cutters, shapes;  // the Slices/Split, and Shape readers of y
@@ -84,7 +73,7 @@ std::string cuts(const PatternContext& c, const std::string& y, int64_t N, Cut& 
 
 std::string match(const PatternContext& c, size_t mm, Rewrite& r, std::vector<onnx::TensorProto>& constants) {
   const auto& n = c.graph.node(mm);
-  const int64_t N = width(c, n);
+  const int64_t N = projectionWidth(c.graph, n);
   if (N == 0) return "";
   const std::string y = n.output(0);
   if (c.outputs.count(y)) return "";
@@ -97,13 +86,12 @@ std::string match(const PatternContext& c, size_t mm, Rewrite& r, std::vector<on
   r.fused = n;
   r.fused.set_domain("tl");
   r.fused.clear_output();
-  auto* split = r.fused.add_attribute();
-  split->set_name("split");
-  split->set_type(onnx::AttributeProto::INTS);
+  std::vector<int64_t> widths;
   for (const auto& p : cut.pieces) {
     r.fused.add_output(p.output);
-    split->add_ints(p.end - p.begin);
+    widths.push_back(p.end - p.begin);
   }
+  addAttr(r.fused, "split", widths);
   r.remove = cut.cutters;
   r.remove.push_back(mm);  // the projection last: the fused node takes its place
   // Shape(y) = Concat(Shape(a)[:-1], [N]), folded by tl-shape as before.
@@ -133,10 +121,7 @@ std::string match(const PatternContext& c, size_t mm, Rewrite& r, std::vector<on
     cat.add_input(base + "/lead");
     cat.add_input(constant(base + "/N", N));
     cat.add_output(sh.output(0));
-    auto* axis = cat.add_attribute();
-    axis->set_name("axis");
-    axis->set_type(onnx::AttributeProto::INT);
-    axis->set_i(0);
+    addAttr(cat, "axis", int64_t{0});
     for (auto* node : {&shapeA, &lead, &cat}) r.before.push_back(*node);
     r.remove.insert(r.remove.begin(), s);
   }

@@ -43,10 +43,7 @@ std::string matchGeGlu(const PatternContext& c, size_t gelu, Rewrite& r) {
   if (!c.sameDims(g, u)) return "g and u differ in shape";
   r.remove = {gelu, iGate};
   r.fused = tlNode("GeGLU", gate->name(), {g, u}, gate->output(0));
-  auto* a = r.fused.add_attribute();
-  a->set_name("approximate");
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(attrString(gn, "approximate").value_or("none"));
+  addAttr(r.fused, "approximate", attrString(gn, "approximate").value_or("none"));
   return "";
 }
 

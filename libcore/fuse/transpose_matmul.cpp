@@ -25,10 +25,7 @@ std::string match(const PatternContext& c, size_t mm, Rewrite& r) {
   if (!c.onlyReader(t->output(0))) return "the Transpose has other readers";
   r.remove = {iT, mm};
   r.fused = tlNode("MatMul", n.name(), {n.input(0), t->input(0)}, n.output(0));
-  auto* a = r.fused.add_attribute();
-  a->set_name("transB");
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(1);
+  addAttr(r.fused, "transB", int64_t{1});
   return "";
 }
 

@@ -41,4 +41,32 @@ std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto& node, const 
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+namespace {
+
+onnx::AttributeProto* added(onnx::NodeProto& node, const char* name, onnx::AttributeProto::AttributeType t) {
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(t);
+  return a;
+}
+
+}  // namespace
+
+void addAttr(onnx::NodeProto& node, const char* name, int64_t value) {
+  added(node, name, onnx::AttributeProto::INT)->set_i(value);
+}
+
+void addAttr(onnx::NodeProto& node, const char* name, float value) {
+  added(node, name, onnx::AttributeProto::FLOAT)->set_f(value);
+}
+
+void addAttr(onnx::NodeProto& node, const char* name, const std::string& value) {
+  added(node, name, onnx::AttributeProto::STRING)->set_s(value);
+}
+
+void addAttr(onnx::NodeProto& node, const char* name, const std::vector<int64_t>& values) {
+  auto* a = added(node, name, onnx::AttributeProto::INTS);
+  for (auto v : values) a->add_ints(v);
+}
+
 }  // namespace tl

@@ -115,6 +115,12 @@ void ExternalDataWriter::commit() {
   committed_ = true;
 }
 
+std::unique_ptr<ExternalDataWriter> externalDataBeside(const std::string& modelFile, const Model& model) {
+  const auto file = std::filesystem::absolute(modelFile + ".data").lexically_normal();
+  return std::make_unique<ExternalDataWriter>(
+      file, file.lexically_relative(std::filesystem::absolute(model.baseDir).lexically_normal()).string());
+}
+
 int moveToExternalData(Model& model, ExternalDataWriter& data, size_t minBytes) {
   int moved = 0;
   for (auto& t : *model.proto.mutable_graph()->mutable_initializer()) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -45,6 +46,10 @@ class ExternalDataWriter {
   size_t offset_ = 0;
   bool committed_ = false;
 };
+
+// A writer of `modelFile`.data beside the model file a stage writes, its location named
+// relative to the model's base directory, as every external location is until serializeModel.
+std::unique_ptr<ExternalDataWriter> externalDataBeside(const std::string& modelFile, const Model& model);
 
 // Moves initializers whose inline bytes reach `minBytes` into `data` (tl-fuse's merged
 // weights, when the model keeps its others outside too). Returns how many moved.

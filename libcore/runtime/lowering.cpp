@@ -517,9 +517,7 @@ void convOp(const Node& n) {
   const Dims &x = n.shape(n.in(0)), &w = n.shape(n.in(1)), &y = n.shape(n.out(0));
   const size_t k = x.size() - 2;
   auto ints = [&](const char* name, int64_t fill, size_t count) {
-    Dims v(count, fill);
-    if (const auto* a = n.attr(name)) v.assign(a->ints().begin(), a->ints().end());
-    return v;
+    return tl::attrInts(n.proto, name).value_or(Dims(count, fill));
   };
   const Dims strides = ints("strides", 1, k), dil = ints("dilations", 1, k), pads = ints("pads", 0, 2 * k);
   const std::string autoPad = n.attrString("auto_pad", "NOTSET");

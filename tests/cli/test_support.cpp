@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "graph/attributes.h"
 #include "graph/graph.h"
 #include "shape/shape_inference.h"
 
@@ -172,26 +173,15 @@ Model oneNodeModel(const std::string& op, const std::vector<std::pair<std::strin
   return m;
 }
 
-void setAttr(Model& m, const char* name, float f) {
-  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(f);
-}
+void setAttr(Model& m, const char* name, float f) { addAttr(*m.proto.mutable_graph()->mutable_node(0), name, f); }
 
-void setAttr(Model& m, const char* name, int64_t i) {
-  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(i);
-}
+void setAttr(Model& m, const char* name, int64_t i) { addAttr(*m.proto.mutable_graph()->mutable_node(0), name, i); }
 
 void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints) {
-  auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (auto v : ints) a->add_ints(v);
+  addAttr(*m.proto.mutable_graph()->mutable_node(0), name, ints);
 }
+
+void setAttr(Model& m, const char* name, const std::string& s) { addAttr(*m.proto.mutable_graph()->mutable_node(0), name, s); }
 
 Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims) {
   return makeTensor(name, DType::Float, std::move(dims), v.data());

@@ -47,6 +47,7 @@ Model oneNodeModel(const std::string& op, const std::vector<std::pair<std::strin
 void setAttr(Model& m, const char* name, float f);    // on the model's first node
 void setAttr(Model& m, const char* name, int64_t i);
 void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints);
+void setAttr(Model& m, const char* name, const std::string& s);
 Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims);
 // Runs a model on the default device in both kernel families and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);

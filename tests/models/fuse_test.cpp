@@ -454,10 +454,7 @@ TEST(GeGluKernel, MatchesReference) {
   std::normal_distribution<float> normal(0.0f, 2.0f);
   for (const char* form : {"none", "tanh"}) {
     Model m = oneNodeModel("GeGLU", {{"g", {"R", "19"}}, {"u", {"R", "19"}}});
-    auto* a = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-    a->set_name("approximate");
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(form);
+    setAttr(m, "approximate", std::string(form));
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
       std::vector<float> g(57), u(57);
       for (auto* v : {&g, &u})
@@ -536,10 +533,7 @@ TEST(FuseKernelsPerLayer, AtMostTenPerDecodeStep) {
 // into one kernel, against the same arithmetic on the host.
 TEST(ElementwiseKernel, GeneratedProgramMatchesReference) {
   Model m = oneNodeModel("Elementwise", {{"a", {"R", "5"}}, {"b", {"5"}}, {"c", {"R", "1"}}});
-  auto* p = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-  p->set_name("program");
-  p->set_type(onnx::AttributeProto::STRING);
-  p->set_s("t0=mul(x0,1.702);t1=sigmoid(t0);t2=mul(x0,t1);t3=sub(t2,x1);t4=div(t3,x2);t5=tanh(t4)");
+  setAttr(m, "program", std::string("t0=mul(x0,1.702);t1=sigmoid(t0);t2=mul(x0,t1);t3=sub(t2,x1);t4=div(t3,x2);t5=tanh(t4)"));
   std::mt19937 rng(23);
   std::normal_distribution<float> normal;
   onBothFamilies(m, [&](Executor& ex, bool gpu) {
@@ -561,10 +555,7 @@ TEST(ElementwiseKernel, GeneratedProgramMatchesReference) {
 // A program tl-run cannot read is one error naming the node, before anything runs.
 TEST(ElementwiseKernel, BadProgramIsAnError) {
   Model m = oneNodeModel("Elementwise", {{"a", {"4"}}});
-  auto* p = m.proto.mutable_graph()->mutable_node(0)->add_attribute();
-  p->set_name("program");
-  p->set_type(onnx::AttributeProto::STRING);
-  p->set_s("t0=bogus(x0)");
+  setAttr(m, "program", std::string("t0=bogus(x0)"));
   Graph graph(m.proto.graph());
   ShapeAnalysis analysis = inferShapes(m, graph);
   Device device(selectDevice(""), false);
