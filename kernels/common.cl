@@ -45,9 +45,10 @@ WG_REDUCE(wg_prod, a * b)
 // A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to
 // C, [N0, N0 + N1) to C1 and the rest to C2, each row-major at its own width, so the
 // merged q/k/v (or gate/up) projection writes three tensors in one kernel. Unsplit: N0 = N.
-// `bias` (or null) is added to column n as it is stored: the bias Add's epilogue.
-#define SPLIT_ARGS __global float *C1, __global float *C2, int N0, int N1, __global const float *bias
-#define SPLIT_PASS C1, C2, N0, N1, bias
+// `bias` (or null) is added to column n as it is stored: the bias Add's epilogue; `res`
+// (or null, unsplit outputs only) is added at C's own element: the residual Add's.
+#define SPLIT_ARGS __global float *C1, __global float *C2, int N0, int N1, __global const float *bias, __global const float *res
+#define SPLIT_PASS C1, C2, N0, N1, bias, res
 inline __global float* split_at(__global float* C, __global float* C1, __global float* C2, int N0, int N1, int N,
                                 long row, int n) {
   if (n < N0) return C + row * N0 + n;
@@ -56,4 +57,14 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 }
 #define OUT_AT(row, n) (*split_at(C, C1, C2, N0, N1, N, (long)(row), (n)))
 #define BIAS(n) (bias ? bias[n] : 0.0f)
-#define STORE(row, n, v) (OUT_AT(row, n) = (v) + BIAS(n))
+#define RES(row, n) (res ? res[(long)(row) * N0 + (n)] : 0.0f)
+#define STORE(row, n, v) (OUT_AT(row, n) = (v) + BIAS(n) + RES(row, n))
+
+// A gated linear unit's activation of its gate (tl.SwiGLU, tl.GeGLU, a MatMul's `glu`):
+// 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its
+// tanh form, as ONNX Gelu's kernels.
+inline float glu_gate(float x, int kind) {
+  if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));
+  if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+  return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}

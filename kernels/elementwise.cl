@@ -135,20 +135,9 @@ __kernel void rope_f32(__global const float* x, __global const float* cosv, __gl
   out[i] = x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
 
-// tl.GeGLU: y = gelu(g) * u, GELU's erf form or (tanh_form) its tanh form, as ONNX Gelu's kernels.
-__kernel void geglu_f32(__global const float* g, __global const float* u, __global float* out, int n, int tanh_form) {
+// tl.SwiGLU, tl.GeGLU and the GLU of a MatMul whose kernel lacks it: y = gate(g) * u,
+// glu_gate's kind.
+__kernel void glu_f32(__global const float* g, __global const float* u, __global float* out, int n, int kind) {
   const int i = get_global_id(0);
-  if (i >= n) return;
-  const float x = g[i];
-  const float gelu = tanh_form ? 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)))
-                               : 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-  out[i] = gelu * u[i];
-}
-
-// tl.SwiGLU: y = silu(g) * u, as the unfused graph computes it: (g * sigmoid(g)) * u.
-__kernel void swiglu_f32(__global const float* g, __global const float* u, __global float* out, int n) {
-  const int i = get_global_id(0);
-  if (i >= n) return;
-  const float x = g[i];
-  out[i] = x * (1.0f / (1.0f + exp(-x))) * u[i];
+  if (i < n) out[i] = glu_gate(g[i], kind) * u[i];
 }

@@ -60,10 +60,12 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
   // Four columns stay in one output: the host asks for split widths that are multiples of 4.
   const long row = (long)b * M + m;
   const float4 bv = bias ? vload4(0, bias + n) : (float4)0.0f;
-  vstore4(c0 + bv, 0, &OUT_AT(row, n));
-  if (m + 1 < M) vstore4(c1 + bv, 0, &OUT_AT(row + 1, n));
-  if (m + 2 < M) vstore4(c2 + bv, 0, &OUT_AT(row + 2, n));
-  if (m + 3 < M) vstore4(c3 + bv, 0, &OUT_AT(row + 3, n));
+#define STORE4(i, c) vstore4(c + bv + (res ? vload4(0, res + (row + i) * N0 + n) : (float4)0.0f), 0, &OUT_AT(row + i, n))
+  STORE4(0, c0);
+  if (m + 1 < M) STORE4(1, c1);
+  if (m + 2 < M) STORE4(2, c2);
+  if (m + 3 < M) STORE4(3, c3);
+#undef STORE4
 }
 
 // Conv, direct: one output element per work item, over its group's input channels and the

@@ -269,60 +269,107 @@ __kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* R
 #define COLS4(X, P) X(0, P) X(1, P) X(2, P) X(3, P)
 #define DOT8(a, b) (dot((a).lo, (b).lo) + dot((a).hi, (b).hi))
 
-// Sums the work-group's partials acc[4c + m] (column n0 + c, row m) and writes them,
-// times row_scale[m] when given: 8 items per value add 8 partials each, then one item
-// per value adds those 8. Every work item of the group must call it.
-inline void gemv_finish_cols(__local float* red, __local float* part, const float* acc, int t, int M, int N,
-                             int n0, __global float* C, SPLIT_ARGS, __global const float* row_scale) {
+// The weight column behind work-group column c: 4 consecutive columns, or with a GLU
+// epilogue 2 gate columns and their 2 up columns, N / 2 further on (the last group's
+// extra columns repeat the last one).
+inline int gemv_col(int c, int group, int N, int glu) {
+  if (!glu) return min(group * GEMV_COLS + c, N - 1);
+  const int width = N / 2;
+  return min(group * 2 + (c & 1), width - 1) + (c >> 1) * width;
+}
+
+// The prologue and epilogue arguments of the float-activation decode kernels (tl.MatMul
+// and tl.QMatMul, docs/ops.md): NW (or null) the RMSNorm scale that A's rows are
+// normalized by first, with eps; glu (0 none, else glu_gate's kind) the gated unit that
+// pairs column j with column j + N / 2 into output column j.
+#define GEMV_ARGS __global const float *NW, float eps, int glu
+
+// Sums the work-group's partials acc[4c + m] (column c, row m) and the rows' sums of
+// squares ss (when NW normalizes them), then writes the outputs: times row_scale[m] when
+// given, times row m's inverse RMS, then the bias and the GLU or the residual. 8 items per
+// value add 8 partials each, one item per value adds those 8. Every item must call it.
+#define GEMV_VALUES (4 * GEMV_COLS + 4)
+inline void gemv_finish_cols(__local float* red, __local float* part, const float* acc, float4 ss, int t, int M,
+                             int N, int K, __global float* C, SPLIT_ARGS, __global const float* row_scale,
+                             __global const float* NW, float eps, int glu) {
   for (int v = 0; v < 4 * GEMV_COLS; ++v) red[v * GEMV_WG + t] = acc[v];
+  if (NW) vstore4(ss, 0, red + 4 * GEMV_COLS * GEMV_WG + 4 * t);  // [4 x 64], then read 8 at a time
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int e = t; e < 4 * GEMV_COLS * 8; e += GEMV_WG) {
-    __local const float* r = red + (e >> 3) * GEMV_WG + (e & 7) * 8;
-    part[e] = r[0] + r[1] + r[2] + r[3] + r[4] + r[5] + r[6] + r[7];
+  for (int e = t; e < GEMV_VALUES * 8; e += GEMV_WG) {
+    const int v = e >> 3;
+    if (v >= 4 * GEMV_COLS && !NW) continue;
+    float p = 0.0f;
+    if (v < 4 * GEMV_COLS) {
+      __local const float* r = red + v * GEMV_WG + (e & 7) * 8;
+      p = r[0] + r[1] + r[2] + r[3] + r[4] + r[5] + r[6] + r[7];
+    } else {  // row m's sums of squares: items 8j .. 8j + 7
+      __local const float* r = red + 4 * GEMV_COLS * GEMV_WG + (v - 4 * GEMV_COLS);
+      for (int i = 0; i < 8; ++i) p += r[4 * ((e & 7) * 8 + i)];
+    }
+    part[e] = p;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int c = t >> 2, m = t & 3;
-  if (t < 4 * GEMV_COLS && m < M && n0 + c < N) {
+  if (t < GEMV_VALUES) {
     __local const float* p = part + 8 * t;
-    const float sum = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
-    STORE(m, n0 + c, sum * (row_scale ? row_scale[m] : 1.0f));
+    red[t] = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int c = t >> 2, m = t & 3, group = get_group_id(0);
+  const float scale = m < M ? (row_scale ? row_scale[m] : 1.0f) * (NW ? 1.0f / sqrt(red[4 * GEMV_COLS + m] / K + eps) : 1.0f) : 0.0f;
+  if (!glu) {
+    const int n = group * GEMV_COLS + c;
+    if (t < 4 * GEMV_COLS && m < M && n < N) STORE(m, n, red[t] * scale);
+  } else {  // items 4c + m, c < 2: gate column 2 * group + c, its up column's sum 8 further
+    const int width = N / 2, j = group * 2 + c;
+    if (t < 8 && m < M && j < width)
+      OUT_AT(m, j) = glu_gate(red[t] * scale + BIAS(j), glu) * (red[t + 8] * scale + BIAS(width + j));
   }
 }
 
 // What every 4-column decode kernel starts with: arguments, local memory, the columns'
-// pointers (the last group's extra columns repeat column N - 1), the accumulators.
+// pointers, the accumulators.
 #define QGEMV_HEAD(NAME, ROWS)                                                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups) {                                                                           \
-    __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
-    const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
+            int groups, GEMV_ARGS) {                                                                \
+    __local float red[GEMV_VALUES * GEMV_WG], part[GEMV_VALUES * 8];                                \
+    const int t = get_local_id(0);                                                                  \
     COLS4(GEMV_POINTERS, _)                                                                         \
     COLS4(GEMV_OFFSETS, _)                                                                          \
     const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
-    float acc[4 * GEMV_COLS] = {0.0f};
+    float acc[4 * GEMV_COLS] = {0.0f};                                                              \
+    float4 ss = 0.0f;
 // Row m of A as 8 floats at word i, or as the one float at k (tails); 0 past M.
 #define A_WORD(m) (rows > m && M > m ? vload8(i, A + (m) * K) : 0.0f)
 #define A_CODE(m) (rows > m && M > m ? (float8)(A[(m) * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f)
+// The RMSNorm prologue on the rows' 8 values at hand: their squares summed, then scaled.
+#define NORM_ROWS(nw)                                                                               \
+  if (NW) {                                                                                         \
+    const float8 w8 = (nw);                                                                         \
+    ss += (float4)(DOT8(a0, a0), DOT8(a1, a1), DOT8(a2, a2), DOT8(a3, a3));                         \
+    a0 *= w8; a1 *= w8; a2 *= w8; a3 *= w8;                                                         \
+  }
 
 #define QGEMV(NAME, ROWS, AT, AT8)                                                                  \
   QGEMV_HEAD(NAME, ROWS)                                                                            \
     const int words = K / 8;                                                                        \
     for (int i = t; i < words; i += GEMV_WG) {                                                      \
       const int k0 = 8 * i, g = k0 / G;                                                             \
-      const float8 a0 = A_WORD(0), a1 = A_WORD(1), a2 = A_WORD(2), a3 = A_WORD(3);                  \
+      float8 a0 = A_WORD(0), a1 = A_WORD(1), a2 = A_WORD(2), a3 = A_WORD(3);                        \
+      NORM_ROWS(vload8(i, NW))                                                                      \
       COLS4(GEMV_WORD, AT8)                                                                         \
     }                                                                                               \
     for (int k = 8 * words + t; k < K; k += GEMV_WG) {                                              \
       const int g = k / G;                                                                          \
-      const float8 a0 = A_CODE(0), a1 = A_CODE(1), a2 = A_CODE(2), a3 = A_CODE(3);                  \
+      float8 a0 = A_CODE(0), a1 = A_CODE(1), a2 = A_CODE(2), a3 = A_CODE(3);                        \
+      NORM_ROWS((float8)NW[k])                                                                      \
       COLS4(GEMV_TAIL, AT)                                                                          \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, 0);                                                      \
+    gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
 #define GEMV_POINTERS(c, _)                                                                         \
-  const int col##c = min(n0 + c, N - 1);                                                            \
+  const int col##c = gemv_col(c, get_group_id(0), N, glu);                                          \
   __global const uchar* w##c = W + (long)col##c * row_bytes;                                        \
   __global const float* s##c = S + (long)col##c * groups;
 #define GEMV_OFFSETS(c, _) __global const float* o##c = O + (long)col##c * groups;
@@ -369,15 +416,17 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define QGEMV16(NAME, ROWS, LEVELS8)                                                                \
   QGEMV_HEAD(NAME, ROWS)                                                                            \
     __global const float4* a4 = (__global const float4*)A;                                          \
+    __global const float4* nw4 = (__global const float4*)NW;                                        \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
       COLS4(GEMV16_LOAD, _)                                                                         \
       for (int j = 0; j < 4; ++j) {                                                                 \
-        const float8 a0 = A8(0), a1 = A8(1), a2 = A8(2), a3 = A8(3);                                \
+        float8 a0 = A8(0), a1 = A8(1), a2 = A8(2), a3 = A8(3);                                      \
+        NORM_ROWS(((float8)(nw4[8 * i + 2 * j], nw4[8 * i + 2 * j + 1])))                          \
         COLS4(GEMV16_WORD, LEVELS8)                                                                 \
       }                                                                                             \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, 0);                                                      \
+    gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
 #define E0M4_LEVELS8(x) e0m4_levels8(x)
 #define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
@@ -416,8 +465,8 @@ QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
   void NAME(__global const char* QA, __global const float* RS, __global const uchar* W,             \
             __global const float* S, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
             int groups) {                                                                           \
-    __local float red[4 * GEMV_COLS * GEMV_WG], part[4 * GEMV_COLS * 8];                            \
-    const int n0 = get_group_id(0) * GEMV_COLS, t = get_local_id(0);                                \
+    __local float red[GEMV_VALUES * GEMV_WG], part[GEMV_VALUES * 8];                                \
+    const int t = get_local_id(0), glu = 0;                                                         \
     COLS4(GEMV_POINTERS, _)                                                                         \
     const int rows = ROWS;                                                                          \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
@@ -432,7 +481,7 @@ QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
       const int a0 = QA_CODE(0), a1 = QA_CODE(1), a2 = QA_CODE(2), a3 = QA_CODE(3);                 \
       COLS4(W4A8_CODE, _)                                                                           \
     }                                                                                               \
-    gemv_finish_cols(red, part, acc, t, M, N, n0, C, SPLIT_PASS, RS);                                                     \
+    gemv_finish_cols(red, part, acc, (float4)0.0f, t, M, N, K, C, SPLIT_PASS, RS, 0, 0.0f, 0);              \
   }
 QGEMV_W4A8(qgemv_w4a8, 4)
 QGEMV_W4A8(qgemv_w4a8_m1, 1)

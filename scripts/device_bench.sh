@@ -97,7 +97,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ln -sfn "$PWD/devdata/models" "$(dirname "$PWD")/shared/models"
     ln -sfn "$PWD/devdata/encoders" "$(dirname "$PWD")/shared/encoders"
     ln -sfn "$PWD/models/bytellama-past" devdata/models/bytellama-past
-    devdata/bin/tl_model_tests --gtest_filter='AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*' \
+    devdata/bin/tl_model_tests --gtest_filter='AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*:MatMulExtras.*' \
       > "$OUT/fusetests.log" 2>&1
     grep -E "FAILED|PASSED|Failure" "$OUT/fusetests.log" | head -20
     ;;

@@ -26,11 +26,17 @@ const std::vector<FusePass>& fusePasses() {
        "MatMuls (float, or tl.QMatMul of one scheme) reading the same activation -> one whose columns split among "
        "their outputs",
        mergeMatMuls},
+      {"matmul-glu", "tl.SwiGLU/tl.GeGLU of a projection's two halves -> the projection's GLU epilogue", fuseMatMulGlu},
+      {"norm-matmul",
+       "a tl.RMSNorm read by one projection -> its prologue; the norm's residual Add -> the epilogue of the projection "
+       "writing its input",
+       fuseNormMatMul},
       {"concat-pair", "two independent two-input Concats on one axis (a layer's k and v cache) -> one tl.Concat",
        pairConcats},
       {"elementwise", "a DAG of float unary/binary elementwise ops (one output shape) -> one tl.Elementwise kernel",
        fuseElementwise},
-      {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose -> "
+      {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose, one-input "
+                 "Concat -> "
                  "their readers read their input",
        removeNoOps},
       {"cse", "nodes of one op, inputs and attributes -> computed once", eliminateCommonSubexpressions},

@@ -69,6 +69,8 @@ PassResult foldTransposeIntoMatMul(Model& model);
 PassResult fuseMatMulBias(Model& model);
 PassResult splitMatMuls(Model& model);
 PassResult mergeMatMuls(Model& model);
+PassResult fuseMatMulGlu(Model& model);
+PassResult fuseNormMatMul(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult fuseGeGlu(Model& model);
 PassResult pairConcats(Model& model);

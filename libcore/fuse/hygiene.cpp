@@ -1,7 +1,7 @@
 // Graph hygiene (MNN's III.C, ONNX Runtime's basic level):
 //   no-ops  a node whose output is its input unchanged: Identity, Dropout without a mask,
 //           Cast to the same type, Expand/Reshape to the same shape, Transpose by the
-//           identity permutation. Its readers read its input instead. (tl-run already
+//           identity permutation, Concat of one input. Its readers read its input instead. (tl-run already
 //           runs most as views; gone, they cost no lookup and no graph node.)
 //   cse     nodes of one op, inputs and attributes computed once: the later copies'
 //           readers read the first one's outputs.
@@ -70,6 +70,7 @@ PassResult removeNoOps(Model& model) {
       if (op == "Dropout") noop = (n.output_size() == 1 || n.output(1).empty()) && (n.input_size() < 3 || n.input(2).empty());
       if (op == "Cast") noop = analysis.at(in).dtype == analysis.at(out).dtype;
       if (op == "Expand" || op == "Reshape") noop = c.sameDims(in, out);
+      if (op == "Concat") noop = n.input_size() == 1;
       if (op == "Transpose") {
         const auto* p = findAttr(n, "perm");
         noop = p != nullptr;

@@ -14,6 +14,7 @@
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
 #include "graph/attributes.h"
+#include "graph/tl_ops.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -63,7 +64,7 @@ std::string freshName(const Graph& graph, const std::string& base, std::set<std:
 // What merges with what: the activation, and for QMatMul everything its codes depend on.
 std::string mergeKey(const Graph& graph, const onnx::NodeProto& n) {
   auto constant = [&](int i) { return n.input_size() > i && constantOf(graph, n.input(i)); };
-  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return "";
+  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB") || hasMatMulExtras(n)) return "";
   const bool tlMatMul = n.domain() == "tl" && n.op_type() == "MatMul" && (n.input_size() == 2 || constant(2));
   if ((isOp(&n, "MatMul") && n.input_size() == 2) || tlMatMul) {
     const auto* w = constant(1) ? constantOf(graph, n.input(1)) : nullptr;

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "graph/attributes.h"
+#include "graph/tl_ops.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -30,7 +31,7 @@ const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tenso
 }
 
 int64_t projectionWidth(const Graph& graph, const onnx::NodeProto& n) {
-  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB")) return 0;
+  if (n.output_size() != 1 || findAttr(n, "split") || findAttr(n, "transB") || hasMatMulExtras(n)) return 0;
   if (isOp(&n, "MatMul") || (n.domain() == "tl" && n.op_type() == "MatMul")) {
     const auto* w = n.input_size() >= 2 ? constantOf(graph, n.input(1)) : nullptr;
     return w && w->dims_size() == 2 && w->data_type() == onnx::TensorProto::FLOAT ? w->dims(1) : 0;
@@ -120,16 +121,21 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
   auto* g = model.proto.mutable_graph();
   std::set<size_t> removed;
   std::map<size_t, Rewrite*> fused;  // at the last replaced node's place, so the file stays in order
+  std::map<size_t, onnx::NodeProto*> edited;
   for (auto& r : rewrites) {
     removed.insert(r.remove.begin(), r.remove.end());
     fused[r.remove.back()] = &r;
+    for (auto& [i, node] : r.edits) edited[i] = &node;
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int i = 0; i < g->node_size(); ++i) {
     auto f = fused.find(static_cast<size_t>(i));
+    auto e = edited.find(static_cast<size_t>(i));
     if (f != fused.end()) {
       for (auto& b : f->second->before) *nodes.Add() = std::move(b);
       *nodes.Add() = std::move(f->second->fused);
+    } else if (e != edited.end()) {
+      *nodes.Add() = std::move(*e->second);
     } else if (!removed.count(static_cast<size_t>(i))) {
       *nodes.Add() = g->node(i);
     }
@@ -154,11 +160,17 @@ PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
     Graph graph(model.proto.graph());
     const ShapeAnalysis analysis = inferShapes(model, graph);
     PatternContext c(model, graph, analysis);
+    std::set<size_t> claimed;  // nodes an earlier match replaces: rewrites must share none
     for (size_t i = 0; i < graph.nodeCount(); ++i) {
       if (!isAnchor(graph.node(i), anchor)) continue;
       Rewrite r;
-      const std::string why = match(c, i, r);
+      std::string why = match(c, i, r);
+      std::vector<size_t> touched = r.remove;
+      for (const auto& e : r.edits) touched.push_back(e.first);
+      for (size_t n : touched)
+        if (why.empty() && claimed.count(n)) why = "node '" + graph.nodeName(n) + "' is in an earlier match (run the pass again)";
       if (why.empty()) {
+        claimed.insert(touched.begin(), touched.end());
         if (!r.remove.empty()) rewrites.push_back(std::move(r));  // empty: not this pattern's start at all
       } else {
         result.nearMisses.push_back("node '" + graph.nodeName(i) + "' (" + anchor + "): " + why);

@@ -50,9 +50,11 @@ struct Rewrite {
   std::vector<size_t> remove;
   onnx::NodeProto fused;
   std::vector<onnx::NodeProto> before;  // more new nodes, placed just before `fused`
+  std::vector<std::pair<size_t, onnx::NodeProto>> edits;  // other nodes, rewritten where they stand
 };
 // N of a projection by a constant matrix: MatMul(a, W) with W a constant float [K, N], or
-// a tl.MatMul / tl.QMatMul of one output, not split and not transposed; 0 for anything else.
+// a tl.MatMul / tl.QMatMul of one output, not split, not transposed and with nothing but a
+// bias (graph/tl_ops.h); 0 for anything else.
 int64_t projectionWidth(const Graph& graph, const onnx::NodeProto& n);
 // Whether every reader of `tensor` comes after node `index` in the file (a node moved there
 // still precedes them).

@@ -102,13 +102,13 @@ void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& 
                  4 * q.offset.size(), ext);
 }
 
-// MatMul, or tl-fuse's tl.MatMul (its columns split among outputs, a bias added): A times a weight.
+// MatMul, or tl-fuse's tl.MatMul (its columns split among outputs; a bias, a residual, a
+// norm, a GLU: graph/tl_ops.h): A times a weight.
 bool isMatMul(const onnx::NodeProto& n) {
   const bool plain = n.op_type() == "MatMul" && (n.domain().empty() || n.domain() == "ai.onnx");
   if (plain) return n.input_size() == 2;
   // tl.MatMul's transB weight is [N, K]: left in float.
-  return n.op_type() == "MatMul" && n.domain() == "tl" && (n.input_size() == 2 || n.input_size() == 3) &&
-         attrInt(n, "transB").value_or(0) == 0;
+  return n.op_type() == "MatMul" && n.domain() == "tl" && n.input_size() <= 5 && attrInt(n, "transB").value_or(0) == 0;
 }
 
 }  // namespace
@@ -208,12 +208,13 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
         rewriteAsMatMulNBits(n, w, q);
         continue;
       }
-      const std::string bias = n.input_size() > 2 ? n.input(2) : "";  // tl.MatMul's epilogue
+      // tl.MatMul's optional inputs (bias, residual, norm scale) follow the codes' three.
+      const std::vector<std::string> optional(n.input().begin() + 2, n.input().end());
       n.set_op_type("QMatMul");
       n.set_domain("tl");
       n.clear_input();
       for (const auto& in : {a, w + ".qweight", w + ".qscale", w + ".qoffset"}) n.add_input(in);
-      if (!bias.empty()) n.add_input(bias);
+      for (const auto& in : optional) n.add_input(in);
       auto attr = [&](const char* name) {
         auto* a = n.add_attribute();
         a->set_name(name);

@@ -52,6 +52,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     const auto& n = graph.node(i);
     if (!isView(n, analysis)) {
       kernelNodes_.push_back(i);
+      for (const auto& o : n.output()) kernelOutputs_.insert(o);
       continue;
     }
     auto root = aliases_.find(n.input(0));  // a view of a view names the first buffer
@@ -250,8 +251,19 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   SymbolValues binding = bindFromInputs(analysis_, shapes);
   releaseEvents();
-  // Carried data moves before prepare() may grow (and so replace) the source buffers.
+  // Carried data moves before prepare() may grow (and so replace) the source buffers. A
+  // tensor that a kernel wrote in its own buffer (present.* from a Concat) hands that
+  // buffer to the input and takes the input's, which its kernel overwrites this run: no
+  // bytes move. Anything else (a view, a tensor carried twice) is copied.
+  std::unordered_map<std::string, int> carriedFrom;
+  for (const auto& c : carried) ++carriedFrom[root(c.fromTensor)];
   for (const auto& c : carried) {
+    const std::string& from = root(c.fromTensor);
+    if (from == c.input) continue;  // the input is its own carry: already there
+    if (from == c.fromTensor && kernelOutputs_.count(from) && carriedFrom[from] == 1 && buffers_.count(from)) {
+      std::swap(buffers_[c.input], buffers_[from]);
+      continue;
+    }
     size_t bytes = static_cast<size_t>(elementCount(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);
     cl_mem src = buffer(c.fromTensor);
     Buffer& dst = ensure(c.input, bytes);

@@ -46,7 +46,8 @@ class Executor {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted = {});
 
   // An input filled on the device from a tensor of the previous run (present.* ->
-  // past_key_values.*), so a decode loop never moves the cache through the host.
+  // past_key_values.*), so a decode loop never moves the cache through the host. A tensor
+  // a kernel writes gives the input its buffer (no copy); others are copied (CacheCarry).
   struct Carry {
     std::string input, fromTensor;
   };
@@ -98,6 +99,7 @@ class Executor {
   const ShapeAnalysis& analysis_;
   std::vector<size_t> tensorNodes_;  // tensor-computing nodes in topological order
   std::vector<size_t> kernelNodes_;  // the same, less the views
+  std::unordered_set<std::string> kernelOutputs_;  // what kernelNodes_ write
   std::vector<size_t> runNodes_;     // kernelNodes_ less this binding's views: what the run enqueues
   std::unordered_map<std::string, Buffer> buffers_;
   std::unordered_map<std::string, std::string> aliases_;     // a view's output -> the tensor whose buffer it is

@@ -9,6 +9,7 @@
 
 #include "cli/error.h"
 #include "graph/attributes.h"
+#include "graph/tl_ops.h"
 #include "runtime/executor.h"
 #include "tensor/tensor.h"
 
@@ -404,35 +405,87 @@ void gatherNDOp(const Node& n) {
 // The fused tl ops have float32 kernels only; any other input dtype is an error naming the op.
 void requireFloatInputs(const Node& n) {
   for (int i = 0; i < n.proto.input_size(); ++i)
-    if (n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
+    if (n.hasIn(static_cast<size_t>(i)) && n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
       throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
 }
 
-// Sets a (Q)MatMul kernel's outputs: C, C1, C2, the split widths N0, N1 and the bias
-// (kernels/common.cl's SPLIT_ARGS). `widths` holds each output's columns; one output is
-// the plain case; `bias` "" adds none.
-void setOutputs(Launch& l, const std::vector<std::string>& outs, const Dims& widths, const std::string& bias = "") {
-  l.mem(outs[0]);
-  if (outs.size() > 1) l.mem(outs[1]); else l.nullMem();
-  if (outs.size() > 2) l.mem(outs[2]); else l.nullMem();
-  l.i32(widths[0]).i32(widths.size() > 1 ? widths[1] : 0);
-  if (bias.empty()) l.nullMem(); else l.mem(bias);
-}
-
-// A tl.MatMul or tl.QMatMul's outputs and their widths: `split`, or the one output of N columns.
-std::pair<std::vector<std::string>, Dims> splitOutputs(const Node& n, int64_t N) {
+// A (Q)MatMul's outputs and what its kernel adds as it stores them (kernels/common.cl's
+// SPLIT_ARGS): the tensors C, C1, C2 with their widths (one output is the plain case),
+// the bias and the residual ("" for none).
+struct MatMulOut {
   std::vector<std::string> outs;
-  for (int i = 0; i < n.proto.output_size(); ++i) outs.push_back(n.out(static_cast<size_t>(i)));
-  Dims widths = {N};
-  if (const auto* s = n.attr("split")) widths.assign(s->ints().begin(), s->ints().end());
-  if (outs.size() > 3 || widths.size() != outs.size())
-    throw Error("a split MatMul needs one width per output, at most 3", ExitCode::BadInput);
-  return {outs, widths};
+  Dims widths;
+  std::string bias, residual;
+};
+
+void setOutputs(Launch& l, const MatMulOut& o) {
+  l.mem(o.outs[0]);
+  if (o.outs.size() > 1) l.mem(o.outs[1]); else l.nullMem();
+  if (o.outs.size() > 2) l.mem(o.outs[2]); else l.nullMem();
+  l.i32(o.widths[0]).i32(o.widths.size() > 1 ? o.widths[1] : 0);
+  if (o.bias.empty()) l.nullMem(); else l.mem(o.bias);
+  if (o.residual.empty()) l.nullMem(); else l.mem(o.residual);
 }
 
-void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd,
-            const std::vector<std::string>& outs, const Dims& widths, bool transA, bool transB,
-            const std::string& bias = "") {
+// A tl.MatMul's or tl.QMatMul's outputs (`split`, or the one output of N columns, N / 2
+// with a GLU), bias and residual.
+MatMulOut matmulOutputs(const Node& n, int64_t N) {
+  MatMulOut o;
+  for (int i = 0; i < n.proto.output_size(); ++i) o.outs.push_back(n.out(static_cast<size_t>(i)));
+  o.widths = {gluKind(n.proto) ? N / 2 : N};
+  if (const auto* s = n.attr("split")) o.widths.assign(s->ints().begin(), s->ints().end());
+  if (o.outs.size() > 3 || o.widths.size() != o.outs.size())
+    throw Error("a split MatMul needs one width per output, at most 3", ExitCode::BadInput);
+  o.bias = matmulOptional(n.proto, MatMulInput::Bias);
+  o.residual = matmulOptional(n.proto, MatMulInput::Residual);
+  return o;
+}
+
+// tl.RMSNorm's kernels: rows of `cols` values of x (+ residual), scaled, into y (and the
+// sum into `sum`); "" for an absent residual or sum.
+void rmsNorm(const Node& n, const std::string& x, const std::string& residual, const std::string& scale,
+             const std::string& y, const std::string& sum, int64_t rows, int64_t cols, float eps) {
+  const bool gpu = n.ex.device().gpuKernels();
+  Launch l = n.launch(gpu ? "rmsnorm_f32_wg" : "rmsnorm_f32");
+  l.mem(x);
+  if (!residual.empty()) l.mem(residual); else l.nullMem();
+  l.mem(scale).mem(y);
+  if (!sum.empty()) l.mem(sum); else l.nullMem();
+  l.i32(rows).i32(cols).f32(eps).i32(residual.empty() ? 0 : 1).i32(sum.empty() ? 0 : 1);
+  if (gpu) return l.run3d(static_cast<size_t>(rows) * 256, 1, 1, 256, 1);  // kernels/reduce.cl's NORM_WG
+  l.run1d(rows);
+}
+
+// glu_f32 (kernels/elementwise.cl): out = gate(g) * u over `count` values, glu_gate's kind.
+void glu(const Node& n, const std::string& g, const std::string& u, const std::string& out, int64_t count, int kind) {
+  n.launch("glu_f32").mem(g).mem(u).mem(out).i32(count).i32(kind).run1d(count);
+}
+
+// Runs a (Q)MatMul whose kernel lacks the node's RMSNorm prologue or GLU epilogue (all
+// but the GPU decode kernels) in steps: the norm of A's rows into scratch, the product
+// into two halves in scratch, the GLU of those. `product(a, outputs)` enqueues the
+// kernel; returns without it when the node has neither.
+void matmulInSteps(const Node& n, std::string a, int64_t M, int64_t K, int64_t N, MatMulOut o,
+                   const std::function<void(const std::string&, const MatMulOut&)>& product) {
+  const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+  if (!scale.empty()) {
+    const std::string normed = n.proto.name() + "#normed";
+    n.ex.scratch(normed, static_cast<size_t>(M * K) * 4);
+    rmsNorm(n, a, "", scale, normed, "", M, K, n.attrFloat("norm_epsilon", 1e-5f));
+    a = normed;
+  }
+  const int kind = gluKind(n.proto);
+  if (!kind) return product(a, o);
+  MatMulOut halves = o;
+  halves.outs = {n.proto.name() + "#gate", n.proto.name() + "#up"};
+  halves.widths = {N / 2, N / 2};
+  for (const auto& h : halves.outs) n.ex.scratch(h, static_cast<size_t>(M * N / 2) * 4);
+  product(a, halves);
+  glu(n, halves.outs[0], halves.outs[1], o.outs[0], M * N / 2, kind);
+}
+
+void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const MatMulOut& o,
+            bool transA, bool transB) {
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
@@ -458,11 +511,11 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
   // 4x4 register blocks where B's rows are contiguous. Otherwise one output per item.
   const bool gpu = n.ex.device().gpuKernels();
   const bool tiled = gpu && M >= 16;
-  const bool blocked = !gpu && !transB && std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w % 4 == 0; });
+  const bool blocked = !gpu && !transB && std::all_of(o.widths.begin(), o.widths.end(), [](int64_t w) { return w % 4 == 0; });
   const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
   Launch l = n.launch(kernel);
   l.mem(a).mem(b);
-  setOutputs(l, outs, widths, bias);
+  setOutputs(l, o);
   l.i32(M)
       .i32(N)
       .i32(K)
@@ -481,19 +534,19 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
 void matmulOp(const Node& n) {
   if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::BadInput);
   const Dims& b = n.shape(n.in(1));
-  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {b.size() == 1 ? 1 : b.back()}, false, false);
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {{n.out(0)}, {b.size() == 1 ? 1 : b.back()}, "", ""}, false, false);
 }
 
 // tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
 void tlMatmulOp(const Node& n) {
   requireFloatInputs(n);
-  const Dims& a = n.shape(n.in(0));
   const Dims& w = n.shape(n.in(1));
   const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
   const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
-  const auto [outs, widths] = splitOutputs(n, N);
-  matmul(n, n.in(0), {elementCount(a) / std::max<int64_t>(K, 1), K}, n.in(1), w, outs, widths, false, transB,
-         n.hasIn(2) ? n.in(2) : "");
+  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
+  matmulInSteps(n, n.in(0), M, K, N, matmulOutputs(n, N), [&](const std::string& a, const MatMulOut& o) {
+    matmul(n, a, {M, K}, n.in(1), w, o, false, transB);
+  });
 }
 
 void gemmOp(const Node& n) {
@@ -505,8 +558,8 @@ void gemmOp(const Node& n) {
   // A bias of N values is the kernel's epilogue; any other C broadcast is an add after.
   const bool epilogue = n.hasIn(2) && elementCount(n.shape(n.in(2))) == N && !n.shape(n.in(2)).empty() &&
                         n.shape(n.in(2)).back() == N && n.shape(n.in(2)).size() <= 2 && n.dtype(n.in(2)) == DType::Float;
-  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {n.out(0)}, {N}, n.attrInt("transA", 0) != 0, transB,
-         epilogue ? n.in(2) : "");
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {{n.out(0)}, {N}, epilogue ? n.in(2) : "", ""},
+         n.attrInt("transA", 0) != 0, transB);
   if (n.hasIn(2) && !epilogue) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
 }
 
@@ -674,9 +727,9 @@ void triluOp(const Node& n) {
 }
 
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). GPUs: a
-// work-group per 4 columns for decode (M <= 4, group % 8 == 0), dequantizing tiles
-// otherwise; CPUs: a column and 4 (decode) or 8 rows per work item. W4A8 first
-// quantizes A's rows to int8.
+// work-group per 4 columns for decode (M <= 4, group % 8 == 0), with the RMSNorm prologue
+// and GLU epilogue inside; dequantizing tiles otherwise; CPUs: a column and 4 (decode) or
+// 8 rows per work item. W4A8 first quantizes A's rows to int8.
 void qmatmulOp(const Node& n) {
   const std::string scheme = n.attrString("scheme", "");
   const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
@@ -687,26 +740,38 @@ void qmatmulOp(const Node& n) {
   const bool cols4 = !gpu && M <= 4 && !w4a8;  // 4 rows: fewer registers, faster decode
   const bool gemv16 = gemv && (scheme == "e0m4" || scheme == "int4") && K % 32 == 0 && G % 32 == 0;
   const bool oneRow = gemv && M == 1;  // kernels compiled for one row
+  const bool native = gemv && !w4a8;   // the kernel normalizes A and applies the GLU itself
   const std::string kernel =
       (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme +
       (oneRow ? "_m1" : "");
-  const auto [outs, widths] = splitOutputs(n, N);
-  Launch l = n.launch(kernel);
-  if (w4a8) {
-    const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
-    n.ex.scratch(qa, static_cast<size_t>(M * K));
-    n.ex.scratch(rs, static_cast<size_t>(M * 4));
-    n.launch("quantize_rows_i8").mem(n.in(0)).mem(qa).mem(rs).i32(M).i32(K).run3d(static_cast<size_t>(M) * 64, 1, 1, 64, 1);
-    l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
-  } else {
-    l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
-  }
-  setOutputs(l, outs, widths, n.hasIn(4) ? n.in(4) : "");
-  l.i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
-  const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
-  if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);  // 4 columns per work-group
-  if (gpu) return l.run3d(up(N, 64) * 16, up(M, 64) * 16, 1, 16, 16);
-  l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
+  const auto product = [&](const std::string& a, const MatMulOut& o) {
+    Launch l = n.launch(kernel);
+    if (w4a8) {
+      const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
+      n.ex.scratch(qa, static_cast<size_t>(M * K));
+      n.ex.scratch(rs, static_cast<size_t>(M * 4));
+      n.launch("quantize_rows_i8").mem(a).mem(qa).mem(rs).i32(M).i32(K).run3d(static_cast<size_t>(M) * 64, 1, 1, 64, 1);
+      l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
+    } else {
+      l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
+    }
+    setOutputs(l, o);
+    l.i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
+    const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
+    if (native) {
+      const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+      if (scale.empty()) l.nullMem(); else l.mem(scale);
+      const int kind = gluKind(n.proto);
+      l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(kind);
+      return l.run3d((kind ? up(N / 2, 2) : up(N, 4)) * 64, 1, 1, 64, 1);  // 4 weight columns per work-group
+    }
+    if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);
+    if (gpu) return l.run3d(up(N, 64) * 16, up(M, 64) * 16, 1, 16, 16);
+    l.run3d(up(N, 64) * 64, up(M, cols4 ? 4 : 8), 1, 64, 1);
+  };
+  const MatMulOut o = matmulOutputs(n, N);
+  if (native) return product(n.in(0), o);
+  matmulInSteps(n, n.in(0), M, K, N, o, product);
 }
 
 // tl.RMSNorm (docs/ops.md): rows of the trailing dim, scaled; with a residual input, of
@@ -715,15 +780,8 @@ void rmsNormOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t cols = d.empty() ? 1 : d.back(), rows = elementCount(d) / std::max<int64_t>(cols, 1);
-  const bool gpu = n.ex.device().gpuKernels(), res = n.hasIn(2), sum = n.hasOut(1);
-  Launch l = n.launch(gpu ? "rmsnorm_f32_wg" : "rmsnorm_f32");
-  l.mem(n.in(0));
-  if (res) l.mem(n.in(2)); else l.nullMem();
-  l.mem(n.in(1)).mem(n.out(0));
-  if (sum) l.mem(n.out(1)); else l.nullMem();
-  l.i32(rows).i32(cols).f32(n.attrFloat("epsilon", 1e-5f)).i32(res ? 1 : 0).i32(sum ? 1 : 0);
-  if (gpu) return l.run3d(static_cast<size_t>(rows) * 256, 1, 1, 256, 1);  // kernels/reduce.cl's NORM_WG
-  l.run1d(rows);
+  rmsNorm(n, n.in(0), n.hasIn(2) ? n.in(2) : "", n.in(1), n.out(0), n.hasOut(1) ? n.out(1) : "", rows, cols,
+          n.attrFloat("epsilon", 1e-5f));
 }
 
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
@@ -751,8 +809,7 @@ void ropeOp(const Node& n) {
 // tl.SwiGLU (docs/ops.md): silu(g) * u, elementwise over one shape.
 void swigluOp(const Node& n) {
   requireFloatInputs(n);
-  const int64_t count = elementCount(n.shape(n.out(0)));
-  n.launch("swiglu_f32").mem(n.in(0)).mem(n.in(1)).mem(n.out(0)).i32(count).run1d(count);
+  glu(n, n.in(0), n.in(1), n.out(0), elementCount(n.shape(n.out(0))), 1);
 }
 
 // tl.Attention (docs/ops.md): CPUs an item per query row; GPUs a work-group per row and
@@ -817,14 +874,7 @@ void attentionOp(const Node& n) {
 // tl.GeGLU (docs/ops.md): gelu(g) * u, elementwise over one shape.
 void gegluOp(const Node& n) {
   requireFloatInputs(n);
-  const int64_t count = elementCount(n.shape(n.out(0)));
-  n.launch("geglu_f32")
-      .mem(n.in(0))
-      .mem(n.in(1))
-      .mem(n.out(0))
-      .i32(count)
-      .i32(n.attrString("approximate", "none") == "tanh" ? 1 : 0)
-      .run1d(count);
+  glu(n, n.in(0), n.in(1), n.out(0), elementCount(n.shape(n.out(0))), n.attrString("approximate", "none") == "tanh" ? 3 : 2);
 }
 
 // tl.Elementwise's program as the OpenCL kernel `name` of `inputs` inputs: out[i] = the

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cli/error.h"
+#include "graph/tl_ops.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -866,22 +867,38 @@ void layerNormRule(RuleContext& c) {
   c.setOutput(2, st, stat);
 }
 
-// Sets a (Q)MatMul's outputs [..., width]: the `split` widths (summing to N), one per
-// output, or the one output [..., N]; checks the optional bias [N] at `biasInput`.
-void setSplitOutputs(RuleContext& c, std::vector<SymExpr> out, int64_t n, size_t biasInput) {
-  if (c.hasInput(biasInput)) {  // the bias epilogue: N values
-    const auto& b = c.input(biasInput).dims;
+// A (Q)MatMul's outputs: with `split`, output i gets split[i] of the N columns; with
+// `glu`, the one output [..., N / 2]; else the one output [..., N]. Checks the optional
+// inputs (graph/tl_ops.h): the bias [N], the residual like the output (unsplit), the
+// norm scale [K].
+void setMatMulOutputs(RuleContext& c, std::vector<SymExpr> out, int64_t n) {
+  const auto& node = c.node();
+  const auto slot = [&](MatMulInput which) { return static_cast<size_t>(matmulInput(node, which)); };
+  if (c.hasInput(slot(MatMulInput::Bias))) {  // the bias epilogue: N values
+    const auto& b = c.input(slot(MatMulInput::Bias)).dims;
     if (b.size() != 1) c.fail("a (Q)MatMul's bias must be 1-D [N]");
     c.unify(b[0], SymExpr(n));
   }
-  std::vector<int64_t> widths = c.attrInts("split").value_or(std::vector<int64_t>{n});
+  if (c.hasInput(slot(MatMulInput::NormScale))) {
+    const auto& s = c.input(slot(MatMulInput::NormScale)).dims;
+    if (s.size() != 1) c.fail("a (Q)MatMul's norm scale must be 1-D [K]");
+    c.unify(s[0], out.back());
+  }
+  const int glu = gluKind(node);
+  if (glu && (n % 2 || c.attr("split"))) c.fail("a (Q)MatMul's glu needs an even N and no split");
+  std::vector<int64_t> widths = c.attrInts("split").value_or(std::vector<int64_t>{glu ? n / 2 : n});
   int64_t sum = 0;
   for (auto w : widths) sum += w;
-  if (widths.size() != c.numOutputs() || widths.size() > 3 || sum != n)
+  if (widths.size() != c.numOutputs() || widths.size() > 3 || sum != (glu ? n / 2 : n))
     c.fail("split must give each of at most 3 outputs its width, summing to N = " + std::to_string(n));
   for (size_t i = 0; i < widths.size(); ++i) {
     out.back() = SymExpr(widths[i]);
     c.setOutput(i, c.input(0).dtype, out);
+  }
+  if (c.hasInput(slot(MatMulInput::Residual))) {
+    const auto& r = c.input(slot(MatMulInput::Residual)).dims;
+    if (widths.size() != 1 || r.size() != out.size()) c.fail("a (Q)MatMul's residual must be shaped like its one output");
+    for (size_t i = 0; i < r.size(); ++i) c.unify(r[i], out[i]);
   }
 }
 
@@ -895,7 +912,7 @@ void qmatmulRule(RuleContext& c) {
     if (out.back().isConst()) c.fail("inner dimension " + out.back().str() + " is not K = " + std::to_string(*k));
     c.unify(out.back(), SymExpr(*k));
   }
-  setSplitOutputs(c, out, *n, 4);
+  setMatMulOutputs(c, out, *n);
 }
 
 // tl.MatMul (docs/ops.md, written by tl-fuse): A [..., K] times W [K, N] (stored [N, K] with
@@ -906,7 +923,7 @@ void tlMatmulRule(RuleContext& c) {
   if (c.attrInt("transB", 0) && w.size() == 2) std::swap(w[0], w[1]);  // W stored [N, K]
   if (out.empty() || w.size() != 2 || !w[1].isConst()) c.fail("tl.MatMul needs A of rank >= 1 and W [K, N], N constant");
   c.unify(out.back(), w[0]);
-  setSplitOutputs(c, out, *w[1].constValue(), 2);
+  setMatMulOutputs(c, out, *w[1].constValue());
 }
 
 // tl.RMSNorm (docs/ops.md, written by tl-fuse): x [..., H] and scale [H] [and a residual

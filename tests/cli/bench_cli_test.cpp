@@ -78,7 +78,8 @@ TEST_F(TlBenchCli, RowsCountTokensAndBytesOfTheModel) {
     EXPECT_EQ(field(row, "reps"), 2) << row;
     EXPECT_NE(row.find("\"samples_ts\": ["), std::string::npos) << row;
     EXPECT_GT(field(row, "avg_ts"), 0) << row;
-    EXPECT_GE(field(row, "kernels_per_step"), 4) << row;  // Gather, MatMul, Transpose, Concat at least
+    // Gather, MatMul, Concat at least (one token's Transpose is a view; the carry swaps buffers)
+    EXPECT_GE(field(row, "kernels_per_step"), 3) << row;
     // achieved GB/s is bytes per token times tokens per second
     EXPECT_NEAR(field(row, "gbs"), field(row, "bytes_per_token") * field(row, "avg_ts") / 1e9, 1e-6) << row;
   }

@@ -1,12 +1,16 @@
 // Every quantized kernel against a CPU reference (Eigen) of the same dequantized
-// math, on random shapes with ragged last groups and M = 1, 2, 4, 7, 64, 300.
+// math, on random shapes with ragged last groups and M = 1, 2, 4, 7, 64, 300; and the
+// MatMuls' RMSNorm prologue, residual and GLU epilogues against the unfused math.
 #include <Eigen/Dense>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
+#include "graph/attributes.h"
 #include "graph/graph.h"
+#include "cli/test_support.h"
 #include "onnx/model_io.h"
 #include "quant/quantize_model.h"
 #include "runtime/executor.h"
@@ -90,6 +94,115 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [
   return std::string(info.param.gpuKernels ? "gpu_" : "cpu_") + schemeName(info.param.scheme) + "_K" +
          std::to_string(info.param.K) + "_N" + std::to_string(info.param.N) + "_g" + std::to_string(info.param.group);
 });
+
+// tl.MatMul / tl.QMatMul with what tl-fuse's norm-matmul and matmul-glu give them
+// (docs/ops.md): y = glu(rmsnorm(x) W + bias), or rmsnorm(x) W + bias + r, against that
+// math on the host, float and quantized (the reference uses the dequantized codes), in
+// both kernel families: the GPU decode kernels normalize and gate in place, the others in
+// steps through scratch. K = 256 takes the 32-code decode kernel, K = 204 the 8-code one
+// with a tail.
+struct Extras {
+  bool norm, residual, bias;
+  std::string glu;
+};
+
+TEST(MatMulExtras, MatchUnfusedMath) {
+  const std::vector<Extras> extras = {
+      {true, true, true, ""}, {true, false, true, "silu"}, {false, false, false, "gelu_tanh"}, {true, false, false, "gelu"}};
+  const int64_t N = 48;
+  for (int64_t K : {256, 204})
+    for (const auto& e : extras)
+      for (const char* scheme : {"float", "e0m4", "q8", "w4a8"}) {
+        std::mt19937 rng(static_cast<unsigned>(K + N));
+        std::normal_distribution<float> normal(0.0f, 0.05f);
+        Mat w(K, N);
+        for (int64_t i = 0; i < w.size(); ++i) w.data()[i] = normal(rng);
+        std::vector<float> bias(static_cast<size_t>(N)), scale(static_cast<size_t>(K));
+        for (auto& b : bias) b = 10 * normal(rng);
+        for (auto& v : scale) v = 1 + 10 * normal(rng);
+        const int64_t width = e.glu.empty() ? N : N / 2;
+        std::vector<std::pair<std::string, std::vector<std::string>>> inputs = {{"x", {"M", std::to_string(K)}}};
+        if (e.residual) inputs.push_back({"r", {"M", std::to_string(width)}});
+        if (e.norm) inputs.push_back({"scale", {std::to_string(K)}});
+        Model model = test::oneNodeModel("MatMul", inputs);
+        auto* node = model.proto.mutable_graph()->mutable_node(0);
+        node->clear_input();
+        for (const char* in : {"x", "W", e.bias ? "bias" : "", e.residual ? "r" : "", e.norm ? "scale" : ""}) node->add_input(in);
+        while (node->input(node->input_size() - 1).empty()) node->mutable_input()->RemoveLast();
+        if (e.norm) addAttr(*node, "norm_epsilon", 1e-5f);
+        if (!e.glu.empty()) addAttr(*node, "glu", e.glu);
+        auto initializer = [&](const char* name, const std::vector<int64_t>& dims, const float* v, size_t count) {
+          auto* t = model.proto.mutable_graph()->add_initializer();
+          t->set_name(name);
+          t->set_data_type(onnx::TensorProto::FLOAT);
+          for (auto d : dims) t->add_dims(d);
+          t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
+        };
+        initializer("W", {K, N}, w.data(), static_cast<size_t>(w.size()));
+        if (e.bias) initializer("bias", {N}, bias.data(), bias.size());
+        Mat wq = w;
+        const bool quantized = std::string(scheme) != "float";
+        QuantOptions opt;
+        if (quantized) {
+          opt.scheme = parseScheme(scheme);
+          opt.quantizeLmHead = true;
+          ASSERT_EQ(quantizeModel(model, opt, false).size(), 1u);
+          auto deq = dequantize(quantize(w.data(), K, N, opt.scheme, opt.group));
+          wq = Eigen::Map<Mat>(deq.data(), K, N);
+        }
+        Graph graph(model.proto.graph());
+        ShapeAnalysis analysis = inferShapes(model, graph);
+        Device device(selectDevice(""), false);
+        for (bool gpu : {false, true}) {
+          device.setGpuKernels(gpu);
+          Executor ex(device, model, graph, analysis);
+          for (int64_t M : {1, 3, 7, 64}) {
+            Mat x(M, K), r(M, width);
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
+            for (int64_t i = 0; i < r.size(); ++i) r.data()[i] = u(rng);
+            std::vector<Tensor> feed = {makeTensor("x", DType::Float, {M, K}, x.data())};
+            if (e.residual) feed.push_back(makeTensor("r", DType::Float, {M, width}, r.data()));
+            if (e.norm) feed.push_back(makeTensor("scale", DType::Float, {K}, scale.data()));
+            auto got = ex.run(feed);
+            ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, width}));
+            Mat xa = x;
+            for (int64_t m = 0; m < M && e.norm; ++m) {
+              const float inv = 1.0f / std::sqrt(xa.row(m).squaredNorm() / K + 1e-5f);
+              for (int64_t k = 0; k < K; ++k) xa(m, k) *= inv * scale[static_cast<size_t>(k)];
+            }
+            for (int64_t m = 0; m < M && opt.scheme == QuantScheme::W4A8 && quantized; ++m) {  // int8 rows, as the kernel
+              float s = xa.row(m).cwiseAbs().maxCoeff() / 127.0f;
+              if (s == 0) s = 1;
+              for (int64_t k = 0; k < K; ++k) xa(m, k) = std::nearbyint(xa(m, k) / s) * s;
+            }
+            Mat p = xa * wq;
+            for (int64_t m = 0; m < M && e.bias; ++m)
+              for (int64_t n = 0; n < N; ++n) p(m, n) += bias[static_cast<size_t>(n)];
+            Mat want(M, width);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t j = 0; j < width; ++j) {
+                const double g = p(m, j);
+                double v = g + (e.residual ? r(m, j) : 0.0);
+                if (e.glu == "silu") v = g / (1 + std::exp(-g)) * p(m, j + width);
+                if (e.glu == "gelu") v = 0.5 * g * (1 + std::erf(g / std::sqrt(2.0))) * p(m, j + width);
+                if (e.glu == "gelu_tanh")
+                  v = 0.5 * g * (1 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * p(m, j + width);
+                want(m, j) = static_cast<float>(v);
+              }
+            auto y = got[0].toDouble();
+            double maxErr = 0, maxRef = 0;
+            for (int64_t i = 0; i < want.size(); ++i) {
+              maxErr = std::max(maxErr, std::fabs(y[static_cast<size_t>(i)] - want.data()[i]));
+              maxRef = std::max(maxRef, double(std::fabs(want.data()[i])));
+            }
+            EXPECT_LT(maxErr, 1e-4 * std::max(1.0, maxRef))
+                << scheme << " K=" << K << " M=" << M << " gpu " << gpu << " norm " << e.norm << " residual " << e.residual
+                << " bias " << e.bias << " glu '" << e.glu << "'";
+          }
+        }
+      }
+}
 
 }  // namespace
 }  // namespace tl
