@@ -60,6 +60,12 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 #define RES(row, n) (res ? res[(long)(row) * N0 + (n)] : 0.0f)
 #define STORE(row, n, v) (OUT_AT(row, n) = (v) + BIAS(n) + RES(row, n))
 
+// The prologue and epilogue arguments of the decode kernels (gemv_f32, qgemv*; docs/ops.md):
+// NW (or null) the RMSNorm scale that A's rows are normalized by first, with eps; glu (0
+// none, else glu_gate's kind) the gated unit that pairs column j with column j + N / 2
+// into output column j.
+#define GEMV_ARGS __global const float *NW, float eps, int glu
+
 // A gated linear unit's activation of its gate (tl.SwiGLU, tl.GeGLU, a MatMul's `glu`):
 // 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its
 // tanh form, as ONNX Gelu's kernels.

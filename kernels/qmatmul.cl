@@ -278,12 +278,6 @@ inline int gemv_col(int c, int group, int N, int glu) {
   return min(group * 2 + (c & 1), width - 1) + (c >> 1) * width;
 }
 
-// The prologue and epilogue arguments of the float-activation decode kernels (tl.MatMul
-// and tl.QMatMul, docs/ops.md): NW (or null) the RMSNorm scale that A's rows are
-// normalized by first, with eps; glu (0 none, else glu_gate's kind) the gated unit that
-// pairs column j with column j + N / 2 into output column j.
-#define GEMV_ARGS __global const float *NW, float eps, int glu
-
 // Sums the work-group's partials acc[4c + m] (column c, row m) and the rows' sums of
 // squares ss (when NW normalizes them), then writes the outputs: times row_scale[m] when
 // given, times row m's inverse RMS, then the bias and the GLU or the residual. 8 items per

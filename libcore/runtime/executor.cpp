@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -50,6 +51,8 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     tensorNodes_.push_back(i);
     const auto& n = graph.node(i);
+    for (const auto& t : n.input()) if (!t.empty()) touching_[t].push_back(i);
+    for (const auto& t : n.output()) if (!t.empty()) touching_[t].push_back(i);
     if (!isView(n, analysis)) {
       kernelNodes_.push_back(i);
       for (const auto& o : n.output()) kernelOutputs_.insert(o);
@@ -75,6 +78,9 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
       upload(in, t.bytes.data(), t.bytes.size());
     }
   }
+  recordings_.resize(graph.nodeCount());
+  dirty_.assign(graph.nodeCount(), 1);
+  runView_.assign(graph.nodeCount(), 0);
   // Every tensor op must have its kernels: look them up with a dry run at a nominal binding.
   SymbolValues nominal;
   for (const auto& s : analysis.symbols.freeSymbols()) nominal[s] = 2;
@@ -93,6 +99,9 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
 }
 
 Executor::~Executor() {
+  for (auto& r : recordings_)
+    for (auto& site : r.sites)
+      for (auto& [name, k] : site.made) clReleaseKernel(k);
   for (auto& [n, b] : buffers_)
     if (b.mem) clReleaseMemObject(b.mem);
   releaseEvents();
@@ -181,24 +190,97 @@ void Executor::prepare(const SymbolValues& binding) {
       const auto was = bound_.find(d.symbols[i]);
       changed = now == binding.end() || was == bound_.end() || now->second != was->second;
     }
-    if (changed) setShape(*d.name, *d.shape, binding);
+    if (!changed) continue;
+    setShape(*d.name, *d.shape, binding);
+    for (size_t n : touching_[*d.name]) dirty_[n] = 1;
   }
+  const bool first = bound_.empty();
   bound_ = binding;
-  runAliases_.clear();
-  runNodes_.clear();
-  for (size_t i : kernelNodes_) {
-    const auto& n = graph_.node(i);
-    if (isRunView(n, *this)) {
-      runAliases_[n.output(0)] = root(n.input(0));
-    } else {
-      runNodes_.push_back(i);
+  // Which nodes are views at these shapes changes only where shapes did: the full pass
+  // runs when one flips.
+  bool flipped = first;
+  for (size_t i : kernelNodes_)
+    if (dirty_[i] && static_cast<char>(isRunView(graph_.node(i), *this)) != runView_[i]) flipped = true;
+  if (flipped) {
+    runAliases_.clear();
+    runNodes_.clear();
+    for (size_t i : kernelNodes_) {
+      const auto& n = graph_.node(i);
+      runView_[i] = isRunView(n, *this);
+      if (runView_[i]) {
+        runAliases_[n.output(0)] = root(n.input(0));
+      } else {
+        runNodes_.push_back(i);
+      }
     }
   }
   for (size_t i : tensorNodes_) {
+    if (!dirty_[i] && !flipped) continue;
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
       if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
   }
+}
+
+cl_kernel Executor::siteKernel(const std::string& name, size_t* site) {
+  auto& r = recordings_.at(recording_);
+  if (nextSite_ == r.sites.size()) r.sites.emplace_back();
+  Site& s = r.sites[nextSite_];
+  if (s.kernel != name) {  // a new site, or the node now lowers to another kernel there
+    auto made = std::find_if(s.made.begin(), s.made.end(), [&](const auto& m) { return m.first == name; });
+    if (made == s.made.end()) made = s.made.insert(s.made.end(), {name, kernels_.fresh(name)});
+    s.k = made->second;
+    s.kernel = name;
+  }
+  *site = nextSite_++;
+  return s.k;
+}
+
+void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local) {
+  auto& r = recordings_.at(recording_);
+  Site& s = r.sites.at(site);
+  s.dims = dims;
+  for (cl_uint d = 0; d < 3; ++d) {
+    s.global[d] = d < dims ? global[d] : 1;
+    s.local[d] = d < dims ? local[d] : 1;
+  }
+  r.runs.push_back(site);
+  cl_event e = nullptr;
+  clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, dims, nullptr, s.global, s.local, 0, nullptr,
+                                 device_.profiling() ? &e : nullptr),
+          "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(recording_) + "'");
+  recordEvent(recording_, e);
+}
+
+void Executor::lowerOrReplay(size_t node) {
+  Recording& r = recordings_[node];
+  bool same = r.valid && !dirty_[node];
+  for (size_t i = 0; same && i < r.buffers.size(); ++i) same = r.buffers[i].first->mem == r.buffers[i].second;
+  if (same) {
+    for (size_t site : r.runs) {
+      const Site& s = r.sites[site];
+      cl_event e = nullptr;
+      clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, s.dims, nullptr, s.global, s.local, 0, nullptr,
+                                     device_.profiling() ? &e : nullptr),
+              "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
+      recordEvent(node, e);
+    }
+    return;
+  }
+  r.valid = false;
+  r.runs.clear();
+  r.buffers.clear();
+  recording_ = node;
+  nextSite_ = 0;
+  try {
+    enqueueNode(*this, node);
+  } catch (...) {
+    recording_ = static_cast<size_t>(-1);
+    throw;
+  }
+  recording_ = static_cast<size_t>(-1);
+  r.valid = true;
+  dirty_[node] = 0;
 }
 
 cl_mem Executor::operand(const std::string& tensor) {
@@ -207,7 +289,10 @@ cl_mem Executor::operand(const std::string& tensor) {
     auto bytes = encode(values_.at(tensor), analysis_.at(tensor).dtype);
     upload(tensor, bytes.data(), bytes.size());
   }
-  return buffer(tensor);
+  auto it = buffers_.find(root(tensor));
+  if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
+  if (recording_ != static_cast<size_t>(-1)) recordings_[recording_].buffers.emplace_back(&it->second, it->second.mem);
+  return it->second.mem;
 }
 
 void Executor::recordEvent(size_t node, cl_event e) {
@@ -275,7 +360,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   prepare(binding);
   for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  for (size_t i : runNodes_) enqueueNode(*this, i);
+  for (size_t i : runNodes_) lowerOrReplay(i);
 }
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {

@@ -79,6 +79,11 @@ class Executor {
   // binding changed them (only tensors that kernels read as data go up, once per change).
   cl_mem operand(const std::string& tensor);
   void recordEvent(size_t node, cl_event e);
+  // The kernel object of the next launch site of the node being lowered (its own object,
+  // so that its arguments stay set for replays; `site` receives its index), and that
+  // site's launch.
+  cl_kernel siteKernel(const std::string& name, size_t* site);
+  void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
   bool dryRun() const { return dry_; }
@@ -117,6 +122,30 @@ class Executor {
   SymbolValues bound_;                       // the binding shapes_ and values_ hold
   std::unordered_set<std::string> stale_;    // folded tensors whose device copy is out of date
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
+  // Launch sites (a launch list per node): each launch of a node owns a kernel object
+  // whose arguments stay set, and a node is replayed, not lowered again, while no tensor it
+  // touches changed shape or value and its arguments' buffers are the same (a decode step
+  // lowers only the nodes that touch the growing cache).
+  struct Site {
+    std::string kernel;
+    cl_kernel k = nullptr;
+    std::vector<std::pair<std::string, cl_kernel>> made;  // every kernel this site has run (prefill, decode)
+    cl_uint dims = 1;
+    size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
+  };
+  struct Recording {
+    std::vector<Site> sites;                                 // in the order lowering asked for them
+    std::vector<size_t> runs;                                // the sites in launch order
+    std::vector<std::pair<const Buffer*, cl_mem>> buffers;  // what the arguments point at
+    bool valid = false;
+  };
+  void lowerOrReplay(size_t node);
+  std::vector<Recording> recordings_;                               // by node index
+  std::vector<char> dirty_;                                         // by node index
+  std::unordered_map<std::string, std::vector<size_t>> touching_;  // tensor -> the nodes reading or writing it
+  std::vector<char> runView_;                                       // by node index, at the current binding
+  size_t recording_ = static_cast<size_t>(-1);                      // the node being lowered
+  size_t nextSite_ = 0;
   std::vector<std::pair<size_t, cl_event>> events_;
   std::vector<std::pair<std::string, cl_event>> carryEvents_;
   std::vector<OpTime> profile_;

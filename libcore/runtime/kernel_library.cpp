@@ -54,7 +54,7 @@ KernelLibrary::KernelLibrary(const Device& device) : device_(device) {
 
 KernelLibrary::~KernelLibrary() {
   for (auto& [n, k] : kernels_) clReleaseKernel(k);
-  for (auto p : generated_) clReleaseProgram(p);
+  for (auto& [n, p] : generated_) clReleaseProgram(p);
   if (program_) clReleaseProgram(program_);
 }
 
@@ -62,11 +62,20 @@ cl_kernel KernelLibrary::generated(const std::string& name, const std::function<
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
   cl_program p = build(device_, commonHelpers() + source());
-  generated_.push_back(p);
+  generated_[name] = p;
   cl_int err;
   cl_kernel k = clCreateKernel(p, name.c_str(), &err);
   clCheck(err, "clCreateKernel", name);
   kernels_[name] = k;
+  return k;
+}
+
+cl_kernel KernelLibrary::fresh(const std::string& name) {
+  get(name);
+  auto g = generated_.find(name);
+  cl_int err;
+  cl_kernel k = clCreateKernel(g == generated_.end() ? program_ : g->second, name.c_str(), &err);
+  clCheck(err, "clCreateKernel", name);
   return k;
 }
 

@@ -27,11 +27,14 @@ class KernelLibrary {
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.
   cl_kernel generated(const std::string& name, const std::function<std::string()>& source);
+  // A new kernel object of a kernel get() or generated() has given: one whose arguments
+  // its owner sets and releases.
+  cl_kernel fresh(const std::string& name);
 
  private:
   const Device& device_;
   cl_program program_ = nullptr;
-  std::vector<cl_program> generated_;
+  std::map<std::string, cl_program> generated_;  // by kernel name
   std::map<std::string, cl_kernel> kernels_;
 };
 

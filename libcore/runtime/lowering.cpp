@@ -85,10 +85,16 @@ std::string lowerCase(std::string s) {
 // One launch: a kernel, its arguments, and a 1-D size (or a 3-D tiled one).
 class Launch {
  public:
+  // A missing kernel throws, dry or not. A run sets the arguments of its launch site's own
+  // kernel object (Executor::siteKernel), which replays keep.
   Launch(Executor& ex, size_t node, const std::string& kernel)
-      : ex_(ex), node_(node), kernel_(ex.kernels().get(kernel)), name_(kernel) {}  // a missing kernel throws, dry or not
+      : ex_(ex), node_(node), kernel_(ex.kernels().get(kernel)), name_(kernel) {
+    openSite();
+  }
   Launch(Executor& ex, size_t node, const std::string& name, cl_kernel kernel)
-      : ex_(ex), node_(node), kernel_(kernel), name_(name) {}
+      : ex_(ex), node_(node), kernel_(kernel), name_(name) {
+    openSite();
+  }
 
   Launch& mem(const std::string& tensor) {
     cl_mem m = ex_.dryRun() ? nullptr : ex_.operand(tensor);
@@ -123,6 +129,9 @@ class Launch {
 
  private:
   std::string where() const { return "kernel " + name_ + ", node '" + ex_.graph().nodeName(node_) + "'"; }
+  void openSite() {
+    if (!ex_.dryRun()) kernel_ = ex_.siteKernel(name_, &site_);
+  }
   Launch& set(size_t size, const void* p) {
     if (!ex_.dryRun()) {
       const cl_int err = clSetKernelArg(kernel_, index_, size, p);
@@ -134,17 +143,14 @@ class Launch {
   void run(std::array<size_t, 3> global, const size_t* local, cl_uint dims) {
     if (ex_.dryRun() || global[0] == 0 || global[1] == 0 || global[2] == 0) return;
     if (dims == 1) global[0] = (global[0] + 63) / 64 * 64;
-    cl_event e = nullptr;
-    const cl_int err = clEnqueueNDRangeKernel(ex_.device().queue(), kernel_, dims, nullptr, global.data(), local, 0,
-                                              nullptr, ex_.device().profiling() ? &e : nullptr);
-    if (err != CL_SUCCESS) clCheck(err, "clEnqueueNDRangeKernel", where());
-    ex_.recordEvent(node_, e);
+    ex_.launchSite(site_, dims, global.data(), local);
   }
 
   Executor& ex_;
   size_t node_;
   cl_kernel kernel_;
   std::string name_;
+  size_t site_ = 0;
   cl_uint index_ = 0;
 };
 
@@ -538,14 +544,28 @@ void matmulOp(const Node& n) {
 }
 
 // tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
+// GPU decode (M <= 4) runs gemv_f32, with the norm and GLU inside.
 void tlMatmulOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& w = n.shape(n.in(1));
   const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
   const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
   const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
-  matmulInSteps(n, n.in(0), M, K, N, matmulOutputs(n, N), [&](const std::string& a, const MatMulOut& o) {
-    matmul(n, a, {M, K}, n.in(1), w, o, false, transB);
+  const int glu = gluKind(n.proto);
+  const MatMulOut o = matmulOutputs(n, N);
+  if (n.ex.device().gpuKernels() && M <= 4 && !transB && N % (glu ? 8 : 4) == 0) {  // gemv_f32: 4 columns per item
+    const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+    Launch l = n.launch("gemv_f32");
+    l.mem(n.in(0)).mem(n.in(1));
+    setOutputs(l, o);
+    l.i32(M).i32(N).i32(K);
+    if (scale.empty()) l.nullMem(); else l.mem(scale);
+    l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(glu);
+    const int64_t groups = ((glu ? N / 2 : N) / 4 + 63) / 64;
+    return l.run3d(static_cast<size_t>(groups * 64), 16, 1, 64, 16);  // kernels/matmul.cl's FGEMV_KS
+  }
+  matmulInSteps(n, n.in(0), M, K, N, o, [&](const std::string& a, const MatMulOut& out) {
+    matmul(n, a, {M, K}, n.in(1), w, out, false, transB);
   });
 }
 
