@@ -113,26 +113,54 @@ WHERE(u8, uchar)
 
 // tl.RoPE (rotate-half): y = x * cos + rotate_half(x) * sin over the last dim D, where
 // rotate_half(x) = concat(-x[D/2:], x[:D/2]); cos and sin read through broadcast strides.
+// Element i of rope(x); past `rot` the head passes through (partial rotary).
+inline float rope_at(__global const float* x, __global const float* cosv, __global const float* sinv, int i, int D,
+                     int rot, int8 dims, int8 cs, int8 ss) {
+  const int d = i % D, mid = rot / 2;
+  if (d >= rot) return x[i];
+  const float partner = d < mid ? -x[i + mid] : x[i - mid];
+  return x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
+}
+
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                        __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                        __global const float* x2, __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2) {
+  const int i = get_global_id(0);
+  if (i < n) out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
+  else if (i < n + n2) out2[i - n] = rope_at(x2, cosv, sinv, i - n, D, rot, dims2, cs2, ss2);
+}
+
+// Element i of Concat(a, b) along an axis of `rows` (the first `first` from a), `inner`
+// elements past it; b's value from `fresh`.
+#define CACHE_AT(a, i, inner, rows, first, fresh)                                                    \
+  {                                                                                                 \
+    const int c_ = (i) % (inner), r_ = (i) / (inner) % (rows), o_ = (i) / ((inner) * (rows));      \
+    if (r_ < (first)) return a[((long)o_ * (first) + r_) * (inner) + c_];                           \
+    const int j = (o_ * ((rows) - (first)) + r_ - (first)) * (inner) + c_;                          \
+    return fresh;                                                                                   \
+  }
+inline float rope_cache_at(__global const float* past, __global const float* x, __global const float* cosv,
+                           __global const float* sinv, int i, int inner, int rows, int first, int D, int rot,
+                           int8 dims, int8 cs, int8 ss) CACHE_AT(past, i, inner, rows, first, rope_at(x, cosv, sinv, j, D, rot, dims, cs, ss))
+inline float cache_at(__global const float* past, __global const float* x, int i, int inner, int rows, int first)
+    CACHE_AT(past, i, inner, rows, first, x[j])
+
+// tl.RoPE with cache_axis: q rotated; k rotated and appended to its cache; v appended to
+// its cache, in one launch.
+__kernel void rope_cache_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
+                             __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
+                             __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global const float* past2,
+                             __global float* cat2, int n2, int inner2, int rows2, int first2,
+                             __global const float* x3, __global const float* past3, __global float* cat3, int n3,
+                             int inner3, int rows3, int first3) {
   int i = get_global_id(0);
-  if (i >= n + n2) return;
-  if (i >= n) {  // the second tensor (k, when q and k are rotated in one launch)
-    i -= n;
-    x = x2;
-    out = out2;
-    dims = dims2;
-    cs = cs2;
-    ss = ss2;
+  if (i < n) {
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
+  } else if ((i -= n) < n2) {
+    cat2[i] = rope_cache_at(past2, x2, cosv, sinv, i, inner2, rows2, first2, D, rot, dims2, cs2, ss2);
+  } else if ((i -= n2) < n3) {
+    cat3[i] = cache_at(past3, x3, i, inner3, rows3, first3);
   }
-  const int d = i % D, mid = rot / 2;
-  if (d >= rot) {  // partial rotary: the rest of the head passes through
-    out[i] = x[i];
-    return;
-  }
-  const float partner = d < mid ? -x[i + mid] : x[i - mid];
-  out[i] = x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
 
 // tl.SwiGLU, tl.GeGLU and the GLU of a MatMul whose kernel lacks it: y = gate(g) * u,

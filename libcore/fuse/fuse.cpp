@@ -33,6 +33,8 @@ const std::vector<FusePass>& fusePasses() {
        fuseNormMatMul},
       {"concat-pair", "two independent two-input Concats on one axis (a layer's k and v cache) -> one tl.Concat",
        pairConcats},
+      {"rope-cache", "a tl.Concat of the k and v caches whose new k a q/k tl.RoPE wrote -> that RoPE, appending both",
+       fuseRopeCache},
       {"elementwise", "a DAG of float unary/binary elementwise ops (one output shape) -> one tl.Elementwise kernel",
        fuseElementwise},
       {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose, one-input "

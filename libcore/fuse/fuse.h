@@ -74,6 +74,7 @@ PassResult fuseNormMatMul(Model& model);
 PassResult fuseGelu(Model& model);
 PassResult fuseGeGlu(Model& model);
 PassResult pairConcats(Model& model);
+PassResult fuseRopeCache(Model& model);
 PassResult fuseElementwise(Model& model);
 PassResult removeNoOps(Model& model);
 PassResult eliminateCommonSubexpressions(Model& model);

@@ -804,15 +804,35 @@ void rmsNormOp(const Node& n) {
           n.attrFloat("epsilon", 1e-5f));
 }
 
+// tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
+// ·) and v into Concat(past_v, v), one launch (rope_cache_f32).
+void ropeCache(const Node& n, Launch& l, int64_t count) {
+  const Dims& k = n.shape(n.in(3));
+  l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
+  l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0));
+  const size_t axis = n.axis(n.attrInt("cache_axis", 0), k.size());
+  int64_t total = count;
+  for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
+    const Dims& o = n.shape(n.out(out));
+    int64_t inner = 1;
+    for (size_t i = axis + 1; i < o.size(); ++i) inner *= o[i];
+    if (fresh == 6) l.mem(n.in(fresh));
+    l.mem(n.in(past)).mem(n.out(out)).i32(elementCount(o)).i32(inner).i32(o[axis]).i32(n.shape(n.in(past))[axis]);
+    total += elementCount(o);
+  }
+  l.run1d(total);
+}
+
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
 // second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
-  Launch l = n.launch("rope_f32");
+  Launch l = n.launch(n.attr("cache_axis") ? "rope_cache_f32" : "rope_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
   l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
+  if (n.attr("cache_axis")) return ropeCache(n, l, count);
   int64_t count2 = 0;
   if (n.hasIn(3)) {
     const Dims& d2 = n.shape(n.in(3));

@@ -1,6 +1,7 @@
 #include "shape/rules.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -958,7 +959,20 @@ void ropeRule(RuleContext& c) {
   const auto& x2 = c.input(3).dims;  // a second tensor rotated alike (k beside q)
   if (x2.size() != x.size()) c.fail("tl.RoPE's second input must have x's rank");
   c.unify(x2.back(), x.back());
-  c.setOutput(1, c.input(3).dtype, x2);
+  if (!c.attr("cache_axis")) return c.setOutput(1, c.input(3).dtype, x2);
+  // With cache_axis: outputs 1 and 2 are Concat(past2, rope(x2)) and Concat(past3, x3) on it.
+  if (c.numInputs() != 7 || c.numOutputs() != 3) c.fail("tl.RoPE with cache_axis takes 7 inputs and gives 3 outputs");
+  const size_t k = c.axis(c.attrInt("cache_axis", 0), x2.size());
+  if (k + 1 >= x2.size()) c.fail("tl.RoPE's cache_axis must come before the last axis");
+  for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
+    const auto &a = c.input(past).dims, &b = c.input(fresh).dims;
+    if (a.size() != x2.size() || b.size() != x2.size()) c.fail("tl.RoPE's caches and new entries must have x2's rank");
+    std::vector<SymExpr> cat = a;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (i != k) cat[i] = c.unify(a[i], b[i]);
+    cat[k] = a[k] + b[k];
+    c.setOutput(out, c.input(past).dtype, cat);
+  }
 }
 
 // tl.SwiGLU and tl.GeGLU (docs/ops.md, written by tl-fuse): g and u of one shape -> that shape.
