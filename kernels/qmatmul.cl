@@ -396,11 +396,19 @@ QGEMV(qgemv_q3h_m1, 1, Q3H_AT, Q3H_AT8)
 // above, but each item reads 32 codes of a column as one uint4 and A as float4s: fewer
 // load instructions, 1.5-2x faster on the H100 (4096 x 11008: 0.043 -> 0.028 ms).
 inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+// A 32-code block of a column lies in one group, so its levels' dot with the rows is taken
+// first and scaled once: sum a (l s + o) = s (sum a l) + o (sum a). One multiply-add a code
+// instead of two.
 #define GEMV16_WORD(c, LEVELS8)                                                                     \
   {                                                                                                 \
-    const float8 wv = fma(LEVELS8(word_of(q##c, j)), (float8)sc##c, (float8)of##c);                 \
-    GEMV_ROWS(c, wv)                                                                                \
+    const float8 lv = LEVELS8(word_of(q##c, j));                                                    \
+    blk[4 * c] += DOT8(a0, lv);                                                                     \
+    if (rows > 1 && M > 1) blk[4 * c + 1] += DOT8(a1, lv);                                          \
+    if (rows > 2 && M > 2) blk[4 * c + 2] += DOT8(a2, lv);                                          \
+    if (rows > 3 && M > 3) blk[4 * c + 3] += DOT8(a3, lv);                                          \
   }
+#define GEMV16_SCALE(c, _)                                                                          \
+  for (int m = 0; m < rows && m < M; ++m) acc[4 * c + m] += sc##c * blk[4 * c + m] + of##c * sa[m];
 #define GEMV16_LOAD(c, _)                                                                           \
   const uint4 q##c = ((__global const uint4*)w##c)[i];                                              \
   const float sc##c = s##c[g], of##c = o##c[g];
@@ -414,11 +422,15 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
       COLS4(GEMV16_LOAD, _)                                                                         \
+      float blk[4 * GEMV_COLS] = {0.0f}, sa[4] = {0.0f};                                            \
       for (int j = 0; j < 4; ++j) {                                                                 \
         float8 a0 = A8(0), a1 = A8(1), a2 = A8(2), a3 = A8(3);                                      \
         NORM_ROWS(((float8)(nw4[8 * i + 2 * j], nw4[8 * i + 2 * j + 1])))                          \
+        sa[0] += DOT8(a0, (float8)1.0f);                                                            \
+        if (rows > 1) { sa[1] += DOT8(a1, (float8)1.0f); sa[2] += DOT8(a2, (float8)1.0f); sa[3] += DOT8(a3, (float8)1.0f); } \
         COLS4(GEMV16_WORD, LEVELS8)                                                                 \
       }                                                                                             \
+      COLS4(GEMV16_SCALE, _)                                                                        \
     }                                                                                               \
     gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
