@@ -59,6 +59,9 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 #define BIAS(n) (bias ? bias[n] : 0.0f)
 #define RES(row, n) (res ? res[(long)(row) * N0 + (n)] : 0.0f)
 #define STORE(row, n, v) (OUT_AT(row, n) = (v) + BIAS(n) + RES(row, n))
+// A GLU epilogue's store (GEMV_ARGS' glu): gate sum g of column j, up sum u of column
+// width + j, each with its bias, into output column j.
+#define STORE_GLU(row, j, g, u, width) (OUT_AT(row, j) = glu_gate((g) + BIAS(j), glu) * ((u) + BIAS((width) + (j))))
 
 // The prologue and epilogue arguments of the decode kernels (gemv_f32, qgemv*; docs/ops.md):
 // NW (or null) the RMSNorm scale that A's rows are normalized by first, with eps; glu (0

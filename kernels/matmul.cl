@@ -39,7 +39,7 @@ __kernel void matmul_rows_f32(__global const float* A, __global const float* B, 
 // Decode on GPUs (M <= 4; tl.MatMul's W [K, N] row-major, N % 4 == 0): a work item
 // takes 4 columns (consecutive items, consecutive columns: W's rows are read whole) and
 // every 16th k; the 16 items of a column group add their sums in local memory. With NW
-// (kernels/qmatmul.cl's GEMV_ARGS) A's rows are RMS-normalized, their squares summed
+// (kernels/common.cl's GEMV_ARGS) A's rows are RMS-normalized, their squares summed
 // along the way; with glu it takes the 4 up columns N / 2 further on too. The H100 reads
 // a 2048 x 32000 lm_head at 2.9 TB/s this way, 1.0 with matmul_rows_f32.
 #define FGEMV_KS 16
@@ -79,7 +79,7 @@ void gemv_f32(__global const float* A, __global const float* B, __global float* 
     const float inv = NW ? 1.0f / sqrt(r / K + eps) : 1.0f;
     const float vs[4] = {v.x, v.y, v.z, v.w}, us[4] = {u.x, u.y, u.z, u.w};
     for (int c = 0; c < 4; ++c) {
-      if (glu) OUT_AT(m, n + c) = glu_gate(vs[c] * inv + BIAS(n + c), glu) * (us[c] * inv + BIAS(width + n + c));
+      if (glu) STORE_GLU(m, n + c, vs[c] * inv, us[c] * inv, width);
       else STORE(m, n + c, vs[c] * inv);
     }
   }

@@ -316,7 +316,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   } else {  // items 4c + m, c < 2: gate column 2 * group + c, its up column's sum 8 further
     const int width = N / 2, j = group * 2 + c;
     if (t < 8 && m < M && j < width)
-      OUT_AT(m, j) = glu_gate(red[t] * scale + BIAS(j), glu) * (red[t + 8] * scale + BIAS(width + j));
+      STORE_GLU(m, j, red[t] * scale, red[t + 8] * scale, width);
   }
 }
 
@@ -367,20 +367,21 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   __global const uchar* w##c = W + (long)col##c * row_bytes;                                        \
   __global const float* s##c = S + (long)col##c * groups;
 #define GEMV_OFFSETS(c, _) __global const float* o##c = O + (long)col##c * groups;
-#define GEMV_ROWS(c, wv)                                                                            \
-  acc[4 * c] += DOT8(a0, wv);                                                                       \
-  if (rows > 1 && M > 1) acc[4 * c + 1] += DOT8(a1, wv);                                                        \
-  if (rows > 2 && M > 2) acc[4 * c + 2] += DOT8(a2, wv);                                                        \
-  if (rows > 3 && M > 3) acc[4 * c + 3] += DOT8(a3, wv);
+// Adds row m's dot with the 8 weights wv to sums[4c + m] for the rows there are.
+#define ROWS_DOT(sums, c, wv)                                                                       \
+  sums[4 * c] += DOT8(a0, wv);                                                                      \
+  if (rows > 1 && M > 1) sums[4 * c + 1] += DOT8(a1, wv);                                           \
+  if (rows > 2 && M > 2) sums[4 * c + 2] += DOT8(a2, wv);                                           \
+  if (rows > 3 && M > 3) sums[4 * c + 3] += DOT8(a3, wv);
 #define GEMV_WORD(c, AT8)                                                                           \
   {                                                                                                 \
     const float8 wv = fma(AT8(w##c, k0), (float8)s##c[g], (float8)o##c[g]);                         \
-    GEMV_ROWS(c, wv)                                                                                \
+    ROWS_DOT(acc, c, wv)                                                                            \
   }
 #define GEMV_TAIL(c, AT)                                                                            \
   {                                                                                                 \
     const float8 wv = (float8)(AT(w##c, k) * s##c[g] + o##c[g]);                                    \
-    GEMV_ROWS(c, wv)                                                                                \
+    ROWS_DOT(acc, c, wv)                                                                            \
   }
 
 QGEMV(qgemv_e0m4, 4, E0M4_AT, E0M4_AT8)
@@ -402,10 +403,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define GEMV16_WORD(c, LEVELS8)                                                                     \
   {                                                                                                 \
     const float8 lv = LEVELS8(word_of(q##c, j));                                                    \
-    blk[4 * c] += DOT8(a0, lv);                                                                     \
-    if (rows > 1 && M > 1) blk[4 * c + 1] += DOT8(a1, lv);                                          \
-    if (rows > 2 && M > 2) blk[4 * c + 2] += DOT8(a2, lv);                                          \
-    if (rows > 3 && M > 3) blk[4 * c + 3] += DOT8(a3, lv);                                          \
+    ROWS_DOT(blk, c, lv)                                                                            \
   }
 #define GEMV16_SCALE(c, _)                                                                          \
   for (int m = 0; m < rows && m < M; ++m) acc[4 * c + m] += sc##c * blk[4 * c + m] + of##c * sa[m];

@@ -133,11 +133,13 @@ const std::string& Executor::root(const std::string& tensor) const {
   return run == runAliases_.end() ? t : run->second;
 }
 
-cl_mem Executor::buffer(const std::string& tensor) const {
+const Executor::Buffer& Executor::rootBuffer(const std::string& tensor) const {
   auto it = buffers_.find(root(tensor));
   if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
-  return it->second.mem;
+  return it->second;
 }
+
+cl_mem Executor::buffer(const std::string& tensor) const { return rootBuffer(tensor).mem; }
 
 Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
   Buffer& b = buffers_[tensor];
@@ -245,11 +247,15 @@ void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const
     s.local[d] = d < dims ? local[d] : 1;
   }
   r.runs.push_back(site);
+  enqueueSite(recording_, s);
+}
+
+void Executor::enqueueSite(size_t node, const Site& s) {
   cl_event e = nullptr;
-  clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, dims, nullptr, s.global, s.local, 0, nullptr,
+  clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, s.dims, nullptr, s.global, s.local, 0, nullptr,
                                  device_.profiling() ? &e : nullptr),
-          "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(recording_) + "'");
-  recordEvent(recording_, e);
+          "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
+  recordEvent(node, e);
 }
 
 void Executor::lowerOrReplay(size_t node) {
@@ -257,14 +263,7 @@ void Executor::lowerOrReplay(size_t node) {
   bool same = r.valid && !dirty_[node];
   for (size_t i = 0; same && i < r.buffers.size(); ++i) same = r.buffers[i].first->mem == r.buffers[i].second;
   if (same) {
-    for (size_t site : r.runs) {
-      const Site& s = r.sites[site];
-      cl_event e = nullptr;
-      clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, s.dims, nullptr, s.global, s.local, 0, nullptr,
-                                     device_.profiling() ? &e : nullptr),
-              "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
-      recordEvent(node, e);
-    }
+    for (size_t site : r.runs) enqueueSite(node, r.sites[site]);
     return;
   }
   r.valid = false;
@@ -289,10 +288,9 @@ cl_mem Executor::operand(const std::string& tensor) {
     auto bytes = encode(values_.at(tensor), analysis_.at(tensor).dtype);
     upload(tensor, bytes.data(), bytes.size());
   }
-  auto it = buffers_.find(root(tensor));
-  if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
-  if (recording_ != static_cast<size_t>(-1)) recordings_[recording_].buffers.emplace_back(&it->second, it->second.mem);
-  return it->second.mem;
+  const Buffer& b = rootBuffer(tensor);
+  if (recording_ != static_cast<size_t>(-1)) recordings_[recording_].buffers.emplace_back(&b, b.mem);
+  return b.mem;
 }
 
 void Executor::recordEvent(size_t node, cl_event e) {

@@ -92,6 +92,7 @@ class Executor {
   void prepare(const SymbolValues& binding);
   void setShape(const std::string& name, const TensorShape& t, const SymbolValues& binding);
   const std::string& root(const std::string& tensor) const;  // the tensor whose buffer `tensor` uses
+  const Buffer& rootBuffer(const std::string& tensor) const;  // that buffer; throws when there is none
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
   void collectProfile();
@@ -140,6 +141,7 @@ class Executor {
     bool valid = false;
   };
   void lowerOrReplay(size_t node);
+  void enqueueSite(size_t node, const Site& site);
   std::vector<Recording> recordings_;                               // by node index
   std::vector<char> dirty_;                                         // by node index
   std::unordered_map<std::string, std::vector<size_t>> touching_;  // tensor -> the nodes reading or writing it

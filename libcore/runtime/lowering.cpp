@@ -467,6 +467,16 @@ void glu(const Node& n, const std::string& g, const std::string& u, const std::s
   n.launch("glu_f32").mem(g).mem(u).mem(out).i32(count).i32(kind).run1d(count);
 }
 
+// The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
+// the GLU kind. Returns the GLU kind.
+int setGemvArgs(Launch& l, const Node& n) {
+  const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+  if (scale.empty()) l.nullMem(); else l.mem(scale);
+  const int kind = gluKind(n.proto);
+  l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(kind);
+  return kind;
+}
+
 // Runs a (Q)MatMul whose kernel lacks the node's RMSNorm prologue or GLU epilogue (all
 // but the GPU decode kernels) in steps: the norm of A's rows into scratch, the product
 // into two halves in scratch, the GLU of those. `product(a, outputs)` enqueues the
@@ -554,13 +564,11 @@ void tlMatmulOp(const Node& n) {
   const int glu = gluKind(n.proto);
   const MatMulOut o = matmulOutputs(n, N);
   if (n.ex.device().gpuKernels() && M <= 4 && !transB && N % (glu ? 8 : 4) == 0) {  // gemv_f32: 4 columns per item
-    const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
     Launch l = n.launch("gemv_f32");
     l.mem(n.in(0)).mem(n.in(1));
     setOutputs(l, o);
     l.i32(M).i32(N).i32(K);
-    if (scale.empty()) l.nullMem(); else l.mem(scale);
-    l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(glu);
+    setGemvArgs(l, n);
     const int64_t groups = ((glu ? N / 2 : N) / 4 + 63) / 64;
     return l.run3d(static_cast<size_t>(groups * 64), 16, 1, 64, 16);  // kernels/matmul.cl's FGEMV_KS
   }
@@ -779,10 +787,7 @@ void qmatmulOp(const Node& n) {
     l.i32(M).i32(N).i32(K).i32(G).i32(rowBytes).i32(groups);
     const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
     if (native) {
-      const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
-      if (scale.empty()) l.nullMem(); else l.mem(scale);
-      const int kind = gluKind(n.proto);
-      l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(kind);
+      const int kind = setGemvArgs(l, n);
       return l.run3d((kind ? up(N / 2, 2) : up(N, 4)) * 64, 1, 1, 64, 1);  // 4 weight columns per work-group
     }
     if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);
