@@ -197,3 +197,36 @@ ARG_EXTREME(argmax_i64, long, ARG_GT)
 ARG_EXTREME(argmin_i64, long, ARG_LT)
 ARG_EXTREME(argmax_i32, int, ARG_GT)
 ARG_EXTREME(argmin_i32, int, ARG_LT)
+
+// The first largest of x[offset .. offset + n) into *out, by one work-group of 256: a
+// greedy decode step's next token without reading the logits back. NaN never wins; a
+// row with nothing above -inf gives 0 (the first element, as std::max_element).
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void argmax_row_f32(__global const float* x, long offset, int n, __global long* out) {
+  __local float best_v[256];
+  __local int best_i[256];
+  const int lid = get_local_id(0);
+  float best = -INFINITY;
+  int at = n;
+  for (int j = lid; j < n; j += 256) {
+    const float v = x[offset + j];
+    if (v > best) {
+      best = v;
+      at = j;
+    }
+  }
+  best_v[lid] = best;
+  best_i[lid] = at;
+  for (int s = 128; s > 0; s >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < s) {
+      const float v = best_v[lid + s];
+      const int i = best_i[lid + s];
+      if (v > best_v[lid] || (v == best_v[lid] && i < best_i[lid])) {
+        best_v[lid] = v;
+        best_i[lid] = i;
+      }
+    }
+  }
+  if (lid == 0) *out = best_i[0] == n ? 0 : best_i[0];
+}

@@ -13,6 +13,8 @@
 #                                            default both)
 #   scripts/device_bench.sh fused NAME [DEPTHS]   tl-fuse NAME's e0m4 model; its rows beside PyTorch fp16
 #                                            (default depths 0,1024) and a decode step's --profile
+#   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
+#                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) on the GPU
 set -eu
@@ -90,6 +92,13 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       cat "$OUT/$2-fused-d$d.md"
     done
     ;;
+  normshare)
+    f="$W/$2-e0m4-nonorm/model.onnx"
+    passes=$($B/tl-fuse --list-passes | cut -f1 | grep -vx norm-matmul | paste -sd, -)
+    [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" --passes "$passes" -o "$f"; }
+    $B/tl-run "$f" --device NVIDIA --tokens 1,2,3,4 --generate -n 32 --profile > "$OUT/$2-nonorm-profile.txt" 2>&1
+    sed -n '/last decode step/,$p' "$OUT/$2-nonorm-profile.txt" | head -30
+    ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.
     mkdir -p /work "$(dirname "$PWD")/shared"
@@ -101,5 +110,5 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       > "$OUT/fusetests.log" 2>&1
     grep -E "FAILED|PASSED|Failure" "$OUT/fusetests.log" | head -20
     ;;
-  *) sed -n 2,13p "$0"; exit 2 ;;
+  *) sed -n '2,/^set/{/^#/p}' "$0"; exit 2 ;;
 esac

@@ -68,10 +68,17 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   const double prefill = tl::secondsSince(t0);
   if (profile) printProfile(ex.profile());
   auto t1 = std::chrono::steady_clock::now();
+  // Greedy steps pick their token on the device; sampling reads the logits.
+  const bool greedy = opt.temperature <= 0;
+  int64_t next = sampler.sample(logits);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t next = sampler.sample(logits);
     emitToken(next, lm.vocab());
-    if (i + 1 < n) logits = lm.step({next});
+    if (i + 1 == n) break;
+    if (greedy) {
+      next = lm.stepGreedy({next});
+    } else {
+      next = sampler.sample(lm.step({next}));
+    }
   }
   const double decode = tl::secondsSince(t1);
   if (lm.vocab() != 256 || n > 0) std::printf("\n");

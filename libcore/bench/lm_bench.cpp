@@ -140,7 +140,7 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
       } else {
         int64_t next = argmax(logits);
         for (int64_t i = 0; i < t.gen; ++i) {
-          next = argmax(lm.step({next}));
+          next = lm.stepGreedy({next});
           if (totals) addProfile(ex, *totals);
         }
       }

@@ -101,7 +101,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> CausalLm::inputShapes(
   return out;
 }
 
-std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPositions) {
+int64_t CausalLm::enqueueStep(const std::vector<int64_t>& tokens) {
   if (tokens.empty()) throw Error("no tokens to feed");
   for (auto t : tokens)
     if (t < 0 || t >= vocab_) throw Error("token " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab_));
@@ -138,9 +138,19 @@ std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPo
   }
   ex_.enqueue(inputs, carried);
   length_ += static_cast<int64_t>(tokens.size());
+  return n;
+}
+
+std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPositions) {
+  const int64_t n = enqueueStep(tokens);
   const int64_t rows = static_cast<int64_t>(tokens.size());
   if (allPositions) return ex_.readFloats("logits", (n - rows) * vocab_, rows * vocab_);
   return ex_.readFloats("logits", (n - 1) * vocab_, vocab_);
+}
+
+int64_t CausalLm::stepGreedy(const std::vector<int64_t>& tokens) {
+  const int64_t n = enqueueStep(tokens);
+  return ex_.argmax("logits", (n - 1) * vocab_, vocab_);
 }
 
 }  // namespace tl

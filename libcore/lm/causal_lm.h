@@ -41,8 +41,12 @@ class CausalLm {
   // Feeds tokens after those already consumed. Returns the logits of the last
   // position, or of every new position when allPositions ([tokens.size() x vocab]).
   std::vector<float> step(const std::vector<int64_t>& tokens, bool allPositions = false);
+  // The same, returning the last position's most likely token (the first of equal
+  // logits), chosen on the device: a greedy step reads back 8 bytes, not the vocabulary.
+  int64_t stepGreedy(const std::vector<int64_t>& tokens);
 
  private:
+  int64_t enqueueStep(const std::vector<int64_t>& tokens);  // returns the positions fed
   Executor& ex_;
   std::vector<std::string> kvInputs_, kvOutputs_;
   std::vector<std::vector<int64_t>> kvEmpty_;  // [batch 1, heads, 0, head_dim] per cache input

@@ -55,9 +55,13 @@ class Executor {
   void enqueue(const std::vector<Tensor>& hostInputs, const std::vector<Carry>& carried);
   // Reads `count` elements of a tensor from `offset` (blocking: the run's one sync).
   std::vector<float> readFloats(const std::string& tensor, int64_t offset, int64_t count);
+  // The index of the largest of `count` floats of a tensor from `offset` (the first of
+  // equals; NaN never wins), found on the device: a greedy decode step reads back 8
+  // bytes, not the logits (blocking: the run's one sync).
+  int64_t argmax(const std::string& tensor, int64_t offset, int64_t count);
 
-  // Device time per enqueued kernel of the last run, and per cache copy carried into it
-  // (op "CacheCarry"), while the device profiles.
+  // Device time per enqueued kernel of the last run, per cache copy carried into it
+  // (op "CacheCarry") and per argmax() (op "ArgMax"), while the device profiles.
   const std::vector<OpTime>& profile() const { return profile_; }
   // Times the host has waited on the device so far (blocking reads, finishes). A
   // decode step costs one: reading its logits.
@@ -95,6 +99,7 @@ class Executor {
   const Buffer& rootBuffer(const std::string& tensor) const;  // that buffer; throws when there is none
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
+  void uploadFolded(const std::string& tensor);  // a folded tensor's values
   void collectProfile();
   void releaseEvents();
 
@@ -122,6 +127,7 @@ class Executor {
   std::vector<Dependent> dependent_;
   SymbolValues bound_;                       // the binding shapes_ and values_ hold
   std::unordered_set<std::string> stale_;    // folded tensors whose device copy is out of date
+  std::unordered_set<std::string> foldedRead_;  // folded tensors kernels have read as data
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
   // Launch sites (a launch list per node): each launch of a node owns a kernel object
   // whose arguments stay set, and a node is replayed, not lowered again, while no tensor it
@@ -149,7 +155,12 @@ class Executor {
   size_t recording_ = static_cast<size_t>(-1);                      // the node being lowered
   size_t nextSite_ = 0;
   std::vector<std::pair<size_t, cl_event>> events_;
-  std::vector<std::pair<std::string, cl_event>> carryEvents_;
+  struct ExtraEvent {  // a command of a run that no node enqueued
+    std::string name, op;
+    cl_event e;
+  };
+  std::vector<ExtraEvent> extraEvents_;
+  cl_mem argmaxOut_ = nullptr;  // argmax()'s one result
   std::vector<OpTime> profile_;
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet

@@ -2,6 +2,10 @@
 // device) must give exactly what re-running the whole sequence gives.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <random>
+
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
@@ -67,6 +71,53 @@ TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
     const int64_t before = past.ex.syncs();
     past.lm.step({'x'});
     EXPECT_EQ(past.ex.syncs() - before, 1);
+  }
+}
+
+TEST(Generate, GreedyOnTheDeviceEqualsTheHostArgmax) {
+  Loaded a(test::sourceDir() / "models/bytellama-past/model.onnx");
+  Loaded b(test::sourceDir() / "models/bytellama-past/model.onnx");
+  Sampler s(SamplingOptions{});
+  const std::vector<int64_t> prompt{'d', 'e', 'f', ' '};
+  int64_t x = s.sample(a.lm.step(prompt)), y = b.lm.stepGreedy(prompt);
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_EQ(x, y) << "step " << i;
+    const int64_t before = b.ex.syncs();
+    x = s.sample(a.lm.step({x}));
+    y = b.lm.stepGreedy({y});
+    EXPECT_EQ(b.ex.syncs() - before, 1);
+  }
+}
+
+// Rows that make the reduction's order matter: equal maxima (the first wins), a row of
+// -inf (index 0, as std::max_element), NaN (never wins), lengths around the group size.
+TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
+  for (int64_t n : {1, 7, 255, 256, 257, 1000, 151936}) {
+    std::vector<float> v(static_cast<size_t>(n));
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::uniform_real_distribution<float> u(-4, 4);
+    for (auto& f : v) f = u(rng);
+    std::vector<std::vector<float>> rows{v};
+    if (n > 3) {
+      auto tie = v;
+      tie[n / 3] = tie[n - 1] = tie[2] = 9.f;
+      rows.push_back(tie);
+      auto nan = v;
+      nan[0] = nan[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      rows.push_back(nan);
+    }
+    rows.push_back(std::vector<float>(static_cast<size_t>(n), -std::numeric_limits<float>::infinity()));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto& row = rows[r];
+      int64_t want = 0;
+      for (int64_t i = 1; i < n; ++i)
+        if (row[i] > row[want] || std::isnan(row[want])) want = i;
+      Model m = test::oneNodeModel("Identity", {{"x", {"1", std::to_string(n)}}}, 0, "");
+      test::onBothFamilies(m, [&](Executor& ex, bool gpu) {
+        ex.run({test::floats("x", row, {1, n})});
+        EXPECT_EQ(ex.argmax("y", 0, n), want) << "n " << n << " row " << r << (gpu ? " gpu" : " cpu");
+      });
+    }
   }
 }
 
