@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cli/error.h"
+#include "runtime/host_ops.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -78,6 +79,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
       upload(in, t.bytes.data(), t.bytes.size());
     }
   }
+  findHostNodes(constants);
   recordings_.resize(graph.nodeCount());
   dirty_.assign(graph.nodeCount(), 1);
   runView_.assign(graph.nodeCount(), 0);
@@ -98,6 +100,49 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
   clCheck(clFinish(device_.queue()), "clFinish");  // the constants' staging copies may go now
 }
 
+void Executor::findHostNodes(const std::unordered_map<std::string, const onnx::TensorProto*>& constants) {
+  onHost_.assign(graph_.nodeCount(), 0);
+  for (const auto& in : graph_.proto().input()) {
+    const auto& t = analysis_.at(in.name());
+    if (t.cls == TensorClass::Input && (isInteger(t.dtype) || t.dtype == DType::Bool)) hostInputs_.insert(in.name());
+  }
+  for (size_t i : tensorNodes_) {
+    const auto& n = graph_.node(i);
+    if (!hostEvaluable(n, analysis_)) continue;
+    std::vector<std::string> small;  // constants to keep on the host
+    bool known = true;
+    for (const auto& in : n.input()) {
+      if (in.empty() || hostInputs_.count(in) || hostProducer_.count(in) || hostConstants_.count(in)) continue;
+      const auto& t = analysis_.at(in);
+      if (t.cls == TensorClass::Shape) continue;  // folded: its values are on the host
+      auto c = constants.find(in);
+      if (t.cls == TensorClass::Constant && c != constants.end() && elementCount(shapes_.at(in)) <= kHostElements) {
+        small.push_back(in);
+        continue;
+      }
+      known = false;
+    }
+    if (!known) continue;
+    for (const auto& name : small) hostConstants_[name] = readTensor(*constants.at(name), model_.baseDir);
+    hostable_.push_back(i);
+    hostProducer_[n.output(0)] = i;
+  }
+}
+
+const Tensor& Executor::hostValue(const std::string& tensor) {
+  if (auto h = hostValues_.find(tensor); h != hostValues_.end()) return h->second;
+  if (auto c = hostConstants_.find(tensor); c != hostConstants_.end()) return c->second;
+  const auto& info = analysis_.at(tensor);
+  if (info.cls != TensorClass::Shape) throw Error("tensor '" + tensor + "' has no host value in this run");
+  Tensor& t = hostValues_[tensor];
+  t.name = tensor;
+  t.dtype = info.dtype;
+  t.dims = shape(tensor);
+  auto bytes = encode(value(tensor), info.dtype);
+  t.bytes.assign(bytes.begin(), bytes.end());
+  return t;
+}
+
 Executor::~Executor() {
   for (auto& r : recordings_)
     for (auto& site : r.sites)
@@ -105,6 +150,8 @@ Executor::~Executor() {
   for (auto& [n, b] : buffers_)
     if (b.mem) clReleaseMemObject(b.mem);
   if (argmaxOut_) clReleaseMemObject(argmaxOut_);
+  for (auto& [n, r] : regions_) clReleaseMemObject(r.sub);
+  if (uploadArena_) clReleaseMemObject(uploadArena_);
   releaseEvents();
 }
 
@@ -199,16 +246,29 @@ void Executor::prepare(const SymbolValues& binding) {
   }
   const bool first = bound_.empty();
   bound_ = binding;
-  // Which nodes are views at these shapes changes only where shapes did: the full pass
-  // runs when one flips.
+  // Which nodes are views, and which run on the host, at these shapes changes only where
+  // shapes did: the full pass runs when one flips.
   bool flipped = first;
+  for (size_t i : hostable_) {
+    const auto& n = graph_.node(i);
+    bool host = elementCount(shapes_.at(n.output(0))) <= kHostElements;
+    for (const auto& in : n.input()) {
+      auto p = hostProducer_.find(in);
+      if (!in.empty() && p != hostProducer_.end() && !onHost_[p->second]) host = false;
+    }
+    if (host != static_cast<bool>(onHost_[i])) {
+      onHost_[i] = host;
+      flipped = true;
+    }
+  }
   for (size_t i : kernelNodes_)
-    if (dirty_[i] && static_cast<char>(isRunView(graph_.node(i), *this)) != runView_[i]) flipped = true;
+    if (dirty_[i] && !onHost_[i] && static_cast<char>(isRunView(graph_.node(i), *this)) != runView_[i]) flipped = true;
   if (flipped) {
     runAliases_.clear();
     runNodes_.clear();
     for (size_t i : kernelNodes_) {
       const auto& n = graph_.node(i);
+      if (onHost_[i]) continue;
       runView_[i] = isRunView(n, *this);
       if (runView_[i]) {
         runAliases_[n.output(0)] = root(n.input(0));
@@ -216,9 +276,21 @@ void Executor::prepare(const SymbolValues& binding) {
         runNodes_.push_back(i);
       }
     }
+    hostRun_.clear();
+    for (size_t i : hostable_)
+      if (onHost_[i]) hostRun_.push_back(i);
+    deviceReads_.clear();
+    for (size_t i : runNodes_)
+      for (const auto& in : graph_.node(i).input())
+        if (!in.empty()) deviceReads_.insert(root(in));
+    hostUploads_.clear();
+    for (size_t i : hostRun_) {
+      const std::string& out = graph_.node(i).output(0);
+      if (deviceReads_.count(out)) hostUploads_.push_back(out);
+    }
   }
   for (size_t i : tensorNodes_) {
-    if (!dirty_[i] && !flipped) continue;
+    if ((!dirty_[i] && !flipped) || onHost_[i]) continue;
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
       if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
@@ -358,17 +430,138 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     if (e) extraEvents_.push_back({c.input, "CacheCarry", e});
   }
   prepare(binding);
-  for (const auto& [name, t] : given) upload(name, t->bytes.data(), t->bytes.size());
-  // Folded tensors that kernels read go up now, while the queue is idle: a write from
-  // host memory between kernels costs NVIDIA's OpenCL about 40 us, against 2 here.
-  for (const auto& name : foldedRead_)
-    if (stale_.erase(name)) uploadFolded(name);
+  hostValues_.clear();
+  if (!hostRun_.empty()) {
+    for (const auto& [name, t] : given)
+      if (hostInputs_.count(name)) hostValues_[name] = *t;
+    for (size_t i : hostRun_) {
+      const auto& n = graph_.node(i);
+      std::vector<const Tensor*> in;
+      for (const auto& name : n.input()) in.push_back(name.empty() ? nullptr : &hostValue(name));
+      try {
+        hostValues_[n.output(0)] = evaluateOnHost(n, in, shape(n.output(0)), analysis_.at(n.output(0)).dtype);
+      } catch (const Error& e) {
+        throw Error("node '" + graph_.nodeName(i) + "' (" + n.op_type() + ", on the host): " + e.what(), e.code());
+      }
+    }
+  }
+  // Inputs only host nodes read stay on the host.
+  for (const auto& [name, t] : given)
+    if (hostRun_.empty() || !hostInputs_.count(name) || deviceReads_.count(name)) stageUpload(name, t->bytes.data(), t->bytes.size());
+  for (const auto& name : hostUploads_) stageUpload(name, hostValues_.at(name).bytes.data(), hostValues_.at(name).bytes.size());
+  // Folded tensors that kernels read go up with them, before any kernel (a write between
+  // kernels costs NVIDIA's OpenCL about 40 us).
+  for (const auto& name : foldedRead_) {
+    if (!stale_.erase(name)) continue;
+    auto bytes = encode(values_.at(name), analysis_.at(name).dtype);
+    stageUpload(name, bytes.data(), bytes.size());
+  }
+  flushUploads();
   for (size_t i : runNodes_) lowerOrReplay(i);
 }
 
 void Executor::uploadFolded(const std::string& tensor) {
   auto bytes = encode(values_.at(tensor), analysis_.at(tensor).dtype);
   upload(tensor, bytes.data(), bytes.size());
+}
+
+void Executor::stageUpload(const std::string& tensor, const void* data, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  pendingUploads_.push_back({tensor, std::vector<uint8_t>(p, p + bytes)});
+}
+
+void Executor::flushUploads() {
+  if (pendingUploads_.empty()) return;
+  bool fits = true;
+  for (const auto& u : pendingUploads_) {
+    auto r = regions_.find(u.name);
+    fits = fits && r != regions_.end() && r->second.capacity >= u.bytes.size() && buffers_[u.name].mem == r->second.sub;
+  }
+  if (!fits) layoutUploads();
+  for (const auto& u : pendingUploads_)
+    std::copy(u.bytes.begin(), u.bytes.end(), arenaHost_.begin() + static_cast<std::ptrdiff_t>(regions_.at(u.name).offset));
+  // One write per contiguous run of pending regions: one in a decode step. Regions not
+  // pending keep their device bytes (a host node that now runs on the device writes there).
+  std::unordered_set<std::string> pending;
+  for (const auto& u : pendingUploads_) pending.insert(u.name);
+  size_t from = 0, to = 0;
+  auto write = [&] {
+    if (to > from)
+      clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
+                                   nullptr, nullptr),
+              "clEnqueueWriteBuffer", "the run's uploads");
+  };
+  for (const auto& name : regionOrder_) {
+    const Region& r = regions_.at(name);
+    if (!pending.count(name)) {
+      write();
+      from = to = r.offset + r.capacity;
+      continue;
+    }
+    if (to != r.offset) {
+      write();
+      from = r.offset;
+    }
+    to = r.offset + r.capacity;
+  }
+  write();
+  pendingUploads_.clear();
+}
+
+void Executor::layoutUploads() {
+  cl_uint alignBits = 0;
+  clCheck(clGetDeviceInfo(device_.info().id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr),
+          "clGetDeviceInfo", "CL_DEVICE_MEM_BASE_ADDR_ALIGN");
+  const size_t align = std::max<size_t>(alignBits / 8, 64);
+  // Pending tensors first, in run order, with room to grow; then the regions kept from
+  // before (their bytes are copied on the device).
+  std::vector<std::pair<std::string, size_t>> layout;
+  std::unordered_set<std::string> placed;
+  for (const auto& u : pendingUploads_)
+    if (placed.insert(u.name).second) layout.emplace_back(u.name, std::max<size_t>(u.bytes.size() * 2, 64));
+  for (const auto& name : regionOrder_)
+    if (placed.insert(name).second && buffers_[name].mem == regions_.at(name).sub) layout.emplace_back(name, regions_.at(name).capacity);
+  size_t total = 0;
+  std::unordered_map<std::string, Region> next;
+  std::vector<std::string> order;
+  for (auto& [name, cap] : layout) {
+    cap = (cap + align - 1) / align * align;
+    next[name] = {total, cap, nullptr};
+    order.push_back(name);
+    total += cap;
+  }
+  cl_int err;
+  cl_mem arena = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, total, nullptr, &err);
+  clCheck(err, "clCreateBuffer", "the upload arena");
+  std::vector<uint8_t> host(total, 0);
+  for (const auto& name : order) {
+    Region& r = next[name];
+    cl_buffer_region where{r.offset, r.capacity};
+    r.sub = clCreateSubBuffer(arena, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &where, &err);
+    clCheck(err, "clCreateSubBuffer", "tensor '" + name + "'");
+    Buffer& b = buffers_[name];
+    if (auto old = regions_.find(name); old != regions_.end() && b.mem == old->second.sub) {
+      // A region kept: its device bytes move with it; its host copy too.
+      const size_t keep = std::min(old->second.capacity, r.capacity);
+      clCheck(clEnqueueCopyBuffer(device_.queue(), uploadArena_, arena, old->second.offset, r.offset, keep, 0, nullptr, nullptr),
+              "clEnqueueCopyBuffer", "tensor '" + name + "'");
+      std::copy_n(arenaHost_.begin() + static_cast<std::ptrdiff_t>(old->second.offset), keep,
+                  host.begin() + static_cast<std::ptrdiff_t>(r.offset));
+    }
+    if (b.mem) clReleaseMemObject(b.mem);
+    b.mem = r.sub;
+    clRetainMemObject(b.mem);  // the buffer and the region each hold one reference
+    b.capacity = r.capacity;
+  }
+  for (auto& [name, r] : regions_) clReleaseMemObject(r.sub);
+  if (uploadArena_) {
+    clCheck(clFinish(device_.queue()), "clFinish");  // the copies out of the old arena
+    clReleaseMemObject(uploadArena_);
+  }
+  uploadArena_ = arena;
+  arenaHost_ = std::move(host);
+  regions_ = std::move(next);
+  regionOrder_ = std::move(order);
 }
 
 std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offset, int64_t n) {
@@ -430,6 +623,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
     if (info.cls == TensorClass::Shape) {
       auto bytes = encode(value(name), info.dtype);
       t.bytes.assign(bytes.begin(), bytes.end());
+    } else if (auto p = hostProducer_.find(name); p != hostProducer_.end() && onHost_[p->second]) {
+      t.bytes = hostValues_.at(name).bytes;
     } else {
       t.bytes.resize(static_cast<size_t>(elementCount(t.dims)) * elementBytes(info.dtype));
       if (!t.bytes.empty())

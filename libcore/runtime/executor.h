@@ -129,6 +129,26 @@ class Executor {
   std::unordered_set<std::string> stale_;    // folded tensors whose device copy is out of date
   std::unordered_set<std::string> foldedRead_;  // folded tensors kernels have read as data
   std::unordered_map<std::string, std::vector<uint8_t>> staging_;  // host side of pending uploads
+  // A run's uploads (inputs, host results, folded values) go up in one write: each of
+  // those tensors is a region (a sub-buffer) of one upload arena, and the regions a run
+  // writes are contiguous while the set of tensors stays the same (every decode step).
+  // On NVIDIA's OpenCL each write at the start of a step costs 15-100 us.
+  struct Region {
+    size_t offset = 0, capacity = 0;
+    cl_mem sub = nullptr;
+  };
+  struct PendingUpload {
+    std::string name;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<PendingUpload> pendingUploads_;
+  std::unordered_map<std::string, Region> regions_;
+  std::vector<std::string> regionOrder_;  // by offset
+  cl_mem uploadArena_ = nullptr;
+  std::vector<uint8_t> arenaHost_;  // the arena's bytes as last written
+  void stageUpload(const std::string& tensor, const void* data, size_t bytes);
+  void flushUploads();
+  void layoutUploads();
   // Launch sites (a launch list per node): each launch of a node owns a kernel object
   // whose arguments stay set, and a node is replayed, not lowered again, while no tensor it
   // touches changed shape or value and its arguments' buffers are the same (a decode step
@@ -162,6 +182,21 @@ class Executor {
   std::vector<ExtraEvent> extraEvents_;
   cl_mem argmaxOut_ = nullptr;  // argmax()'s one result
   std::vector<OpTime> profile_;
+  // Host evaluation (host_ops.h): a node that only integer inputs, folded values, small
+  // constants and other such nodes feed runs on the host while its output is small
+  // (kHostElements); device nodes read its result, uploaded at the start of the run.
+  static constexpr int64_t kHostElements = 1 << 16;
+  std::vector<size_t> hostable_;                              // such nodes, in topological order
+  std::unordered_map<std::string, size_t> hostProducer_;      // their outputs -> node
+  std::unordered_set<std::string> hostInputs_;                // integer inputs they may read
+  std::unordered_map<std::string, Tensor> hostConstants_;     // small constants they read
+  std::vector<char> onHost_;                                  // by node index, at this binding
+  std::vector<size_t> hostRun_;                               // this binding's host nodes
+  std::unordered_set<std::string> deviceReads_;               // buffers this binding's kernels read
+  std::vector<std::string> hostUploads_;                      // host results among them
+  std::unordered_map<std::string, Tensor> hostValues_;        // this run's host tensors
+  const Tensor& hostValue(const std::string& tensor);
+  void findHostNodes(const std::unordered_map<std::string, const onnx::TensorProto*>& constants);
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
   int64_t syncs_ = 0;

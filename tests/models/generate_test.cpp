@@ -121,6 +121,31 @@ TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
   }
 }
 
+// The mask an export builds from attention_mask runs on the host while it is small (a
+// decode step's row) and on the device when it is not (a 300-token prefill's 300 x 300):
+// both give the logits of the model without a cache, and each step runs where it should.
+TEST(Generate, HostMaskMovesToTheDeviceAndBack) {
+  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  past.device.setProfiling(true);
+  auto ran = [&](const char* op) {
+    for (const auto& t : past.ex.profile())
+      if (t.op == op) return true;
+    return false;
+  };
+  std::vector<int64_t> toks;
+  for (int i = 0; i < 300; ++i) toks.push_back((i * 37 + 11) % 256);
+  auto a = past.lm.step(toks), b = nopast.lm.step(toks);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4) << i;
+  EXPECT_TRUE(ran("Where"));  // the prefill's mask: on the device
+  for (int64_t t : {5, 77, 200}) {
+    a = past.lm.step({t});
+    b = nopast.lm.step({t});
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4) << i;
+    EXPECT_FALSE(ran("Where"));  // a decode step's: on the host
+  }
+}
+
 TEST(Sampler, SeededAndFiltered) {
   std::vector<float> logits{0.0f, 2.0f, 1.0f, -1.0f, 1.9f};
   EXPECT_EQ(Sampler(SamplingOptions{}).sample(logits), 1);
