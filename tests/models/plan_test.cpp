@@ -1,0 +1,94 @@
+// Memory plans (plan/memory_plan.h) of every model: at bindings across the lengths
+// --max-seq allows, a buffer holds each of its tensors, tensors sharing a buffer never
+// live at once, buffers do not overlap in the arena, and the arena is at most a third
+// of every tensor in its own buffer.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cli/test_support.h"
+#include "graph/graph.h"
+#include "onnx/model_io.h"
+#include "plan/memory_plan.h"
+#include "shape/shape_inference.h"
+
+namespace tl {
+namespace {
+
+class PlanModels : public ::testing::TestWithParam<std::filesystem::path> {};
+
+TEST_P(PlanModels, BuffersHoldTheirTensorsAndNeverOverlap) {
+  Model model = loadModel((GetParam() / "model.onnx").string());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 512;
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  ASSERT_FALSE(plan.tensors.empty());
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    const auto& ts = plan.buffers[b].tensors;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      EXPECT_EQ(plan.tensors[ts[i]].buffer, static_cast<int>(b));
+      for (size_t j = i + 1; j < ts.size(); ++j) {
+        const auto &x = plan.tensors[ts[i]], &y = plan.tensors[ts[j]];
+        EXPECT_TRUE(x.last < y.first || y.last < x.first) << x.name << " and " << y.name << " share b" << b;
+      }
+    }
+  }
+  // Bindings inside the plan's region: the worst one and smaller lengths.
+  std::mt19937 rng(7);
+  std::vector<SymbolValues> bindings{plan.worst};
+  for (int k = 0; k < 8; ++k) {
+    SymbolValues v = plan.worst;
+    for (auto& [s, x] : v) x = std::uniform_int_distribution<int64_t>(1, x)(rng);
+    bindings.push_back(v);
+  }
+  for (const auto& v : bindings) {
+    int64_t end = 0;
+    for (const auto& b : plan.buffers) {
+      const int64_t at = b.offset.evaluate(v), size = b.bytes.evaluate(v);
+      EXPECT_GE(at, end);
+      EXPECT_EQ(at % opt.align, 0);
+      end = at + size;
+      for (int t : b.tensors) EXPECT_LE(plan.tensors[t].bytes.evaluate(v), size) << plan.tensors[t].name;
+    }
+  }
+  EXPECT_LE(plan.arenaBytes * 3, plan.naiveBytes) << plan.arena.str() << " against " << plan.naive.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, PlanModels, ::testing::ValuesIn(test::modelDirs()),
+                         [](const auto& info) { return test::modelTestName(info.param); });
+
+TEST(TlPlanCli, TextArtifactAndBadInput) {
+  const auto model = test::sharedModels() / "llama-past/model.onnx";
+  auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("arena/naive"), std::string::npos) << r.out;
+  const auto dir = test::tempDir("tl_plan_cli");
+  r = test::runTool("tl-plan", model.string() + " --max-seq 1024 -o " + (dir / "planned.onnx").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  Model planned = loadModel((dir / "planned.onnx").string());
+  bool found = false;
+  for (const auto& p : planned.proto.metadata_props()) found = found || p.key() == "tl.plan.tensors";
+  EXPECT_TRUE(found);
+  r = test::runTool("tl-run", (dir / "planned.onnx").string() + " --check " + (test::sharedModels() / "llama-past").string());
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  // attention_mask is N + past: 2 tokens at the least, over a max-seq of 1.
+  r = test::runTool("tl-plan", model.string() + " --max-seq 1 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("tl-plan: error: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attention_mask"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 0 --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = test::runTool("tl-plan", "- --max-seq 64 --emit text", model.string());  // stdin
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("N=63"), std::string::npos) << r.out;
+  r = test::runTool("tl-plan", "--help");
+  EXPECT_EQ(r.exitCode, 0);
+  EXPECT_NE(r.out.find("--max-seq"), std::string::npos);
+  EXPECT_EQ(test::runTool("tl-plan", "--version").exitCode, 0);
+}
+
+}  // namespace
+}  // namespace tl
