@@ -1,6 +1,7 @@
 #include "plan/memory_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -111,15 +112,25 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   // Lifetimes over the schedule of tensor-computing nodes.
   std::unordered_map<std::string, std::string> root;  // a view's output -> the tensor it reads
   std::unordered_map<std::string, int> index;          // planned tensor -> position in plan.tensors
+  // Transpose and Expand are views at some bindings (isRunView: a decode step's
+  // [B, 1, H, D] -> [B, H, 1, D]); there their readers read the input's buffer, so the
+  // input lives as long as the output. They keep a buffer of their own for the others.
+  std::unordered_map<std::string, std::string> readsThrough;
+  std::function<void(const std::string&, int)> read = [&](const std::string& t, int at) {
+    auto r = root.find(t);
+    const std::string& name = r == root.end() ? t : r->second;
+    if (auto it = index.find(name); it != index.end()) plan.tensors[it->second].last = at;
+    if (auto via = readsThrough.find(name); via != readsThrough.end()) read(via->second, at);
+  };
   int step = 0;
   for (size_t i : graph.topoOrder()) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     const auto& n = graph.node(i);
-    for (const auto& in : n.input()) {
-      auto r = root.find(in);
-      auto it = index.find(r == root.end() ? in : r->second);
-      if (!in.empty() && it != index.end()) plan.tensors[it->second].last = step;
-    }
+    for (const auto& in : n.input())
+      if (!in.empty()) read(in, step);
+    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (plain && (n.op_type() == "Transpose" || n.op_type() == "Expand") && n.output_size() == 1)
+      readsThrough[n.output(0)] = n.input(0);
     if (isView(n, analysis)) {
       auto r = root.find(n.input(0));
       root[n.output(0)] = r == root.end() ? n.input(0) : r->second;
@@ -136,11 +147,7 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     }
     ++step;
   }
-  for (const auto& o : graph.proto().output()) {
-    auto r = root.find(o.name());
-    auto it = index.find(r == root.end() ? o.name() : r->second);
-    if (it != index.end()) plan.tensors[it->second].last = step;  // read after the run
-  }
+  for (const auto& o : graph.proto().output()) read(o.name(), step);  // read after the run
 
   std::vector<std::string> seq;
   for (const auto& s : analysis.symbols.freeSymbols())
@@ -201,13 +208,17 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   for (const auto& s : seq)
     for (const auto& c : limits)
       if (!growsWith(c.expr, s)) throw Error(c.what + " does not provably grow with " + s);
-  if (seq.size() == 2)
-    for (const SymExpr* e : {&plan.arena, &plan.naive})
+  if (seq.size() == 2) {
+    std::vector<const SymExpr*> sizes{&plan.arena, &plan.naive};
+    for (const auto& b : plan.buffers) sizes.push_back(&b.bytes);
+    for (const SymExpr* e : sizes)
       if (!growsWith(*e, seq[1])) throw Error("the activations' size " + e->str() + " does not provably grow with " + seq[1]);
+  }
   auto consider = [&](const SymbolValues& v) {
     const int64_t a = plan.arena.evaluate(v);
     if (plan.worst.empty() || a > plan.arena.evaluate(plan.worst)) plan.worst = v;
     plan.naiveBytes = std::max(plan.naiveBytes, plan.naive.evaluate(v));
+    for (auto& b : plan.buffers) b.capacity = std::max(b.capacity, aligned(b.bytes, opt.align).evaluate(v));
   };
   if (seq.empty()) {
     consider(base);
@@ -225,7 +236,10 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
       if (v[seq[1]] >= 1) consider(v);
     }
   }
-  for (const auto& b : plan.buffers) plan.arenaBytes += aligned(b.bytes, opt.align).evaluate(plan.worst);
+  for (const auto& b : plan.buffers) {
+    plan.arenaBytes += aligned(b.bytes, opt.align).evaluate(plan.worst);
+    plan.allocated += b.capacity;
+  }
   return plan;
 }
 
@@ -236,10 +250,10 @@ std::string renderPlan(const MemoryPlan& plan, const std::string& title) {
   for (const auto& t : plan.tensors)
     out += t.name + "  b" + std::to_string(t.buffer) + "  " + t.bytes.str() + "  [" + std::to_string(t.first) + ", " +
            std::to_string(t.last) + "]\n";
-  out += "# buffer  offset  bytes  tensors\n";
+  out += "# buffer  offset  bytes  capacity  tensors\n";
   for (size_t b = 0; b < plan.buffers.size(); ++b)
     out += "b" + std::to_string(b) + "  " + plan.buffers[b].offset.str() + "  " + plan.buffers[b].bytes.str() + "  " +
-           std::to_string(plan.buffers[b].tensors.size()) + "\n";
+           std::to_string(plan.buffers[b].capacity) + "  " + std::to_string(plan.buffers[b].tensors.size()) + "\n";
   const std::string at = bindingText(plan.worst);
   out += "tensors: " + std::to_string(plan.tensors.size()) + " in " + std::to_string(plan.buffers.size()) + " buffers\n";
   out += "arena: " + plan.arena.str() + " bytes (+ alignment)\n";
@@ -248,6 +262,7 @@ std::string renderPlan(const MemoryPlan& plan, const std::string& title) {
   std::snprintf(ratio, sizeof ratio, "%.3f", plan.naiveBytes ? static_cast<double>(plan.arenaBytes) / plan.naiveBytes : 0.0);
   out += "at max-seq (" + at + "): arena " + mib(plan.arenaBytes) + ", naive " + mib(plan.naiveBytes) +
          " (largest over the lengths), arena/naive " + ratio + "\n";
+  out += "allocated at start: " + mib(plan.allocated) + " (each buffer at its largest)\n";
   return out;
 }
 
@@ -258,7 +273,8 @@ void annotatePlan(onnx::ModelProto& proto, const MemoryPlan& plan) {
                             std::to_string(plan.options.batch) + ",align=" + std::to_string(plan.options.align);
   std::string tensors, buffers;
   for (const auto& t : plan.tensors) tensors += t.name + "\t" + std::to_string(t.buffer) + "\n";
-  for (const auto& b : plan.buffers) buffers += b.offset.str() + "\t" + b.bytes.str() + "\n";
+  for (const auto& b : plan.buffers)
+    buffers += b.offset.str() + "\t" + b.bytes.str() + "\t" + std::to_string(b.capacity) + "\n";
   keys["tl.plan.tensors"] = tensors;
   keys["tl.plan.buffers"] = buffers;
   keys["tl.plan.arena"] = plan.arena.str();

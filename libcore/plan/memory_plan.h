@@ -37,6 +37,7 @@ struct PlannedBuffer {
   SymExpr bytes;   // its largest tensor's size
   SymExpr offset;  // in the arena: the aligned sizes of the buffers before it
   std::vector<int> tensors;
+  int64_t capacity = 0;  // aligned bytes at its largest within --max-seq: what a run allocates
 };
 
 struct MemoryPlan {
@@ -49,6 +50,7 @@ struct MemoryPlan {
   // (the arena with each buffer's alignment).
   SymbolValues worst;
   int64_t arenaBytes = 0, naiveBytes = 0;
+  int64_t allocated = 0;  // the buffers' capacities: one allocation at start holds every length
 };
 
 // Throws tl::Error (bad input) when the model's inputs cannot fit --max-seq, or when a

@@ -32,6 +32,18 @@ std::vector<uint8_t> encode(const std::vector<int64_t>& v, DType t) {
   return out;
 }
 
+// The fields of a metadata value (tl.plan.*), empty ones dropped.
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(sep, start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 Executor::Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis)
@@ -79,6 +91,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
       upload(in, t.bytes.data(), t.bytes.size());
     }
   }
+  usePlan();
   findHostNodes(constants);
   recordings_.resize(graph.nodeCount());
   dirty_.assign(graph.nodeCount(), 1);
@@ -97,7 +110,66 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     }
   }
   dry_ = false;
+  planEnforced_ = true;
   clCheck(clFinish(device_.queue()), "clFinish");  // the constants' staging copies may go now
+}
+
+void Executor::usePlan() {
+  std::unordered_map<std::string, std::string> meta;
+  for (const auto& p : model_.proto.metadata_props())
+    if (p.key().rfind("tl.plan.", 0) == 0) meta[p.key()] = p.value();
+  if (!meta.count("tl.plan.version")) return;
+  if (meta["tl.plan.version"] != "1") throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads");
+  int64_t align = 0;
+  for (const auto& kv : split(meta["tl.plan.options"], ',')) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const int64_t v = std::stoll(kv.substr(eq + 1));
+    if (kv.compare(0, eq, "align") == 0) align = v;
+    if (kv.compare(0, eq, "max_seq") == 0) planMaxSeq_ = v;
+  }
+  std::vector<size_t> offsets, capacities;
+  size_t total = 0;
+  for (const auto& line : split(meta["tl.plan.buffers"], '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 3) throw Error("tl.plan.buffers: a line without offset, size and capacity: '" + line + "'");
+    const size_t cap = static_cast<size_t>(std::stoll(cols[2]));
+    offsets.push_back(total);
+    capacities.push_back(std::max<size_t>(cap, 8));
+    total += (std::max<size_t>(cap, 8) + static_cast<size_t>(align) - 1) / static_cast<size_t>(align) * static_cast<size_t>(align);
+  }
+  cl_uint alignBits = 0;
+  clGetDeviceInfo(device_.info().id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
+  if (align < 1 || static_cast<size_t>(align) % std::max<size_t>(alignBits / 8, 1))
+    throw Error("the plan aligns buffers to " + std::to_string(align) + " bytes; this device needs multiples of " +
+                std::to_string(alignBits / 8) + " (tl-plan --align)", ExitCode::Device);
+  if (total > device_.info().maxAlloc)
+    throw Error("the plan's arena of " + std::to_string(total) + " bytes is over the device's largest allocation (" +
+                std::to_string(device_.info().maxAlloc) + "): plan with a smaller --max-seq", ExitCode::Device);
+  cl_int err;
+  planArena_ = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, std::max<size_t>(total, 8), nullptr, &err);
+  clCheck(err, "clCreateBuffer", "the plan's arena");
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    cl_buffer_region where{offsets[b], capacities[b]};
+    planRegions_.push_back(clCreateSubBuffer(planArena_, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &where, &err));
+    clCheck(err, "clCreateSubBuffer", "the plan's buffer " + std::to_string(b));
+  }
+  std::unordered_set<std::string> outputs;
+  for (const auto& o : graph_.proto().output()) outputs.insert(o.name());
+  for (const auto& line : split(meta["tl.plan.tensors"], '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 2) throw Error("tl.plan.tensors: a line without tensor and buffer: '" + line + "'");
+    const size_t b = static_cast<size_t>(std::stoll(cols[1]));
+    if (!kernelOutputs_.count(cols[0]) || b >= planRegions_.size())
+      throw Error("the plan places tensor '" + cols[0] + "', which no kernel of this graph writes: the graph changed "
+                  "after tl-plan (run tl-plan last)");
+    if (outputs.count(cols[0])) continue;  // graph outputs keep their own buffers (the cache carry swaps them)
+    Buffer& buf = buffers_[cols[0]];
+    buf.mem = planRegions_[b];
+    clRetainMemObject(buf.mem);
+    buf.capacity = capacities[b];
+    planned_[cols[0]] = buf.mem;
+  }
 }
 
 void Executor::findHostNodes(const std::unordered_map<std::string, const onnx::TensorProto*>& constants) {
@@ -152,6 +224,8 @@ Executor::~Executor() {
   if (argmaxOut_) clReleaseMemObject(argmaxOut_);
   for (auto& [n, r] : regions_) clReleaseMemObject(r.sub);
   if (uploadArena_) clReleaseMemObject(uploadArena_);
+  for (cl_mem m : planRegions_) clReleaseMemObject(m);
+  if (planArena_) clReleaseMemObject(planArena_);
   releaseEvents();
 }
 
@@ -193,6 +267,11 @@ Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
   Buffer& b = buffers_[tensor];
   bytes = std::max<size_t>(bytes, 8);  // OpenCL buffers cannot be empty
   if (b.capacity >= bytes) return b;
+  if (auto p = planned_.find(tensor); planEnforced_ && p != planned_.end() && b.mem == p->second)
+    throw Error("this run needs " + std::to_string(bytes) + " bytes for tensor '" + tensor + "', over the " +
+                    std::to_string(b.capacity) + " its plan holds: a sequence longer than the plan's --max-seq " +
+                    std::to_string(planMaxSeq_) + " (run tl-plan with a larger one)",
+                ExitCode::BadInput);
   if (bytes > device_.info().maxAlloc)
     throw Error("tensor '" + tensor + "' needs " + std::to_string(bytes) + " bytes, over the device's largest allocation",
                 ExitCode::Device);

@@ -142,6 +142,16 @@ class Executor {
     std::vector<uint8_t> bytes;
   };
   std::vector<PendingUpload> pendingUploads_;
+  // tl-plan's memory plan (docs/artifacts.md), when the model has one: every buffer at
+  // its largest within --max-seq, in one arena allocated at construction; the tensors a
+  // kernel writes (not graph outputs) use their buffer's region. A binding that needs
+  // more than a region holds is refused before the run starts.
+  cl_mem planArena_ = nullptr;
+  std::vector<cl_mem> planRegions_;
+  std::unordered_map<std::string, cl_mem> planned_;  // tensor -> its region
+  int64_t planMaxSeq_ = 0;
+  bool planEnforced_ = false;  // after construction (the dry run binds nominal sizes)
+  void usePlan();
   std::unordered_map<std::string, Region> regions_;
   std::vector<std::string> regionOrder_;  // by offset
   cl_mem uploadArena_ = nullptr;

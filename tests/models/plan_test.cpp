@@ -9,7 +9,10 @@
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
+#include "check/reference_check.h"
+#include "fuse/fuse.h"
 #include "plan/memory_plan.h"
+#include "runtime/executor.h"
 #include "shape/shape_inference.h"
 
 namespace tl {
@@ -50,14 +53,63 @@ TEST_P(PlanModels, BuffersHoldTheirTensorsAndNeverOverlap) {
       EXPECT_GE(at, end);
       EXPECT_EQ(at % opt.align, 0);
       end = at + size;
+      EXPECT_LE((size + opt.align - 1) / opt.align * opt.align, b.capacity);
       for (int t : b.tensors) EXPECT_LE(plan.tensors[t].bytes.evaluate(v), size) << plan.tensors[t].name;
     }
   }
   EXPECT_LE(plan.arenaBytes * 3, plan.naiveBytes) << plan.arena.str() << " against " << plan.naive.str();
 }
 
+// The planned model, plain and fused, runs from its arena (tl-run reads the plan) and
+// still matches the references, in both kernel families.
+void checkPlanned(const std::filesystem::path& dir, bool fused) {
+  Model model = loadModel((dir / "model.onnx").string());
+  if (fused) runFusePasses(model, {});
+  {
+    Graph graph(model.proto.graph());
+    ShapeAnalysis analysis = inferShapes(model, graph);
+    PlanOptions opt;
+    opt.maxSeq = 512;
+    annotatePlan(model.proto, planMemory(graph, analysis, opt));
+  }
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  test::onBothFamilies(model, [&](Executor& ex, bool gpu) {
+    for (const auto& set : loadDataSets(dir)) {
+      std::vector<std::string> names;
+      for (const auto& t : set.outputs) names.push_back(t.name);
+      auto got = ex.run(set.inputs, names);
+      for (size_t j = 0; j < got.size(); ++j) {
+        auto c = compareTensors(got[j], set.outputs[j], 1e-4, 1e-3);
+        EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << (gpu ? " gpu" : " cpu") << (fused ? " fused" : "")
+                              << ": max abs " << c.maxAbs;
+      }
+    }
+  });
+}
+
+TEST_P(PlanModels, PlannedModelMatchesReferenceOutputs) { checkPlanned(GetParam(), false); }
+TEST_P(PlanModels, FusedPlannedModelMatchesReferenceOutputs) { checkPlanned(GetParam(), true); }
+
 INSTANTIATE_TEST_SUITE_P(AllModels, PlanModels, ::testing::ValuesIn(test::modelDirs()),
                          [](const auto& info) { return test::modelTestName(info.param); });
+
+// Decoding through the plan's arena (views that a decode step makes of Transposes
+// included) gives the unplanned model's greedy text; a longer run is refused.
+TEST(TlPlanCli, PlannedGenerationEqualsUnplanned) {
+  const auto model = test::sourceDir() / "models/bytellama-past/model.onnx";
+  const auto dir = test::tempDir("tl_plan_generate");
+  const auto planned = dir / "planned.onnx";
+  ASSERT_EQ(test::runTool("tl-plan", model.string() + " --max-seq 128 -o " + planned.string()).exitCode, 0);
+  auto a = test::runTool("tl-run", model.string() + " --generate --prompt 'def ' -n 100");
+  auto b = test::runTool("tl-run", planned.string() + " --generate --prompt 'def ' -n 100");
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  ASSERT_EQ(b.exitCode, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  auto c = test::runTool("tl-run", planned.string() + " --generate --prompt 'def ' -n 200");
+  EXPECT_EQ(c.exitCode, 1);
+  EXPECT_NE(c.err.find("longer than the plan's --max-seq 128"), std::string::npos) << c.err;
+}
 
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
