@@ -84,6 +84,11 @@ void measure(Device& dev, const std::string& label, int64_t steps, double units,
   row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
 }
 
+void addMemory(BenchRow& row, const Executor::MemoryUse& m) {
+  row.kvBytes = static_cast<double>(m.cache);
+  row.activationBytes = static_cast<double>(m.activations);
+}
+
 }  // namespace
 
 std::string BenchTest::name() const {
@@ -153,6 +158,9 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
     row.depth = t.depth;
     measure(ex.device(), t.name(), steps, static_cast<double>(tokens), once, opt, row);
     addCost(row, lm, ex.graph(), ex.analysis());
+    std::vector<std::string> cache = lm.cacheInputs();
+    cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
+    addMemory(row, ex.memoryUse(cache));
     rows.push_back(std::move(row));
   }
   return rows;
@@ -199,6 +207,7 @@ BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::stri
     return s;
   }, opt, row);
   const RunCost c = runCost(ex.graph(), analysis, binding, {});
+  addMemory(row, ex.memoryUse({}));
   row.weightBytes = modelWeightBytes(ex.graph(), analysis);
   row.flopsPerToken = c.flops;
   row.bytesPerToken = c.bytes();

@@ -657,6 +657,27 @@ std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offse
   return out;
 }
 
+Executor::MemoryUse Executor::memoryUse(const std::vector<std::string>& cache) const {
+  MemoryUse m;
+  const std::unordered_set<std::string> caches(cache.begin(), cache.end());
+  for (const auto& [name, b] : buffers_) {
+    auto p = planned_.find(name);
+    auto r = regions_.find(name);
+    if ((p != planned_.end() && b.mem == p->second) || (r != regions_.end() && b.mem == r->second.sub)) continue;
+    const auto t = analysis_.tensors.find(name);
+    if (caches.count(name)) m.cache += b.capacity;
+    else if (t != analysis_.tensors.end() && t->second.cls == TensorClass::Constant) m.constants += b.capacity;
+    else m.activations += b.capacity;
+  }
+  auto size = [](cl_mem mem) {
+    size_t n = 0;
+    if (mem) clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof n, &n, nullptr);
+    return n;
+  };
+  m.activations += size(planArena_) + size(uploadArena_);
+  return m;
+}
+
 int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   if (analysis_.at(tensor).dtype != DType::Float) throw Error("tensor '" + tensor + "' is not float32");
   if (n < 1 || offset < 0 || offset + n > elementCount(shape(tensor))) throw Error("argmax past the end of '" + tensor + "'");

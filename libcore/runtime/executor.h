@@ -63,6 +63,13 @@ class Executor {
   // Device time per enqueued kernel of the last run, per cache copy carried into it
   // (op "CacheCarry") and per argmax() (op "ArgMax"), while the device profiles.
   const std::vector<OpTime>& profile() const { return profile_; }
+  // Device memory this executor holds, in bytes: constants (weights), the tensors named
+  // in `cache` (a decoder's past_key_values.* and present.*), and the rest (activations,
+  // the plan's and the uploads' arenas, kernels' scratch).
+  struct MemoryUse {
+    size_t constants = 0, cache = 0, activations = 0;
+  };
+  MemoryUse memoryUse(const std::vector<std::string>& cache) const;
   // Times the host has waited on the device so far (blocking reads, finishes). A
   // decode step costs one: reading its logits.
   int64_t syncs() const { return syncs_; }

@@ -12,6 +12,7 @@
 #include "check/reference_check.h"
 #include "fuse/fuse.h"
 #include "plan/memory_plan.h"
+#include "lm/causal_lm.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
 
@@ -109,6 +110,30 @@ TEST(TlPlanCli, PlannedGenerationEqualsUnplanned) {
   auto c = test::runTool("tl-run", planned.string() + " --generate --prompt 'def ' -n 200");
   EXPECT_EQ(c.exitCode, 1);
   EXPECT_NE(c.err.find("longer than the plan's --max-seq 128"), std::string::npos) << c.err;
+}
+
+// The planned arena is allocated whole when the executor is built, and memoryUse
+// reports it with the activations; the cache is counted apart.
+TEST(PlanMemory, ArenaAllocatedAtStartAndReported) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 128;
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  annotatePlan(model.proto, plan);
+  Device device(selectDevice(""), false);
+  Executor ex(device, model, graph, analysis);
+  EXPECT_GE(ex.memoryUse({}).activations, static_cast<size_t>(plan.allocated));
+  CausalLm lm(ex, graph, analysis);
+  lm.step({'d', 'e', 'f'});
+  lm.step({' '});
+  std::vector<std::string> cache = lm.cacheInputs();
+  cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
+  const auto m = ex.memoryUse(cache);
+  // 4 layers, k and v, 4 heads x 32 dims, 4 tokens, float: present, and past 3 tokens.
+  EXPECT_GE(m.cache, static_cast<size_t>(4 * 2 * 4 * 32 * (4 + 3) * 4));
+  EXPECT_GT(m.constants, 0u);
 }
 
 TEST(TlPlanCli, TextArtifactAndBadInput) {
