@@ -41,6 +41,8 @@ const std::vector<FusePass>& fusePasses() {
                  "Concat -> "
                  "their readers read their input",
        removeNoOps},
+      {"merge-slices", "Slice(Slice(x)) with constant parameters -> one Slice (other axes, or steps of 1 on one axis)",
+       mergeSlices},
       {"cse", "nodes of one op, inputs and attributes -> computed once", eliminateCommonSubexpressions},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };

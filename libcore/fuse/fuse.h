@@ -77,6 +77,10 @@ PassResult pairConcats(Model& model);
 PassResult fuseRopeCache(Model& model);
 PassResult fuseElementwise(Model& model);
 PassResult removeNoOps(Model& model);
+PassResult mergeSlices(Model& model);
+// One Slice range equal to slicing [s1, e1) and then [s2, e2) of that (steps of 1,
+// non-negative indices; ONNX clamps each range to the length it slices).
+std::pair<int64_t, int64_t> composeSliceRanges(int64_t s1, int64_t e1, int64_t s2, int64_t e2);
 PassResult eliminateCommonSubexpressions(Model& model);
 PassResult removeDeadNodes(Model& model);
 

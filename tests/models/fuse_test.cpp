@@ -694,3 +694,108 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
 
 }  // namespace
 }  // namespace tl
+
+namespace tl {
+namespace {
+
+// composeSliceRanges against slicing twice, for every small range and length (ONNX
+// clamps each range to what it slices; INT64_MAX is "to the end").
+TEST(MergeSlices, ComposedRangeSelectsTheSameElements) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  auto pick = [](int64_t len, int64_t s, int64_t e) {
+    std::pair<int64_t, int64_t> r{std::min(s, len), std::min(e, len)};
+    if (r.second < r.first) r.second = r.first;
+    return r;
+  };
+  std::vector<int64_t> values{0, 1, 2, 3, 5, 7, big};
+  for (int64_t d = 0; d <= 6; ++d)
+    for (int64_t s1 : values)
+      for (int64_t e1 : values)
+        for (int64_t s2 : values)
+          for (int64_t e2 : values) {
+            const auto a = pick(d, s1, e1);
+            const auto b = pick(a.second - a.first, s2, e2);
+            const int64_t want = b.second - b.first, wantFrom = a.first + b.first;
+            const auto [s, e] = composeSliceRanges(s1, e1, s2, e2);
+            const auto m = pick(d, s, e);
+            ASSERT_EQ(m.second - m.first, want) << d << " " << s1 << " " << e1 << " " << s2 << " " << e2;
+            if (want) ASSERT_EQ(m.first, wantFrom);
+          }
+}
+
+// Three Slices (two of one axis, one of another) become one, and the result is the same.
+TEST(MergeSlices, ChainBecomesOneSliceWithTheSameOutput) {
+  Model m;
+  m.displayName = "slices";
+  auto& g = *m.proto.mutable_graph();
+  m.proto.set_ir_version(8);
+  m.proto.add_opset_import()->set_version(17);
+  auto* x = g.add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (auto d : {2, 10, 8}) x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  g.add_output()->set_name("y");
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    auto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (auto e : v) t->add_int64_data(e);
+  };
+  auto slice = [&](const std::string& in, const std::string& out, const std::string& p) {
+    auto* n = g.add_node();
+    n->set_op_type("Slice");
+    n->set_name(out + "_node");
+    for (const auto& i : {in, p + "s", p + "e", p + "a"}) n->add_input(i);
+    n->add_output(out);
+  };
+  ints("p1s", {2}), ints("p1e", {9}), ints("p1a", {1});
+  ints("p2s", {1}), ints("p2e", {5}), ints("p2a", {-2});
+  ints("p3s", {3}), ints("p3e", {100}), ints("p3a", {2});
+  slice("x", "a", "p1"), slice("a", "b", "p2"), slice("b", "y", "p3");
+  std::vector<float> data(160);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  auto run = [&](Model& model) {
+    Graph graph(model.proto.graph());
+    ShapeAnalysis analysis = inferShapes(model, graph);
+    Device device(selectDevice(""), false);
+    Executor ex(device, model, graph, analysis);
+    return ex.run({test::floats("x", data, {2, 10, 8})})[0];
+  };
+  const Tensor want = run(m);
+  const auto results = runFusePasses(m, {"merge-slices", "dead-nodes"});
+  EXPECT_EQ(results[0].rewrites, 2);
+  EXPECT_EQ(opCounts(m.proto.graph())["Slice"], 1);
+  const Tensor got = run(m);
+  EXPECT_EQ(got.dims, (std::vector<int64_t>{2, 4, 5}));
+  EXPECT_EQ(got.dims, want.dims);
+  EXPECT_EQ(got.bytes, want.bytes);
+}
+
+// Negative indices on one axis are not composed: a near miss, the graph unchanged.
+TEST(MergeSlices, NegativeIndicesOfOneAxisAreANearMiss) {
+  Model m = test::oneNodeModel("Identity", {{"x", {"4", "9"}}}, 0, "");
+  auto& g = *m.proto.mutable_graph();
+  g.mutable_node(0)->set_op_type("Slice");
+  g.mutable_node(0)->set_output(0, "a");
+  for (const auto& [name, v] : std::vector<std::pair<std::string, int64_t>>{{"s", 1}, {"e", -1}, {"ax", 1}}) {
+    auto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(1);
+    t->add_int64_data(v);
+    g.mutable_node(0)->add_input(name);
+  }
+  auto* outer = g.add_node();
+  *outer = g.node(0);
+  outer->set_name("outer");
+  outer->set_input(0, "a");
+  outer->set_output(0, "y");
+  const auto r = runFusePasses(m, {"merge-slices"});
+  EXPECT_EQ(r[0].rewrites, 0);
+  ASSERT_EQ(r[0].nearMisses.size(), 1u);
+  EXPECT_NE(r[0].nearMisses[0].find("negative index"), std::string::npos) << r[0].nearMisses[0];
+}
+
+}  // namespace
+}  // namespace tl
