@@ -117,6 +117,22 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
 #undef STORE4
 }
 
+// One row and 8 columns of C per work item, B read as float8 along n (b_cs == 1, split
+// widths multiples of 8): a decode step's rows on CPU devices, where a 4x4 block would
+// repeat its one row four times.
+__kernel void matmul_1x8_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS,
+                             int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
+  const int n = get_global_id(0) * 8, m = get_global_id(1), b = get_global_id(2);
+  if (n >= N || m >= M) return;
+  const int aoff = strided_offset(b, bdims, bsa) + m * a_rs, boff = strided_offset(b, bdims, bsb) + n;
+  float8 c = 0.0f;
+  for (int k = 0; k < K; ++k) c += A[aoff + k * a_cs] * vload8(0, B + boff + k * b_rs);
+  const long row = (long)b * M + m;
+  const float8 bv = bias ? vload8(0, bias + n) : (float8)0.0f;
+  const float8 rv = res ? vload8(0, res + row * N0 + n) : (float8)0.0f;
+  vstore8(c + bv + rv, 0, &OUT_AT(row, n));
+}
+
 // Conv, direct: one output element per work item, over its group's input channels and the
 // kernel window (spatial dims padded to 3 with 1s). Patch embeddings (stride = kernel)
 // read each input element once.

@@ -528,7 +528,9 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
   const bool gpu = n.ex.device().gpuKernels();
   const bool tiled = gpu && M >= 16;
   const bool blocked = !gpu && !transB && std::all_of(o.widths.begin(), o.widths.end(), [](int64_t w) { return w % 4 == 0; });
-  const char* kernel = tiled ? "matmul_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
+  // A few rows (decode): 8 columns of one row per item, not 4x4 blocks of repeated rows.
+  const bool rows8 = blocked && M < 4 && std::all_of(o.widths.begin(), o.widths.end(), [](int64_t w) { return w % 8 == 0; });
+  const char* kernel = tiled ? "matmul_f32" : rows8 ? "matmul_1x8_f32" : blocked ? "matmul_4x4_f32" : "matmul_rows_f32";
   Launch l = n.launch(kernel);
   l.mem(a).mem(b);
   setOutputs(l, o);
@@ -542,9 +544,9 @@ void matmul(const Node& n, const std::string& a, Dims ad, const std::string& b, 
       .vec(pad8(batch, 1))
       .vec(pad8(batchStrides(ab, aRows * aCols), 0))
       .vec(pad8(batchStrides(bb, bRows * bCols), 0))
-      .run3d(static_cast<size_t>(((blocked ? N / 4 : N) + 15) / 16 * 16),
-             static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked ? (M + 3) / 4 : M), static_cast<size_t>(elementCount(batch)),
-             16, tiled ? 16 : 1);
+      .run3d(static_cast<size_t>(((rows8 ? N / 8 : blocked ? N / 4 : N) + 15) / 16 * 16),
+             static_cast<size_t>(tiled ? (M + 15) / 16 * 16 : blocked && !rows8 ? (M + 3) / 4 : M),
+             static_cast<size_t>(elementCount(batch)), 16, tiled ? 16 : 1);
 }
 
 void matmulOp(const Node& n) {
