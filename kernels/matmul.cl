@@ -133,6 +133,32 @@ __kernel void matmul_1x8_f32(__global const float* A, __global const float* B, _
   vstore8(c + bv + rv, 0, &OUT_AT(row, n));
 }
 
+// Decode on CPU devices (M < 4; tl.MatMul's W [K, N] row-major): gemv_f32's arguments,
+// matmul_1x8_f32's shape. A work item takes 8 columns of one row over all of K, with the
+// norm's squares summed along the way (NW) and the 8 up columns N / 2 further on (glu).
+__kernel void gemv_rows8_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M,
+                             int N, int K, GEMV_ARGS) {
+  const int width = glu ? N / 2 : N, n = get_global_id(0) * 8, m = get_global_id(1);
+  if (n >= width || m >= M) return;
+  __global const float* a = A + (long)m * K;
+  float8 acc = 0.0f, up = 0.0f;
+  float ss = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    const float x = a[k];
+    ss += x * x;
+    const float8 xs = (float8)(NW ? x * NW[k] : x);
+    acc = fma(xs, vload8(0, B + (long)k * N + n), acc);
+    if (glu) up = fma(xs, vload8(0, B + (long)k * N + n + width), up);
+  }
+  const float inv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
+  const float vs[8] = {acc.s0, acc.s1, acc.s2, acc.s3, acc.s4, acc.s5, acc.s6, acc.s7};
+  const float us[8] = {up.s0, up.s1, up.s2, up.s3, up.s4, up.s5, up.s6, up.s7};
+  for (int c = 0; c < 8; ++c) {
+    if (glu) STORE_GLU(m, n + c, vs[c] * inv, us[c] * inv, width);
+    else STORE(m, n + c, vs[c] * inv);
+  }
+}
+
 // Conv, direct: one output element per work item, over its group's input channels and the
 // kernel window (spatial dims padded to 3 with 1s). Patch embeddings (stride = kernel)
 // read each input element once.

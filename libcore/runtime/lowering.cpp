@@ -556,7 +556,8 @@ void matmulOp(const Node& n) {
 }
 
 // tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
-// GPU decode (M <= 4) runs gemv_f32, with the norm and GLU inside.
+// Decode runs gemv_f32 on GPUs (M <= 4) and gemv_rows8_f32 on CPUs (M < 4), with the
+// norm and GLU inside.
 void tlMatmulOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& w = n.shape(n.in(1));
@@ -573,6 +574,17 @@ void tlMatmulOp(const Node& n) {
     setGemvArgs(l, n);
     const int64_t groups = ((glu ? N / 2 : N) / 4 + 63) / 64;
     return l.run3d(static_cast<size_t>(groups * 64), 16, 1, 64, 16);  // kernels/matmul.cl's FGEMV_KS
+  }
+  // CPU decode: gemv_rows8_f32, 8 columns of a row per item, the norm and GLU inside.
+  const int64_t width = glu ? N / 2 : N;
+  if (!n.ex.device().gpuKernels() && M < 4 && !transB && width % 8 == 0 &&
+      std::all_of(o.widths.begin(), o.widths.end(), [](int64_t v) { return v % 8 == 0; })) {
+    Launch l = n.launch("gemv_rows8_f32");
+    l.mem(n.in(0)).mem(n.in(1));
+    setOutputs(l, o);
+    l.i32(M).i32(N).i32(K);
+    setGemvArgs(l, n);
+    return l.run3d(static_cast<size_t>((width / 8 + 15) / 16 * 16), static_cast<size_t>(M), 1, 16, 1);
   }
   matmulInSteps(n, n.in(0), M, K, N, o, [&](const std::string& a, const MatMulOut& out) {
     matmul(n, a, {M, K}, n.in(1), w, out, false, transB);
