@@ -63,8 +63,9 @@ void addCost(BenchRow& row, const CausalLm& lm, const Graph& graph, const ShapeA
 // The schedule every test follows: a warm-up, a profiled run (device time and commands
 // per step), then opt.reps timed runs. `once` runs the test once and returns the seconds
 // of its timed part, adding each step's profile to `totals` when given.
-void measure(Device& dev, const std::string& label, int64_t steps, double units,
+void measure(Executor& ex, const std::string& label, int64_t steps, double units,
              const std::function<double(StepTotals*)>& once, const BenchOptions& opt, BenchRow& row) {
+  Device& dev = ex.device();
   if (opt.progress) opt.progress(label + ": warm-up");
   once(nullptr);
   if (opt.progress) opt.progress(label + ": profiled run");
@@ -73,6 +74,7 @@ void measure(Device& dev, const std::string& label, int64_t steps, double units,
   once(&totals);
   dev.setProfiling(false);
   double wall = 0;
+  const double enqueued = ex.enqueueSeconds();
   for (int r = 0; r < opt.reps; ++r) {
     if (opt.progress) opt.progress(label + ": " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
     const double s = once(nullptr);
@@ -82,6 +84,7 @@ void measure(Device& dev, const std::string& label, int64_t steps, double units,
   row.kernelsPerStep = static_cast<double>(totals.commands) / steps;
   row.deviceMsPerStep = totals.deviceMs / steps;
   row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
+  row.enqueueMsPerStep = (ex.enqueueSeconds() - enqueued) / opt.reps / steps * 1e3;
 }
 
 void addMemory(BenchRow& row, const Executor::MemoryUse& m) {
@@ -156,7 +159,7 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
     row.prompt = t.prompt;
     row.gen = t.gen;
     row.depth = t.depth;
-    measure(ex.device(), t.name(), steps, static_cast<double>(tokens), once, opt, row);
+    measure(ex, t.name(), steps, static_cast<double>(tokens), once, opt, row);
     addCost(row, lm, ex.graph(), ex.analysis());
     std::vector<std::string> cache = lm.cacheInputs();
     cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
@@ -199,7 +202,7 @@ BenchRow benchForward(Executor& ex, const SymbolValues& binding, const std::stri
   BenchRow row;
   row.test = "fwd";
   row.bind = bindText;
-  measure(ex.device(), "fwd", 1, 1, [&](StepTotals* totals) {
+  measure(ex, "fwd", 1, 1, [&](StepTotals* totals) {
     const auto t0 = std::chrono::steady_clock::now();
     ex.run(inputs);
     const double s = secondsSince(t0);

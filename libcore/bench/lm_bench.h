@@ -43,6 +43,7 @@ struct BenchRow {
   double flopsPerToken = kUnknown;  // per forward, for forward rows
   double bytesPerToken = kUnknown;
   double kernelsPerStep = kUnknown, deviceMsPerStep = kUnknown, hostMsPerStep = kUnknown;  // tl rows
+  double enqueueMsPerStep = kUnknown;  // tl rows: host time enqueueing a step (Executor::enqueueSeconds)
   double kvBytes = kUnknown, activationBytes = kUnknown;  // tl rows: device memory after the test
 };
 

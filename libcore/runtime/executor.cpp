@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -456,6 +457,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     ++syncs_;
   }
   pending_ = true;
+  const auto started = std::chrono::steady_clock::now();
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& t : inputs) {
     if (!analysis_.tensors.count(t.name) || analysis_.at(t.name).cls != TensorClass::Input) {
@@ -537,6 +539,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   flushUploads();
   for (size_t i : runNodes_) lowerOrReplay(i);
+  enqueueSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 void Executor::uploadFolded(const std::string& tensor) {

@@ -73,6 +73,9 @@ class Executor {
   // Times the host has waited on the device so far (blocking reads, finishes). A
   // decode step costs one: reading its logits.
   int64_t syncs() const { return syncs_; }
+  // Host seconds spent in enqueue() so far: binding, host nodes, uploads, lowering and
+  // the OpenCL enqueue calls, not waits on the device (tl's own work per run).
+  double enqueueSeconds() const { return enqueueSeconds_; }
 
   // Used by lowering: the state of the run being enqueued.
   struct Buffer {
@@ -217,6 +220,7 @@ class Executor {
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
   int64_t syncs_ = 0;
+  double enqueueSeconds_ = 0;
 };
 
 // A node whose output is its input reinterpreted: Reshape, Flatten, Squeeze, Unsqueeze,
