@@ -164,7 +164,13 @@ void Executor::usePlan() {
     if (!kernelOutputs_.count(cols[0]) || b >= planRegions_.size())
       throw Error("the plan places tensor '" + cols[0] + "', which no kernel of this graph writes: the graph changed "
                   "after tl-plan (run tl-plan last)");
-    if (outputs.count(cols[0])) continue;  // graph outputs keep their own buffers (the cache carry swaps them)
+    if (outputs.count(cols[0])) {
+      // Graph outputs keep buffers of their own (the cache carry swaps them), sized for
+      // --max-seq now, so that a growing cache never reallocates.
+      plannedOutputs_[cols[0]] = capacities[b];
+      ensure(cols[0], capacities[b]);
+      continue;
+    }
     Buffer& buf = buffers_[cols[0]];
     buf.mem = planRegions_[b];
     clRetainMemObject(buf.mem);
@@ -499,6 +505,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     if (from == c.input) continue;  // the input is its own carry: already there
     if (from == c.fromTensor && kernelOutputs_.count(from) && carriedFrom[from] == 1 && buffers_.count(from)) {
       std::swap(buffers_[c.input], buffers_[from]);
+      if (auto p = plannedOutputs_.find(from); p != plannedOutputs_.end()) ensure(from, p->second);  // once
       continue;
     }
     size_t bytes = static_cast<size_t>(elementCount(shapes_.at(c.fromTensor))) * elementBytes(analysis_.at(c.input).dtype);

@@ -159,6 +159,7 @@ class Executor {
   cl_mem planArena_ = nullptr;
   std::vector<cl_mem> planRegions_;
   std::unordered_map<std::string, cl_mem> planned_;  // tensor -> its region
+  std::unordered_map<std::string, size_t> plannedOutputs_;  // graph outputs (the cache) -> bytes at max-seq
   int64_t planMaxSeq_ = 0;
   bool planEnforced_ = false;  // after construction (the dry run binds nominal sizes)
   void usePlan();
