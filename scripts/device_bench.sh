@@ -13,6 +13,8 @@
 #                                            default both)
 #   scripts/device_bench.sh fused NAME [DEPTHS]   tl-fuse NAME's e0m4 model; its rows beside PyTorch fp16
 #                                            (default depths 0,1024) and a decode step's --profile
+#   scripts/device_bench.sh plan NAME        tl-plan --emit text's totals (max-seq 2048) of NAME's fp32 and
+#                                            fused e0m4 models, and tl-bench tg128 of the fused model planned
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
@@ -91,6 +93,14 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
         -o $OUT/$2-fused-d$d.md" 2> "$OUT/$2-fused-d$d.log" || { tail -5 "$OUT/$2-fused-d$d.log"; exit 1; }
       cat "$OUT/$2-fused-d$d.md"
     done
+    ;;
+  plan)
+    f="$W/$2-e0m4-fused/model.onnx"
+    [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f"; }
+    for m in "$W/$2-fp32/model.onnx" "$f"; do echo "== $m"; $B/tl-plan "$m" --max-seq 2048 --emit text | tail -5; done
+    $B/tl-plan "$f" --max-seq 2048 -o "$W/$2-planned.onnx"
+    $B/tl-bench "$f" -m "$W/$2-planned.onnx" -p '' -n 128 -r "$R" --device NVIDIA -o "$OUT/$2-planned.md" 2> "$OUT/$2-planned.log"
+    cat "$OUT/$2-planned.md"
     ;;
   normshare)
     f="$W/$2-e0m4-nonorm/model.onnx"
