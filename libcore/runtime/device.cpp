@@ -71,6 +71,7 @@ std::vector<DeviceInfo> listDevices() {
       d.computeUnits = deviceValue<cl_uint>(id, CL_DEVICE_MAX_COMPUTE_UNITS);
       d.globalMem = deviceValue<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
       d.maxAlloc = deviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+      d.subBufferAlign = deviceValue<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8;
       d.localMem = deviceValue<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
       d.maxWorkGroup = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       const std::string ext = " " + deviceString(id, CL_DEVICE_EXTENSIONS) + " ";

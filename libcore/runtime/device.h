@@ -19,6 +19,7 @@ struct DeviceInfo {
   bool isGpu = false;
   size_t computeUnits = 0;
   size_t globalMem = 0, maxAlloc = 0, localMem = 0, maxWorkGroup = 0;
+  size_t subBufferAlign = 0;  // bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN, where sub-buffers may start
   bool fp16 = false, fp64 = false, subgroups = false, intDot = false, imageFromBuffer = false, priorityHints = false;
 };
 

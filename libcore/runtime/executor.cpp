@@ -139,11 +139,10 @@ void Executor::usePlan() {
     capacities.push_back(std::max<size_t>(cap, 8));
     total += (std::max<size_t>(cap, 8) + static_cast<size_t>(align) - 1) / static_cast<size_t>(align) * static_cast<size_t>(align);
   }
-  cl_uint alignBits = 0;
-  clGetDeviceInfo(device_.info().id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr);
-  if (align < 1 || static_cast<size_t>(align) % std::max<size_t>(alignBits / 8, 1))
+  const size_t need = std::max<size_t>(device_.info().subBufferAlign, 1);
+  if (align < 1 || static_cast<size_t>(align) % need)
     throw Error("the plan aligns buffers to " + std::to_string(align) + " bytes; this device needs multiples of " +
-                std::to_string(alignBits / 8) + " (tl-plan --align)", ExitCode::Device);
+                std::to_string(need) + " (tl-plan --align)", ExitCode::Device);
   if (total > device_.info().maxAlloc)
     throw Error("the plan's arena of " + std::to_string(total) + " bytes is over the device's largest allocation (" +
                 std::to_string(device_.info().maxAlloc) + "): plan with a smaller --max-seq", ExitCode::Device);
@@ -217,9 +216,12 @@ const Tensor& Executor::hostValue(const std::string& tensor) {
   t.name = tensor;
   t.dtype = info.dtype;
   t.dims = shape(tensor);
-  auto bytes = encode(value(tensor), info.dtype);
-  t.bytes.assign(bytes.begin(), bytes.end());
+  t.bytes = foldedBytes(tensor);
   return t;
+}
+
+std::vector<uint8_t> Executor::foldedBytes(const std::string& tensor) const {
+  return encode(value(tensor), analysis_.at(tensor).dtype);
 }
 
 Executor::~Executor() {
@@ -541,7 +543,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   // kernels costs NVIDIA's OpenCL about 40 us).
   for (const auto& name : foldedRead_) {
     if (!stale_.erase(name)) continue;
-    auto bytes = encode(values_.at(name), analysis_.at(name).dtype);
+    const auto bytes = foldedBytes(name);
     stageUpload(name, bytes.data(), bytes.size());
   }
   flushUploads();
@@ -550,7 +552,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
 }
 
 void Executor::uploadFolded(const std::string& tensor) {
-  auto bytes = encode(values_.at(tensor), analysis_.at(tensor).dtype);
+  const auto bytes = foldedBytes(tensor);
   upload(tensor, bytes.data(), bytes.size());
 }
 
@@ -598,10 +600,7 @@ void Executor::flushUploads() {
 }
 
 void Executor::layoutUploads() {
-  cl_uint alignBits = 0;
-  clCheck(clGetDeviceInfo(device_.info().id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof alignBits, &alignBits, nullptr),
-          "clGetDeviceInfo", "CL_DEVICE_MEM_BASE_ADDR_ALIGN");
-  const size_t align = std::max<size_t>(alignBits / 8, 64);
+  const size_t align = std::max<size_t>(device_.info().subBufferAlign, 64);
   // Pending tensors first, in run order, with room to grow; then the regions kept from
   // before (their bytes are copied on the device).
   std::vector<std::pair<std::string, size_t>> layout;

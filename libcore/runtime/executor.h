@@ -110,6 +110,7 @@ class Executor {
   Buffer& ensure(const std::string& tensor, size_t bytes);
   void upload(const std::string& tensor, const void* data, size_t bytes);
   void uploadFolded(const std::string& tensor);  // a folded tensor's values
+  std::vector<uint8_t> foldedBytes(const std::string& tensor) const;  // those values in the tensor's dtype
   void collectProfile();
   void releaseEvents();
 

@@ -54,15 +54,6 @@ Tensor blank(const Dims& dims, DType t) {
   return out;
 }
 
-void store(Tensor& t, int64_t i, double v) {
-  switch (t.dtype) {
-    case DType::Float: { float x = static_cast<float>(v); std::memcpy(&t.bytes[i * 4], &x, 4); break; }
-    case DType::Int64: { int64_t x = static_cast<int64_t>(v); std::memcpy(&t.bytes[i * 8], &x, 8); break; }
-    case DType::Int32: { int32_t x = static_cast<int32_t>(v); std::memcpy(&t.bytes[i * 4], &x, 4); break; }
-    default: t.bytes[i] = v != 0; break;
-  }
-}
-
 void storeInt(Tensor& t, int64_t i, int64_t v) {
   switch (t.dtype) {
     case DType::Float: { float x = static_cast<float>(v); std::memcpy(&t.bytes[i * 4], &x, 4); break; }
@@ -127,9 +118,14 @@ Tensor cast(const Tensor& in, const Dims& outDims, DType outType) {
   } else {
     const auto v = in.toDouble();  // float to integer truncates toward zero, as ONNX's Cast
     for (int64_t i = 0; i < n; ++i) {
-      if (outType == DType::Bool) out.bytes[i] = v[i] != 0;
-      else if (outType == DType::Float) store(out, i, v[i]);
-      else storeInt(out, i, static_cast<int64_t>(std::trunc(v[i])));
+      if (outType == DType::Bool) {
+        out.bytes[i] = v[i] != 0;
+      } else if (outType == DType::Float) {
+        const float f = static_cast<float>(v[i]);
+        std::memcpy(&out.bytes[i * 4], &f, 4);
+      } else {
+        storeInt(out, i, static_cast<int64_t>(std::trunc(v[i])));
+      }
     }
   }
   return out;

@@ -719,7 +719,9 @@ TEST(MergeSlices, ComposedRangeSelectsTheSameElements) {
             const auto [s, e] = composeSliceRanges(s1, e1, s2, e2);
             const auto m = pick(d, s, e);
             ASSERT_EQ(m.second - m.first, want) << d << " " << s1 << " " << e1 << " " << s2 << " " << e2;
-            if (want) ASSERT_EQ(m.first, wantFrom);
+            if (want) {
+              ASSERT_EQ(m.first, wantFrom);
+            }
           }
 }
 
