@@ -6,17 +6,31 @@
 // exporters' head/sequence transposes need no copy; the mask by broadcast (b, h, s, t).
 #define ATT_MAX_D 256
 
-inline float att_score(float dot, float scale, float softcap, __global const float* mask, int moff, int has_mask) {
+// Whether key t of query row s is hidden by the recognized masks (tl-fuse causal-mask):
+// causally (row s of S sits at position T - S + s among T keys), or by a zero in the key
+// mask (elements of kmb bytes; kmo: the row's batch offset).
+inline int att_hidden(int s, int t, int S, int T, int causal, __global const uchar* km, int kmb, int kmo) {
+  if (causal && t > s + T - S) return 1;
+  if (!km) return 0;
+  const int e = kmo + t;
+  return kmb == 8 ? ((__global const long*)km)[e] == 0 : kmb == 4 ? ((__global const int*)km)[e] == 0 : km[e] == 0;
+}
+
+// A score as the unfused graph computes it: scaled, soft-capped, plus the float mask, plus
+// mask_value where a recognized mask hides the key.
+inline float att_score(float dot, float scale, float softcap, __global const float* mask, int moff, int has_mask,
+                       int hidden, float mask_value) {
   float x = dot * scale;
   if (softcap > 0.0f) x = softcap * tanh(x / softcap);
-  return has_mask ? x + mask[moff] : x;
+  if (has_mask) x += mask[moff];
+  return hidden ? x + mask_value : x;
 }
 
 // CPU family: one work item per query row (b, h, s), every key in order.
 #define ATT_ARGS                                                                                      \
   int rows, int H, int Hkv, int S, int T, int D, int Dv, float scale, float softcap, int has_mask, int qsb, \
       int qsh, int qss, int ksb, int ksh, int kst, int vsb, int vsh, int vst, int msb, int msh, int mss, int mst, \
-      int osb, int osh, int oss, int zero_rows
+      int osb, int osh, int oss, int zero_rows, int causal, float mask_value, __global const uchar *km, int kmb, int kmsb
 
 __kernel void attention_f32(__global const float* q, __global const float* k, __global const float* v,
                             __global const float* mask, __global float* out, ATT_ARGS) {
@@ -33,7 +47,8 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   for (int t = 0; t < T; ++t, kr += kst, vr += vst) {
     float dot = 0.0f;
     for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
-    const float x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask);
+    const float x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask,
+                              att_hidden(s, t, S, T, causal, km, kmb, b * kmsb), mask_value);
     if (x == -INFINITY) continue;
     if (x > m) {  // a new maximum rescales what was summed so far
       const float corr = exp(m - x);
@@ -86,7 +101,8 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
       } else {
         for (int d = 0; d < D; ++d) dot += qs[d] * kr[d];
       }
-      x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask);
+      x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, S, T, causal, km, kmb, b * kmsb),
+                    mask_value);
     }
     const float mn = fmax(m, wg_max(red, x));  // wg_max's first barrier: the last block's ps reads are done
     const float p = x == -INFINITY ? 0.0f : exp(x - mn);
@@ -141,5 +157,98 @@ void attention_combine_f32(__global const float* part, __global float* out, int 
       if (mi != -INFINITY) a += pr[i * (Dv + 2) + 2 + d] * exp(mi - mx);
     }
     o[d] = zero_rows && !(l > 0.0f) ? 0.0f : a / l;
+  }
+}
+
+// GPU family, prefill: a work-group per (batch, head, tile of 16 query rows). Each step
+// loads 32 keys and values of the kv head into local memory, shared by the tile's rows;
+// item (r, c) scores row r against keys c, c + 4, ..., c + 28 and accumulates output dims
+// c, c + 4, ...; a row's 4 items reduce its max and sum in local memory. Under a causal
+// mask a tile stops at the last key its rows may see: the keys after it are hidden from
+// every row of the tile, and a hidden score adds exp(x + mask_value - max) = 0 once the row
+// has a visible key. A row with none yet (padding hid them all) goes on to the last key,
+// as the unfused softmax averages every hidden key then.
+#define AT_BR 16
+#define AT_BC 32
+#define AT_MAXD 128
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+void attention_tile_f32(__global const float* q, __global const float* k, __global const float* v,
+                        __global const float* mask, __global float* out, ATT_ARGS) {
+  __local float qs[AT_BR * AT_MAXD], ks[AT_BC * AT_MAXD], vs[AT_BC * AT_MAXD], ps[AT_BR * AT_BC];
+  __local float red[RED_WG];
+  __local int more;
+  const int lid = get_local_id(0), tiles = (S + AT_BR - 1) / AT_BR, grp = get_group_id(0);
+  const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), g = h / (H / Hkv);
+  const int s0 = tile * AT_BR, r = lid >> 2, c = lid & 3, s = s0 + r;
+  for (int e = lid; e < AT_BR * D; e += RED_WG) {
+    const int rr = e / D, d = e - rr * D;
+    qs[e] = s0 + rr < S ? q[b * qsb + h * qsh + (s0 + rr) * qss + d] : 0.0f;
+  }
+  __global const float* kb = k + b * ksb + g * ksh;
+  __global const float* vb = v + b * vsb + g * vsh;
+  const int moff = b * msb + h * msh + s * mss, kmo = b * kmsb;
+  const int seen = causal ? min(T, s0 + AT_BR - 1 + T - S + 1) : T;  // keys some row of the tile may see
+  float acc[AT_MAXD / 4];
+  for (int i = 0; i < AT_MAXD / 4; ++i) acc[i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int t0 = 0; t0 < T; t0 += AT_BC) {
+    if (t0 >= seen) {  // every key from here is hidden: go on only for rows with no visible key
+      if (lid == 0) more = 0;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (c == 0 && s < S && mask_value > -INFINITY && m <= 0.5f * mask_value) more = 1;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (!more) break;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the last step's reads of ks, vs and ps are done
+    for (int e = lid; e < AT_BC * D; e += RED_WG) {
+      const int kk = e / D, d = e - kk * D;
+      ks[e] = t0 + kk < T ? kb[(long)(t0 + kk) * kst + d] : 0.0f;
+    }
+    for (int e = lid; e < AT_BC * Dv; e += RED_WG) {
+      const int kk = e / Dv, d = e - kk * Dv;
+      vs[e] = t0 + kk < T ? vb[(long)(t0 + kk) * vst + d] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float x[AT_BC / 4], tmax = -INFINITY;
+    for (int j = 0; j < AT_BC / 4; ++j) {
+      const int kk = c + 4 * j, t = t0 + kk;
+      x[j] = -INFINITY;
+      if (s < S && t < T) {
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot += qs[r * D + d] * ks[kk * D + d];
+        x[j] = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, S, T, causal, km, kmb, kmo),
+                         mask_value);
+      }
+      tmax = fmax(tmax, x[j]);
+    }
+    red[lid] = tmax;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float mn = fmax(m, fmax(fmax(red[4 * r], red[4 * r + 1]), fmax(red[4 * r + 2], red[4 * r + 3])));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int j = 0; j < AT_BC / 4; ++j) {
+      const float p = x[j] == -INFINITY ? 0.0f : exp(x[j] - mn);
+      ps[r * AT_BC + c + 4 * j] = p;
+      sum += p;
+    }
+    red[lid] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float corr = m == -INFINITY ? 0.0f : exp(m - mn);
+    l = l * corr + red[4 * r] + red[4 * r + 1] + red[4 * r + 2] + red[4 * r + 3];
+    m = mn;
+    for (int i = 0; i < AT_MAXD / 4; ++i) {
+      const int d = c + 4 * i;
+      if (d >= Dv) break;
+      float a = acc[i] * corr;
+      for (int kk = 0; kk < AT_BC; ++kk) a += ps[r * AT_BC + kk] * vs[kk * Dv + d];
+      acc[i] = a;
+    }
+  }
+  if (s >= S) return;
+  __global float* o = out + b * osb + h * osh + s * oss;
+  for (int i = 0; i < AT_MAXD / 4; ++i) {
+    const int d = c + 4 * i;
+    if (d >= Dv) break;
+    o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[i] / l;
   }
 }

@@ -17,6 +17,10 @@ const std::vector<FusePass>& fusePasses() {
        "MatMul(q, k^T), scale, soft-cap, mask Add, Softmax, MatMul(p, v), with repeat_kv and an output Transpose -> "
        "tl.Attention",
        fuseAttention},
+      {"causal-mask",
+       "a tl.Attention's float mask proven causal and/or key padding (Where(C, 0, -big)) -> its causal attribute and "
+       "key_mask input",
+       fuseCausalMask},
       {"residual-norm", "the residual Add (and same-type Casts) before a tl.RMSNorm -> its residual input", fuseResidualNorm},
       {"transpose-matmul", "MatMul(a, Transpose(W)) of a matrix W -> tl.MatMul(a, W) reading W transposed", foldTransposeIntoMatMul},
       {"matmul-bias", "the bias Add after a MatMul by a constant (or a tl.QMatMul) -> its epilogue", fuseMatMulBias},

@@ -13,6 +13,8 @@
 //   attention   MatMul(q, Transpose(k')) [-> Mul/Div scale] [-> c tanh(./c)] [-> Add mask] -> Softmax
 //               [-> Cast] -> MatMul(., v') [-> Transpose(0,2,1,3)], k'/v' the caches or their
 //               repeat_kv (Unsqueeze, Expand, Reshape)  =>  tl.Attention
+//   causal-mask tl.Attention's mask Where(t <= s + T - S and key_mask[b, t] != 0, 0, -big), proven with the
+//               index algebra  =>  causal = 1, key_mask input, mask_value
 //   residual-norm  Add(a, b) [-> Cast] -> tl.RMSNorm  =>  tl.RMSNorm(a, scale, b) -> y, a + b
 //   transpose-matmul  MatMul(a, Transpose(W)), W a matrix  =>  tl.MatMul(a, W), transB = 1
 //   matmul-bias  Add(MatMul(a, W), b), b constant [N]  =>  tl.MatMul(a, W, b) (tl.QMatMul likewise)
@@ -64,6 +66,7 @@ PassResult fuseRope(Model& model);
 PassResult pairRopes(Model& model);
 PassResult fuseSwiGlu(Model& model);
 PassResult fuseAttention(Model& model);
+PassResult fuseCausalMask(Model& model);
 PassResult fuseResidualNorm(Model& model);
 PassResult foldTransposeIntoMatMul(Model& model);
 PassResult fuseMatMulBias(Model& model);

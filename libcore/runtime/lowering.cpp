@@ -875,7 +875,9 @@ void swigluOp(const Node& n) {
 // split of the keys, the splits chosen so that a decode step's few rows still fill the
 // device (about 128 groups), then merged by a second kernel.
 void attentionOp(const Node& n) {
-  requireFloatInputs(n);
+  for (size_t i = 0; i < 4; ++i)  // the key mask (input 4) is read as integers
+    if (n.hasIn(i) && n.dtype(n.in(i)) != DType::Float)
+      throw Error("tl.Attention's q, k, v and mask must be float32", ExitCode::BadInput);
   // Logical dims [B, heads, rows, size] and element strides (b, head, row) of q, k and v.
   auto view = [&](size_t i, const char* swapped, Dims& d) {
     d = n.shape(n.in(i));
@@ -896,15 +898,17 @@ void attentionOp(const Node& n) {
   const bool bshd = n.attrInt("out_bshd", 0) != 0;
   const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
   const bool gpu = n.ex.device().gpuKernels();
-  const int64_t splits = gpu ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128) : 1;
+  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide).
+  const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128;
+  const int64_t splits = gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128) : 1;
   const int64_t chunk = (T + splits - 1) / splits;
   const std::string part = n.proto.name() + "#splits";
   if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
-  Launch l = n.launch(gpu ? "attention_wg_f32" : "attention_f32");
+  Launch l = n.launch(tiled ? "attention_tile_f32" : gpu ? "attention_wg_f32" : "attention_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
-  if (gpu) {
+  if (gpu && !tiled) {
     if (splits > 1) l.mem(part); else l.nullMem();
   }
   l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
@@ -912,8 +916,15 @@ void attentionOp(const Node& n) {
   for (const Dims* st : std::initializer_list<const Dims*>{&qs, &ks, &vs, &ms, &os})
     for (int64_t x : *st) l.i32(x);
   const int64_t zeroRows = n.attrInt("zero_masked_rows", 0);
-  l.i32(zeroRows);
+  l.i32(zeroRows).i32(n.attrInt("causal", 0)).f32(n.attrFloat("mask_value", -INFINITY));
+  if (n.hasIn(4)) {  // the key mask [B or 1, T], read as nonzero elements of its own size
+    const Dims& km = n.shape(n.in(4));
+    l.mem(n.in(4)).i32(static_cast<int64_t>(dtypeBits(n.dtype(n.in(4))) / 8)).i32(km.at(0) == 1 ? 0 : km.at(1));
+  } else {
+    l.nullMem().i32(1).i32(0);
+  }
   if (!gpu) return l.run1d(rows);
+  if (tiled) return l.run3d(static_cast<size_t>(B * H * ((S + 15) / 16)) * 64, 1, 1, 64, 1);
   l.i32(splits).i32(chunk).run3d(static_cast<size_t>(rows) * 64, static_cast<size_t>(splits), 1, 64, 1);
   if (splits > 1)
     n.launch("attention_combine_f32")

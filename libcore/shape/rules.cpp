@@ -985,7 +985,7 @@ void swigluRule(RuleContext& c) {
 }
 
 // tl.Attention (docs/ops.md, written by tl-fuse): q [B,H,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv]
-// (q_bshd, k_bthd, v_bthd: axes 1 and 2 swapped), mask broadcast to [B,H,S,T] ->
+// (q_bshd, k_bthd, v_bthd: axes 1 and 2 swapped), mask broadcast to [B,H,S,T], key_mask [B,T] ->
 // [B,H,S,Dv] ([B,S,H,Dv] with out_bshd).
 void attentionRule(RuleContext& c) {
   auto dims = [&](size_t i, const char* swapped) {
@@ -1010,6 +1010,12 @@ void attentionRule(RuleContext& c) {
       const SymExpr& s = scores[4 - m.size() + i];
       if (c.resolve(m[i]) != SymExpr(1)) c.unify(m[i], s);
     }
+  }
+  if (c.hasInput(4)) {  // key_mask [B or 1, T]
+    const auto& m = c.input(4).dims;
+    if (m.size() != 2) c.fail("tl.Attention's key_mask must be [B, T]");
+    if (c.resolve(m[0]) != SymExpr(1)) c.unify(m[0], q[0]);
+    c.unify(m[1], k[2]);
   }
   if (c.attrInt("out_bshd", 0)) {
     c.setOutput(0, c.input(0).dtype, {q[0], q[2], q[1], v[3]});
