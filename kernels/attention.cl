@@ -7,14 +7,19 @@
 #define ATT_MAX_D 256
 
 // Whether key t of query row s is hidden by the recognized masks (tl-fuse causal-mask):
-// causally (row s of S sits at position T - S + s among T keys), or by a zero in the key
-// mask (elements of kmb bytes; kmo: the row's batch offset).
-inline int att_hidden(int s, int t, int S, int T, int causal, __global const uchar* km, int kmb, int kmo) {
-  if (causal && t > s + T - S) return 1;
+// causally (row s sits at position off + s: off is T - S, or for an in-place cache the
+// cache's true length, att_offset), or by a zero in the key mask (elements of kmb bytes;
+// kmo: the row's batch offset).
+inline int att_hidden(int s, int t, int off, int causal, __global const uchar* km, int kmb, int kmo) {
+  if (causal && t > s + off) return 1;
   if (!km) return 0;
   const int e = kmo + t;
   return kmb == 8 ? ((__global const long*)km)[e] == 0 : kmb == 4 ? ((__global const int*)km)[e] == 0 : km[e] == 0;
 }
+
+// Where query row 0 sits: T - S keys before it, or an in-place cache's true length (the
+// keys past it and the new rows are padding: tl-plan --pad).
+#define ATT_OFFSET (kv_rows ? kv_rows[0] : T - S)
 
 // A score as the unfused graph computes it: scaled, soft-capped, plus the float mask, plus
 // mask_value where a recognized mask hides the key.
@@ -30,13 +35,14 @@ inline float att_score(float dot, float scale, float softcap, __global const flo
 #define ATT_ARGS                                                                                      \
   int rows, int H, int Hkv, int S, int T, int D, int Dv, float scale, float softcap, int has_mask, int qsb, \
       int qsh, int qss, int ksb, int ksh, int kst, int vsb, int vsh, int vst, int msb, int msh, int mss, int mst, \
-      int osb, int osh, int oss, int zero_rows, int causal, float mask_value, __global const uchar *km, int kmb, int kmsb
+      int osb, int osh, int oss, int zero_rows, int causal, float mask_value, __global const uchar *km, int kmb, int kmsb, \
+      __global const int *kv_rows
 
 __kernel void attention_f32(__global const float* q, __global const float* k, __global const float* v,
                             __global const float* mask, __global float* out, ATT_ARGS) {
   const int row = get_global_id(0);
   if (row >= rows) return;
-  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv);
+  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;
   __global const float* qr = q + b * qsb + h * qsh + s * qss;
   __global const float* kr = k + b * ksb + g * ksh;
   __global const float* vr = v + b * vsb + g * vsh;
@@ -48,7 +54,7 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
     float dot = 0.0f;
     for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
     const float x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask,
-                              att_hidden(s, t, S, T, causal, km, kmb, b * kmsb), mask_value);
+                              att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
     if (x == -INFINITY) continue;
     if (x > m) {  // a new maximum rescales what was summed so far
       const float corr = exp(m - x);
@@ -65,6 +71,17 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
 }
 
+// What a work-group per (query row, split of the keys) starts with: its row's indices, q
+// in local memory qs, the kv head's k and v, the row's mask offset.
+#define ATT_SPLIT_ROW                                                                              \
+  const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);                 \
+  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;   \
+  for (int d = lid; d < D; d += RED_WG) qs[d] = q[b * qsb + h * qsh + s * qss + d];                \
+  barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+  __global const float* kb = k + b * ksb + g * ksh;                                                \
+  __global const float* vb = v + b * vsb + g * vsh;                                                \
+  const int moff = b * msb + h * msh + s * mss;
+
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
 // scored an item per key, max and sum reduced in local memory, and accumulated an item
 // per output dim. With one split the group writes the row; with several (a decode step's
@@ -77,13 +94,7 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
   __local float qs[ATT_MAX_D];
   __local float ps[RED_WG];
   __local float red[RED_WG];
-  const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
-  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv);
-  for (int d = lid; d < D; d += RED_WG) qs[d] = q[b * qsb + h * qsh + s * qss + d];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
-  const int moff = b * msb + h * msh + s * mss;
+  ATT_SPLIT_ROW
   const int t0 = split * chunk, t1 = min(T, t0 + chunk);
   float acc[ATT_MAX_D / RED_WG];
   for (int i = 0; i < ATT_MAX_D / RED_WG; ++i) acc[i] = 0.0f;
@@ -101,7 +112,7 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
       } else {
         for (int d = 0; d < D; ++d) dot += qs[d] * kr[d];
       }
-      x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, S, T, causal, km, kmb, b * kmsb),
+      x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb),
                     mask_value);
     }
     const float mn = fmax(m, wg_max(red, x));  // wg_max's first barrier: the last block's ps reads are done
@@ -179,7 +190,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
   __local int more;
   const int lid = get_local_id(0), tiles = (S + AT_BR - 1) / AT_BR, grp = get_group_id(0);
   const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), g = h / (H / Hkv);
-  const int s0 = tile * AT_BR, r = lid >> 2, c = lid & 3, s = s0 + r;
+  const int s0 = tile * AT_BR, r = lid >> 2, c = lid & 3, s = s0 + r, off = ATT_OFFSET;
   for (int e = lid; e < AT_BR * D; e += RED_WG) {
     const int rr = e / D, d = e - rr * D;
     qs[e] = s0 + rr < S ? q[b * qsb + h * qsh + (s0 + rr) * qss + d] : 0.0f;
@@ -187,7 +198,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
   __global const float* kb = k + b * ksb + g * ksh;
   __global const float* vb = v + b * vsb + g * vsh;
   const int moff = b * msb + h * msh + s * mss, kmo = b * kmsb;
-  const int seen = causal ? min(T, s0 + AT_BR - 1 + T - S + 1) : T;  // keys some row of the tile may see
+  const int seen = causal ? min(T, s0 + AT_BR + off) : T;  // keys some row of the tile may see
   float acc[AT_MAXD / 4];
   for (int i = 0; i < AT_MAXD / 4; ++i) acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
@@ -216,7 +227,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
       if (s < S && t < T) {
         float dot = 0.0f;
         for (int d = 0; d < D; ++d) dot += qs[r * D + d] * ks[kk * D + d];
-        x[j] = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, S, T, causal, km, kmb, kmo),
+        x[j] = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, off, causal, km, kmb, kmo),
                          mask_value);
       }
       tmax = fmax(tmax, x[j]);
@@ -250,5 +261,67 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
     const int d = c + 4 * i;
     if (d >= Dv) break;
     o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[i] / l;
+  }
+}
+
+// GPU family, decode (a few query rows over a cache): a work-group per (query row, split
+// of the keys), each item taking keys lid, lid + 64, ... with its own running max, sum and
+// output (registers, D and Dv up to 128, multiples of 4): no barrier per block of keys, one
+// merge at the end (the items' maxima, then their outputs summed a column per item). With
+// several splits it writes (max, sum, output) for attention_combine_f32.
+#define AD_MAXD 128
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+void attention_dec_f32(__global const float* q, __global const float* k, __global const float* v,
+                       __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
+                       int chunk) {
+  __local float qs[AD_MAXD], red[RED_WG], accs[RED_WG * (AD_MAXD + 1)];
+  ATT_SPLIT_ROW
+  const int t1 = min(T, (split + 1) * chunk);
+  float4 acc[AD_MAXD / 4];
+  for (int i = 0; i < AD_MAXD / 4; ++i) acc[i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int t = split * chunk + lid; t < t1; t += RED_WG) {
+    __global const float* kr = kb + (long)t * kst;
+    float4 a = 0.0f;
+    for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * vload4(0, kr + d);
+    const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask,
+                              att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
+    if (x == -INFINITY) continue;
+    if (x > m) {  // a new maximum rescales what this item summed so far
+      const float corr = exp(m - x);
+      l *= corr;
+      for (int i = 0; i < AD_MAXD / 4; ++i) acc[i] *= corr;
+      m = x;
+    }
+    const float p = exp(x - m);
+    l += p;
+    __global const float* vr = vb + (long)t * vst;
+    for (int i = 0; i < AD_MAXD / 4; ++i)
+      if (4 * i < Dv) acc[i] += p * vload4(i, vr);
+  }
+  const float mx = wg_max(red, m);
+  const float sc = m == -INFINITY ? 0.0f : exp(m - mx);
+  const float sum = wg_sum(red, l * sc);
+  const int stride = Dv + 1;  // one apart: the column sums read across banks
+  for (int i = 0; i < AD_MAXD / 4; ++i) {
+    if (4 * i >= Dv) break;
+    const float4 x = acc[i] * sc;
+    accs[lid * stride + 4 * i] = x.x;
+    accs[lid * stride + 4 * i + 1] = x.y;
+    accs[lid * stride + 4 * i + 2] = x.z;
+    accs[lid * stride + 4 * i + 3] = x.w;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __global float* o = out + b * osb + h * osh + s * oss;
+  __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
+  for (int d = lid; d < Dv; d += RED_WG) {
+    float a = 0.0f;
+    for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];
+    if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;
+    else pp[2 + d] = a;
+  }
+  if (splits > 1 && lid == 0) {
+    pp[0] = mx;
+    pp[1] = sum;
   }
 }

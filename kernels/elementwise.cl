@@ -163,6 +163,40 @@ __kernel void rope_cache_f32(__global const float* x, __global const float* cosv
   }
 }
 
+// Element j of new rows x [B, H, N, D] (contiguous), at its place in an in-place cache
+// (tl-plan): token rows0 + i of head h of batch b, through the cache's strides.
+inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0) {
+  const int d = j % D, i = j / D % N, h = j / (D * N) % H, b = j / (D * N * H);
+  return (long)b * sb + (long)h * sh + (long)(rows0 + i) * st + d;
+}
+
+// tl.RoPE with cache_axis on in-place caches: q rotated into out; the new k rows rotated
+// into their cache and the new v rows copied into theirs, after the caches' *kv_rows tokens.
+__kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
+                          __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
+                          __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
+                          int D2, int ksb, int ksh, int kst, __global const float* x3, __global float* vc, int n3,
+                          int D3, int vsb, int vsh, int vst, int H, int N, __global const int* kv_rows) {
+  int i = get_global_id(0);
+  if (i < n) {
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
+  } else if ((i -= n) < n2) {
+    kc[kv_at(i, H, N, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2);
+  } else if ((i -= n2) < n3) {
+    vc[kv_at(i, H, N, D3, vsb, vsh, vst, kv_rows[0])] = x3[i];
+  }
+}
+
+// tl.KvAppend on in-place caches: one or two tensors of new rows [B, H, N, D] written into
+// their caches after the caches' *kv_rows tokens (n1 = 0: one pair).
+__kernel void kv_append_f32(__global const float* x0, __global float* c0, int n0, int H0, int N0, int D0, int sb0,
+                            int sh0, int st0, __global const float* x1, __global float* c1, int n1, int H1, int N1,
+                            int D1, int sb1, int sh1, int st1, __global const int* kv_rows) {
+  int i = get_global_id(0);
+  if (i < n0) c0[kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0])] = x0[i];
+  else if ((i -= n0) < n1) c1[kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0])] = x1[i];
+}
+
 // tl.SwiGLU, tl.GeGLU and the GLU of a MatMul whose kernel lacks it: y = gate(g) * u,
 // glu_gate's kind.
 __kernel void glu_f32(__global const float* g, __global const float* u, __global float* out, int n, int kind) {

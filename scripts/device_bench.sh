@@ -15,6 +15,11 @@
 #                                            (default depths 0,1024) and a decode step's --profile
 #   scripts/device_bench.sh plan NAME        tl-plan --emit text's totals (max-seq 2048) of NAME's fp32 and
 #                                            fused e0m4 models, and tl-bench tg128 of the fused model planned
+#   scripts/device_bench.sh planned NAME [DEPTHS]  all in one call (a fresh machine): export, quantize,
+#                                            fuse, tl-plan --pad 64 --max-seq 4096 (KV in place), then tl-bench
+#                                            tg128 at DEPTHS (default 128,2048) of the fused model, the planned
+#                                            one (command buffers) and the planned one launch by launch, beside
+#                                            PyTorch eager fp16; tl-plan --emit text totals (max-seq 2048)
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
@@ -98,9 +103,30 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     f="$W/$2-e0m4-fused/model.onnx"
     [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f"; }
     for m in "$W/$2-fp32/model.onnx" "$f"; do echo "== $m"; $B/tl-plan "$m" --max-seq 2048 --emit text | tail -5; done
-    $B/tl-plan "$f" --max-seq 2048 -o "$W/$2-planned.onnx"
+    $B/tl-plan "$f" --max-seq 2048 --align 512 -o "$W/$2-planned.onnx"
     $B/tl-bench "$f" -m "$W/$2-planned.onnx" -p '' -n 128 -r "$R" --device NVIDIA -o "$OUT/$2-planned.md" 2> "$OUT/$2-planned.log"
     cat "$OUT/$2-planned.md"
+    ;;
+  planned)
+    [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2"
+    f="$W/$2-e0m4-fused/model.onnx" p="$W/$2-planned/model.onnx"
+    [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f" 2>/dev/null; }
+    mkdir -p "$(dirname "$p")"
+    for m in "$W/$2-fp32/model.onnx" "$f"; do echo "== $m"; $B/tl-plan "$m" --max-seq 2048 --emit text | tail -4; done
+    $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"  # NVIDIA: sub-buffers on 512 bytes
+    $B/tl-run "$p" --device NVIDIA --tokens 1,2,3,4 --generate -n 64 --profile > "$OUT/$2-planned-profile.txt" 2>&1
+    sed -n '/last decode step/,$p' "$OUT/$2-planned-profile.txt" | head -12
+    for d in $(echo "${3:-128,2048}" | tr , ' '); do
+      for cb in "" --no-command-buffers; do
+        $B/tl-bench "$p" --name "$2-planned${cb:+-launches}" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA $cb \
+          -o "$OUT/$2-planned$cb-d$d.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+        grep -E "^\| $2" "$OUT/$2-planned$cb-d$d.md" || true
+      done
+      $B/tl-bench "$f" --name "$2-fused-e0m4" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
+        --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" \
+        -o "$OUT/$2-fused-d$d.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+      grep -E "^\| " "$OUT/$2-fused-d$d.md" | tail -2 || true
+    done
     ;;
   normshare)
     f="$W/$2-e0m4-nonorm/model.onnx"

@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   app.add_option("--kernel-runs", kernelRuns, "runs per kernel for --kernels")->capture_default_str();
   app.add_option("--plot", plot, "write an SVG roofline: the device's ceilings and every row as a point");
   app.add_option("--name", name, "the model's name in the rows (default: from its path)");
+  bool noCommandBuffers = false;
+  app.add_flag("--no-command-buffers", noCommandBuffers,
+               "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
   return tool.run(argc, argv, [&] {
     // Where the report goes and in which format (-o takes llama-bench's format names too).
     std::string out = tool.output();
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
     if (kernelRuns < 1) throw tl::Error("--kernel-runs must be at least 1", tl::ExitCode::Usage);
 
     tl::Device dev(tl::selectDevice(device), false);
+    dev.setCommandBuffers(!noCommandBuffers);
     tl::BenchReport report;
     progress("probing " + dev.info().name);
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });

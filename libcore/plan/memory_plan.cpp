@@ -136,7 +136,7 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
       root[n.output(0)] = r == root.end() ? n.input(0) : r->second;
     } else {
       for (const auto& out : n.output()) {
-        if (out.empty()) continue;
+        if (out.empty() || opt.outside.count(out)) continue;
         const auto& t = analysis.at(out);
         const int64_t bits = static_cast<int64_t>(dtypeBits(t.dtype));
         if (bits == 0) throw Error("tensor '" + out + "' has dtype " + dtypeName(t.dtype) + ", which has no size");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct PlanOptions {
   int64_t maxSeq = 2048;  // the longest sequence: every symbolic input dim stays within it
   int64_t batch = 1;      // the value of the batch symbol (the leading dim of the inputs)
   int64_t align = 256;    // bytes between buffer starts (sub-buffer alignment on GPUs)
+  std::set<std::string> outside;  // tensors that live outside the arena (the in-place KV caches)
 };
 
 struct PlannedTensor {

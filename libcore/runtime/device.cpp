@@ -82,6 +82,11 @@ std::vector<DeviceInfo> listDevices() {
       d.intDot = has("cl_khr_integer_dot_product");
       d.imageFromBuffer = has("cl_khr_image2d_from_buffer");
       d.priorityHints = has("cl_khr_priority_hints");
+      cl_command_queue_properties needs = 0;
+      d.commandBuffers = has("cl_khr_command_buffer") &&
+                         clGetDeviceInfo(id, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR, sizeof needs, &needs,
+                                         nullptr) == CL_SUCCESS &&
+                         needs == 0;
       out.push_back(std::move(d));
     }
   }
@@ -118,6 +123,7 @@ std::string describe(const DeviceInfo& d) {
   cap(d.intDot, "int-dot");
   cap(d.imageFromBuffer, "image-from-buffer");
   cap(d.priorityHints, "priority-hints");
+  cap(d.commandBuffers, "command-buffers");
   return d.platformName + " / " + d.name + " (" + (d.isGpu ? "GPU" : "CPU/other") + ", " + d.version + ", " +
          std::to_string(d.computeUnits) + " CUs, mem " + mib(d.globalMem) + ", max alloc " + mib(d.maxAlloc) +
          ", local " + std::to_string(d.localMem >> 10) + " KiB, max work-group " + std::to_string(d.maxWorkGroup) +
@@ -131,6 +137,15 @@ Device::Device(const DeviceInfo& info, bool profiling) : info_(info), gpuKernels
   clCheck(err, "clCreateContext", info_.name);
   queue_ = clCreateCommandQueue(context_, info_.id, 0, &err);
   clCheck(err, "clCreateCommandQueue", info_.name);
+  if (info_.commandBuffers) {
+    auto fn = [&](const char* name) { return clGetExtensionFunctionAddressForPlatform(info_.platform, name); };
+    commands_.create = reinterpret_cast<clCreateCommandBufferKHR_fn>(fn("clCreateCommandBufferKHR"));
+    commands_.ndrange = reinterpret_cast<clCommandNDRangeKernelKHR_fn>(fn("clCommandNDRangeKernelKHR"));
+    commands_.finalize = reinterpret_cast<clFinalizeCommandBufferKHR_fn>(fn("clFinalizeCommandBufferKHR"));
+    commands_.enqueue = reinterpret_cast<clEnqueueCommandBufferKHR_fn>(fn("clEnqueueCommandBufferKHR"));
+    commands_.release = reinterpret_cast<clReleaseCommandBufferKHR_fn>(fn("clReleaseCommandBufferKHR"));
+    if (!commands_.ndrange || !commands_.finalize || !commands_.enqueue || !commands_.release) commands_ = {};
+  }
   setProfiling(profiling);
 }
 

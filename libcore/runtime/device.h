@@ -6,6 +6,7 @@
 #pragma once
 
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 
 #include <string>
 #include <vector>
@@ -21,6 +22,16 @@ struct DeviceInfo {
   size_t globalMem = 0, maxAlloc = 0, localMem = 0, maxWorkGroup = 0;
   size_t subBufferAlign = 0;  // bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN, where sub-buffers may start
   bool fp16 = false, fp64 = false, subgroups = false, intDot = false, imageFromBuffer = false, priorityHints = false;
+  bool commandBuffers = false;  // cl_khr_command_buffer, usable on a queue without properties
+};
+
+// cl_khr_command_buffer's entry points (a run's launches recorded once, enqueued in one call).
+struct CommandBufferApi {
+  clCreateCommandBufferKHR_fn create = nullptr;
+  clCommandNDRangeKernelKHR_fn ndrange = nullptr;
+  clFinalizeCommandBufferKHR_fn finalize = nullptr;
+  clEnqueueCommandBufferKHR_fn enqueue = nullptr;
+  clReleaseCommandBufferKHR_fn release = nullptr;
 };
 
 std::vector<DeviceInfo> listDevices();
@@ -51,6 +62,10 @@ class Device {
   // device type; tests force each to run both on one device.
   bool gpuKernels() const { return gpuKernels_; }
   void setGpuKernels(bool on) { gpuKernels_ = on; }
+  // Command buffers, when the device has them and they are not turned off (nullptr then):
+  // a replayed run is one enqueue instead of one per kernel.
+  const CommandBufferApi* commandBuffers() const { return useCommandBuffers_ && commands_.create ? &commands_ : nullptr; }
+  void setCommandBuffers(bool on) { useCommandBuffers_ = on; }
 
  private:
   DeviceInfo info_;
@@ -59,6 +74,8 @@ class Device {
   cl_command_queue profilingQueue_ = nullptr;  // made on first use
   bool profiling_ = false;
   bool gpuKernels_;
+  CommandBufferApi commands_;
+  bool useCommandBuffers_ = true;
 };
 
 }  // namespace tl

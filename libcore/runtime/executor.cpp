@@ -121,12 +121,13 @@ void Executor::usePlan() {
     if (p.key().rfind("tl.plan.", 0) == 0) meta[p.key()] = p.value();
   if (!meta.count("tl.plan.version")) return;
   if (meta["tl.plan.version"] != "1") throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads");
-  int64_t align = 0;
+  int64_t align = 0, batch = 1;
   for (const auto& kv : split(meta["tl.plan.options"], ',')) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) continue;
     const int64_t v = std::stoll(kv.substr(eq + 1));
     if (kv.compare(0, eq, "align") == 0) align = v;
+    if (kv.compare(0, eq, "batch") == 0) batch = v;
     if (kv.compare(0, eq, "max_seq") == 0) planMaxSeq_ = v;
   }
   std::vector<size_t> offsets, capacities;
@@ -176,6 +177,132 @@ void Executor::usePlan() {
     buf.capacity = capacities[b];
     planned_[cols[0]] = buf.mem;
   }
+  useKvPlan(meta, batch);
+}
+
+void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& meta, int64_t batch) {
+  const auto pairs = meta.find("tl.plan.kv");
+  if (pairs == meta.end()) return;
+  std::string layout = "sequence";
+  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end())
+    for (const auto& kv : split(o->second, ',')) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos) continue;
+      if (kv.compare(0, eq, "layout") == 0) layout = kv.substr(eq + 1);
+      if (kv.compare(0, eq, "pad") == 0) kvPad_ = std::max<int64_t>(1, std::stoll(kv.substr(eq + 1)));
+    }
+  if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
+  kvSequenceFirst_ = layout == "sequence";
+  kvCapacity_ = planMaxSeq_;
+  if (auto m = meta.find("tl.plan.kv_masks"); m != meta.end()) kvMasks_ = split(m->second, '\n');
+  for (const auto& line : split(pairs->second, '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 2 || !analysis_.tensors.count(cols[0]) || !analysis_.tensors.count(cols[1]))
+      throw Error("tl.plan.kv: '" + line + "' names no cache input and output of this graph: the graph changed after tl-plan");
+    KvCache c;
+    c.past = cols[0];
+    c.present = cols[1];
+    const auto& d = analysis_.at(c.past).dims;
+    const auto H = d.size() == 4 ? analysis_.symbols.resolve(d[1]).constValue() : std::nullopt;
+    const auto D = d.size() == 4 ? analysis_.symbols.resolve(d[3]).constValue() : std::nullopt;
+    if (!H || !D) throw Error("tl.plan.kv: cache input '" + c.past + "' " + str(d) + " is not [batch, heads, length, size]");
+    SymbolValues b;
+    for (const auto& s : d[0].symbols()) b[s] = batch;
+    c.B = d[0].evaluate(b);
+    c.H = *H;
+    c.D = *D;
+    const int64_t cap = kvCapacity_;
+    c.strides = kvSequenceFirst_ ? std::vector<int64_t>{c.H * c.D, c.D, c.B * c.H * c.D}
+                                 : std::vector<int64_t>{c.H * cap * c.D, cap * c.D, c.D};
+    const size_t bytes = static_cast<size_t>(c.B * c.H * cap * c.D) * 4;
+    if (bytes > device_.info().maxAlloc)
+      throw Error("cache '" + c.past + "' needs " + std::to_string(bytes) + " bytes for max-seq " + std::to_string(cap) +
+                      ", over the device's largest allocation",
+                  ExitCode::Device);
+    cl_int err;
+    c.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    clCheck(err, "clCreateBuffer", "cache '" + c.past + "'");
+    const float zero = 0;
+    clCheck(clEnqueueFillBuffer(device_.queue(), c.mem, &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer", "cache '" + c.past + "'");
+    for (const auto* name : {&c.past, &c.present}) {
+      Buffer& buf = buffers_[*name];
+      buf.mem = c.mem;
+      clRetainMemObject(c.mem);
+      buf.capacity = bytes;
+      planned_[*name] = c.mem;
+      kvOf_[*name] = kv_.size();
+    }
+    clReleaseMemObject(c.mem);  // the two buffers hold it
+    kv_.push_back(c);
+  }
+}
+
+const std::vector<int64_t>* Executor::cacheStrides(const std::string& tensor) const {
+  auto k = kvOf_.find(tensor);
+  return k == kvOf_.end() ? nullptr : &kv_[k->second].strides;
+}
+
+namespace {
+
+// A cache's first `rows` tokens of its first `batch` batch rows as [batch, H, rows, D] and
+// their place in the buffer, as a rectangle: sequence first, a token's batch rows are one
+// row of the rectangle (the host side transposed to [rows, batch, H, D]); heads first, a
+// (batch, head)'s tokens are one slice.
+struct CacheRect {
+  size_t region[3], bufferRow, bufferSlice, hostRow, hostSlice;
+};
+
+CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst) {
+  const size_t row = static_cast<size_t>(D) * 4;
+  if (sequenceFirst)
+    return {{row * static_cast<size_t>(batch * H), static_cast<size_t>(rows), 1}, row * static_cast<size_t>(B * H), 0,
+            row * static_cast<size_t>(batch * H), 0};
+  return {{row, static_cast<size_t>(rows), static_cast<size_t>(batch * H)}, row, row * static_cast<size_t>(capacity), row,
+          row * static_cast<size_t>(rows)};
+}
+
+// [batch * H, rows, D] <-> [rows, batch * H, D], rows of D floats.
+void swapTokensAndHeads(const uint8_t* from, uint8_t* to, int64_t heads, int64_t rows, size_t row, bool toTokens) {
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t a = static_cast<size_t>(bh * rows + r) * row, b = static_cast<size_t>(r * heads + bh) * row;
+      std::memcpy(to + (toTokens ? b : a), from + (toTokens ? a : b), row);
+    }
+}
+
+}  // namespace
+
+void Executor::writeCache(const KvCache& c, const Tensor& t) {
+  if (t.dims.size() != 4 || t.dims[0] > c.B || t.dims[1] != c.H || t.dims[3] != c.D)
+    throw Error("cache input '" + c.past + "' is " + str(std::vector<SymExpr>(t.dims.begin(), t.dims.end())) +
+                "; its in-place cache holds [at most " + std::to_string(c.B) + ", " + std::to_string(c.H) + ", tokens, " +
+                std::to_string(c.D) + "] (the batch tl-plan was run for)");
+  kvBatch_ = t.dims[0];
+  const int64_t rows = t.dims[2];
+  if (!rows) return;
+  auto& stage = staging_[c.past];
+  stage.resize(t.bytes.size());
+  if (kvSequenceFirst_) swapTokensAndHeads(t.bytes.data(), stage.data(), kvBatch_ * c.H, rows, static_cast<size_t>(c.D) * 4, true);
+  else stage = t.bytes;
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  const size_t origin[3] = {0, 0, 0};
+  clCheck(clEnqueueWriteBufferRect(device_.queue(), c.mem, CL_FALSE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
+                                   r.hostRow, r.hostSlice, stage.data(), 0, nullptr, nullptr),
+          "clEnqueueWriteBufferRect", "cache '" + c.past + "'");
+}
+
+std::vector<uint8_t> Executor::readCache(const KvCache& c, int64_t rows) {
+  const size_t row = static_cast<size_t>(c.D) * 4;
+  std::vector<uint8_t> out(static_cast<size_t>(kvBatch_ * c.H * rows) * row), block(out.size());
+  if (!rows) return out;
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  const size_t origin[3] = {0, 0, 0};
+  clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
+                                  r.hostRow, r.hostSlice, kvSequenceFirst_ ? block.data() : out.data(), 0, nullptr, nullptr),
+          "clEnqueueReadBufferRect", "cache '" + c.present + "'");
+  if (kvSequenceFirst_) swapTokensAndHeads(block.data(), out.data(), kvBatch_ * c.H, rows, row, false);
+  return out;
 }
 
 void Executor::findHostNodes(const std::unordered_map<std::string, const onnx::TensorProto*>& constants) {
@@ -225,6 +352,7 @@ std::vector<uint8_t> Executor::foldedBytes(const std::string& tensor) const {
 }
 
 Executor::~Executor() {
+  dropReplay();
   for (auto& r : recordings_)
     for (auto& site : r.sites)
       for (auto& [name, k] : site.made) clReleaseKernel(k);
@@ -399,15 +527,17 @@ cl_kernel Executor::siteKernel(const std::string& name, size_t* site) {
   return s.k;
 }
 
-void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local) {
+void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes) {
   auto& r = recordings_.at(recording_);
   Site& s = r.sites.at(site);
   s.dims = dims;
+  s.cacheBytes = cacheBytes;
   for (cl_uint d = 0; d < 3; ++d) {
     s.global[d] = d < dims ? global[d] : 1;
     s.local[d] = d < dims ? local[d] : 1;
   }
   r.runs.push_back(site);
+  launches_.emplace_back(recording_, site);
   enqueueSite(recording_, s);
 }
 
@@ -417,6 +547,7 @@ void Executor::enqueueSite(size_t node, const Site& s) {
                                  device_.profiling() ? &e : nullptr),
           "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
   recordEvent(node, e);
+  traffic_.written += s.cacheBytes;
 }
 
 void Executor::lowerOrReplay(size_t node) {
@@ -424,7 +555,10 @@ void Executor::lowerOrReplay(size_t node) {
   bool same = r.valid && !dirty_[node];
   for (size_t i = 0; same && i < r.buffers.size(); ++i) same = r.buffers[i].first->mem == r.buffers[i].second;
   if (same) {
-    for (size_t site : r.runs) enqueueSite(node, r.sites[site]);
+    for (size_t site : r.runs) {
+      launches_.emplace_back(node, site);
+      enqueueSite(node, r.sites[site]);
+    }
     return;
   }
   r.valid = false;
@@ -466,6 +600,12 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   pending_ = true;
   const auto started = std::chrono::steady_clock::now();
+  if (tryReplay(inputs, carried)) {
+    enqueueSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return;
+  }
+  dropReplay();
+  launches_.clear();
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& t : inputs) {
     if (!analysis_.tensors.count(t.name) || analysis_.at(t.name).cls != TensorClass::Input) {
@@ -479,9 +619,27 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   std::unordered_map<std::string, const Carry*> carriedBy;
   for (const auto& c : carried) carriedBy[c.input] = &c;
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  // In-place caches: their true length before this run, the same for all (-1: none given).
+  int64_t kvPast = -1;
+  bool kvCarried = false;
+  auto kvLength = [&](const std::string& name, int64_t rows) {
+    if (kvPast >= 0 && rows != kvPast)
+      throw Error("cache input '" + name + "' holds " + std::to_string(rows) + " tokens, another " + std::to_string(kvPast));
+    kvPast = rows;
+  };
   for (const auto& in : graph_.proto().input()) {
     const auto& info = analysis_.at(in.name());
     if (info.cls != TensorClass::Input) continue;
+    const auto k = kvOf_.find(in.name());
+    if (auto c = carriedBy.find(in.name()); c != carriedBy.end() && k != kvOf_.end()) {
+      const KvCache& kc = kv_[k->second];
+      if (c->second->fromTensor != kc.present)
+        throw Error("input '" + in.name() + "' is an in-place cache: it is carried from '" + kc.present + "' only");
+      kvLength(in.name(), kvRows_);
+      kvCarried = true;
+      shapes.emplace_back(in.name(), std::vector<int64_t>{kvBatch_, kc.H, kvRows_, kc.D});
+      continue;
+    }
     if (auto c = carriedBy.find(in.name()); c != carriedBy.end()) {
       if (!shapes_.count(c->second->fromTensor)) throw Error("input '" + in.name() + "' is carried from a tensor no run made");
       shapes.emplace_back(in.name(), shapes_.at(c->second->fromTensor));
@@ -492,9 +650,43 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     if (it->second->dtype != info.dtype)
       throw Error("input '" + in.name() + "' is " + dtypeName(it->second->dtype) + ", the model expects " +
                   dtypeName(info.dtype));
+    if (k != kvOf_.end() && it->second->dims.size() == 4) kvLength(in.name(), it->second->dims[2]);
     shapes.emplace_back(in.name(), it->second->dims);
   }
   SymbolValues binding = bindFromInputs(analysis_, shapes);
+  int64_t kvTotal = 0;  // the caches' true length after this run
+  std::vector<Tensor> padded;  // key masks padded to a bucket
+  if (kvPast >= 0) {
+    kvTotal = evaluateDims({analysis_.at(kv_[0].present).dims[2]}, binding)[0];
+    if (kvTotal > kvCapacity_)
+      throw Error("this run makes the caches " + std::to_string(kvTotal) + " tokens long, over the plan's --max-seq " +
+                      std::to_string(kvCapacity_) + " (run tl-plan with a larger one)",
+                  ExitCode::BadInput);
+    // A step on carried caches binds a bucket's length: the keys past the true length are
+    // padding, hidden by the causal mask at the true length (att_offset) and by zeros in
+    // the key masks, so every step within the bucket replays the same launches.
+    const int64_t bucket = bucketOf(kvTotal);
+    if (kvCarried && bucket > kvTotal) {
+      padded.reserve(kvMasks_.size());
+      for (auto& [name, dims] : shapes) {
+        if (kvOf_.count(name)) dims[2] += bucket - kvTotal;
+        if (std::find(kvMasks_.begin(), kvMasks_.end(), name) == kvMasks_.end() || !given.count(name)) continue;
+        const Tensor& m = *given[name];
+        if (m.dims.empty() || m.dims.back() != kvTotal)
+          throw Error("key mask '" + name + "' is not [..., " + std::to_string(kvTotal) + "]");
+        Tensor p = m;
+        p.dims.back() = bucket;
+        const size_t width = dtypeBits(m.dtype) / 8, from = static_cast<size_t>(kvTotal) * width, to = static_cast<size_t>(bucket) * width;
+        p.bytes.assign(m.bytes.size() / std::max<size_t>(from, 1) * to, 0);
+        for (size_t r = 0; from && r < m.bytes.size() / from; ++r) std::memcpy(&p.bytes[r * to], &m.bytes[r * from], from);
+        dims = p.dims;
+        padded.push_back(std::move(p));
+        given[name] = &padded.back();
+      }
+      binding = bindFromInputs(analysis_, shapes);
+    }
+  }
+  traffic_ = {};
   releaseEvents();
   // Carried data moves before prepare() may grow (and so replace) the source buffers. A
   // tensor that a kernel wrote in its own buffer (present.* from a Concat) hands that
@@ -503,6 +695,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   std::unordered_map<std::string, int> carriedFrom;
   for (const auto& c : carried) ++carriedFrom[root(c.fromTensor)];
   for (const auto& c : carried) {
+    if (kvOf_.count(c.input)) continue;  // the cache is its own carry
     const std::string& from = root(c.fromTensor);
     if (from == c.input) continue;  // the input is its own carry: already there
     if (from == c.fromTensor && kernelOutputs_.count(from) && carriedFrom[from] == 1 && buffers_.count(from)) {
@@ -518,26 +711,27 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     clCheck(clEnqueueCopyBuffer(device_.queue(), src, dst.mem, 0, 0, bytes, 0, nullptr, device_.profiling() ? &e : nullptr),
             "clEnqueueCopyBuffer", "input '" + c.input + "'");
     if (e) extraEvents_.push_back({c.input, "CacheCarry", e});
+    traffic_.copied += static_cast<int64_t>(bytes);
   }
   prepare(binding);
   hostValues_.clear();
   if (!hostRun_.empty()) {
     for (const auto& [name, t] : given)
       if (hostInputs_.count(name)) hostValues_[name] = *t;
-    for (size_t i : hostRun_) {
-      const auto& n = graph_.node(i);
-      std::vector<const Tensor*> in;
-      for (const auto& name : n.input()) in.push_back(name.empty() ? nullptr : &hostValue(name));
-      try {
-        hostValues_[n.output(0)] = evaluateOnHost(n, in, shape(n.output(0)), analysis_.at(n.output(0)).dtype);
-      } catch (const Error& e) {
-        throw Error("node '" + graph_.nodeName(i) + "' (" + n.op_type() + ", on the host): " + e.what(), e.code());
-      }
-    }
+    evaluateHostNodes();
   }
   // Inputs only host nodes read stay on the host.
-  for (const auto& [name, t] : given)
+  for (const auto& [name, t] : given) {
+    if (auto k = kvOf_.find(name); k != kvOf_.end()) {
+      writeCache(kv_[k->second], *t);
+      continue;
+    }
     if (hostRun_.empty() || !hostInputs_.count(name) || deviceReads_.count(name)) stageUpload(name, t->bytes.data(), t->bytes.size());
+  }
+  if (!kv_.empty()) {
+    const int32_t rows = static_cast<int32_t>(std::max<int64_t>(kvPast, 0));
+    stageUpload(kKvRows, &rows, sizeof rows);
+  }
   for (const auto& name : hostUploads_) stageUpload(name, hostValues_.at(name).bytes.data(), hostValues_.at(name).bytes.size());
   // Folded tensors that kernels read go up with them, before any kernel (a write between
   // kernels costs NVIDIA's OpenCL about 40 us).
@@ -548,7 +742,135 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   }
   flushUploads();
   for (size_t i : runNodes_) lowerOrReplay(i);
+  recordReplay(inputs, carried, kvPast, kvTotal, kvCarried ? bucketOf(kvTotal) : kvTotal);
+  if (kvPast >= 0) kvRows_ = kvTotal;
   enqueueSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+void Executor::evaluateHostNodes() {
+  for (size_t i : hostRun_) {
+    const auto& n = graph_.node(i);
+    std::vector<const Tensor*> in;
+    for (const auto& name : n.input()) in.push_back(name.empty() ? nullptr : &hostValue(name));
+    try {
+      hostValues_[n.output(0)] = evaluateOnHost(n, in, shape(n.output(0)), analysis_.at(n.output(0)).dtype);
+    } catch (const Error& e) {
+      throw Error("node '" + graph_.nodeName(i) + "' (" + n.op_type() + ", on the host): " + e.what(), e.code());
+    }
+  }
+}
+
+void Executor::dropReplay() {
+  if (replay_.commands) device_.commandBuffers()->release(replay_.commands);
+  replay_ = Replay{};
+}
+
+void Executor::recordReplay(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried, int64_t kvPast,
+                            int64_t kvTotal, int64_t bucket) {
+  Replay r;
+  for (const auto& c : carried) {
+    if (!kvOf_.count(c.input)) return;  // a carry that swaps or copies buffers changes the arguments
+    r.carried.emplace_back(c.input, c.fromTensor);
+  }
+  // The upload region of a tensor this run wrote (kNotUploaded: only host nodes read it).
+  auto offset = [&](const std::string& name, bool* ok) {
+    auto region = regions_.find(name);
+    if (region == regions_.end() || buffers_[name].mem != region->second.sub) *ok = false;
+    return *ok ? region->second.offset : 0;
+  };
+  bool ok = true;
+  for (const auto& t : inputs) {
+    if (kvOf_.count(t.name)) return;  // caches given as data: a check, not a decode loop
+    const bool uploaded = hostRun_.empty() || !hostInputs_.count(t.name) || deviceReads_.count(t.name);
+    r.names.push_back(t.name);
+    r.dims.push_back(t.dims);
+    r.isMask.push_back(std::find(kvMasks_.begin(), kvMasks_.end(), t.name) != kvMasks_.end());
+    r.offsets.push_back(uploaded ? offset(t.name, &ok) : kNotUploaded);
+  }
+  for (const auto& name : hostUploads_) r.hostOffsets.push_back(offset(name, &ok));
+  if (!kv_.empty()) {
+    if (kvPast < 0) return;
+    r.offsets.push_back(offset(kKvRows, &ok));
+  }
+  if (!ok) return;
+  r.fresh = kvTotal - std::max<int64_t>(kvPast, 0);
+  r.bucket = bucket;
+  r.launches = launches_;
+  r.writes = lastWrites_;
+  r.cacheBytes = traffic_.written;
+  r.valid = true;
+  replay_ = std::move(r);
+}
+
+bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried) {
+  Replay& r = replay_;
+  if (!r.valid || inputs.size() != r.names.size() || carried.size() != r.carried.size()) return false;
+  for (size_t i = 0; i < carried.size(); ++i)
+    if (carried[i].input != r.carried[i].first || carried[i].fromTensor != r.carried[i].second) return false;
+  const int64_t past = kv_.empty() ? 0 : kvRows_, total = past + r.fresh;
+  if (!kv_.empty() && (total > kvCapacity_ || (carried.empty() ? total : bucketOf(total)) != r.bucket)) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (t.name != r.names[i] || t.dims.size() != r.dims[i].size()) return false;
+    for (size_t d = 0; d < t.dims.size(); ++d)
+      if (t.dims[d] != (r.isMask[i] && d + 1 == t.dims.size() ? total : r.dims[i][d])) return false;
+  }
+  if (!hostRun_.empty()) {
+    for (const auto& t : inputs)
+      if (hostInputs_.count(t.name)) hostValues_[t.name] = t;
+    evaluateHostNodes();
+    for (size_t i = 0; i < hostUploads_.size(); ++i) {
+      const auto& bytes = hostValues_.at(hostUploads_[i]).bytes;
+      std::memcpy(arenaHost_.data() + r.hostOffsets[i], bytes.data(), bytes.size());
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (r.offsets[i] == kNotUploaded) continue;
+    uint8_t* at = arenaHost_.data() + r.offsets[i];
+    if (!r.isMask[i]) {
+      std::memcpy(at, t.bytes.data(), t.bytes.size());
+      continue;
+    }
+    // A key mask's rows, each padded with zeros to the bucket (hidden keys).
+    const size_t from = static_cast<size_t>(total) * dtypeBits(t.dtype) / 8, to = static_cast<size_t>(r.bucket) * dtypeBits(t.dtype) / 8;
+    for (size_t row = 0; from && row < t.bytes.size() / from; ++row) {
+      std::memcpy(at + row * to, t.bytes.data() + row * from, from);
+      std::memset(at + row * to + from, 0, to - from);
+    }
+  }
+  if (!kv_.empty()) {
+    const int32_t rows = static_cast<int32_t>(past);
+    std::memcpy(arenaHost_.data() + r.offsets.back(), &rows, sizeof rows);
+  }
+  for (const auto& [from, to] : r.writes)
+    clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0, nullptr,
+                                 nullptr),
+            "clEnqueueWriteBuffer", "the run's uploads");
+  releaseEvents();
+  traffic_ = {};
+  const CommandBufferApi* cb = device_.commandBuffers();
+  if (cb && !device_.profiling()) {
+    cl_command_queue q = device_.queue();
+    if (!r.commands) {
+      cl_int err;
+      r.commands = cb->create(1, &q, nullptr, &err);
+      clCheck(err, "clCreateCommandBufferKHR");
+      for (const auto& [node, site] : r.launches) {
+        const Site& s = recordings_[node].sites[site];
+        clCheck(cb->ndrange(r.commands, nullptr, nullptr, s.k, s.dims, nullptr, s.global, s.local, 0, nullptr, nullptr, nullptr),
+                "clCommandNDRangeKernelKHR", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
+      }
+      clCheck(cb->finalize(r.commands), "clFinalizeCommandBufferKHR");
+    }
+    clCheck(cb->enqueue(0, nullptr, r.commands, 0, nullptr, nullptr), "clEnqueueCommandBufferKHR");
+    traffic_.written = r.cacheBytes;
+  } else {
+    for (const auto& [node, site] : r.launches) enqueueSite(node, recordings_[node].sites[site]);
+  }
+  if (!kv_.empty()) kvRows_ = total;
+  ++replays_;
+  return true;
 }
 
 void Executor::uploadFolded(const std::string& tensor) {
@@ -576,11 +898,13 @@ void Executor::flushUploads() {
   std::unordered_set<std::string> pending;
   for (const auto& u : pendingUploads_) pending.insert(u.name);
   size_t from = 0, to = 0;
+  lastWrites_.clear();
   auto write = [&] {
-    if (to > from)
-      clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
-                                   nullptr, nullptr),
-              "clEnqueueWriteBuffer", "the run's uploads");
+    if (to <= from) return;
+    clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
+                                 nullptr, nullptr),
+            "clEnqueueWriteBuffer", "the run's uploads");
+    lastWrites_.emplace_back(from, to);
   };
   for (const auto& name : regionOrder_) {
     const Region& r = regions_.at(name);
@@ -672,6 +996,10 @@ Executor::MemoryUse Executor::memoryUse(const std::vector<std::string>& cache) c
   for (const auto& [name, b] : buffers_) {
     auto p = planned_.find(name);
     auto r = regions_.find(name);
+    if (auto k = kvOf_.find(name); k != kvOf_.end()) {
+      if (kv_[k->second].past == name) m.cache += b.capacity;  // one buffer for the pair
+      continue;
+    }
     if ((p != planned_.end() && b.mem == p->second) || (r != regions_.end() && b.mem == r->second.sub)) continue;
     const auto t = analysis_.tensors.find(name);
     if (caches.count(name)) m.cache += b.capacity;
@@ -734,6 +1062,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
       t.bytes.assign(bytes.begin(), bytes.end());
     } else if (auto p = hostProducer_.find(name); p != hostProducer_.end() && onHost_[p->second]) {
       t.bytes = hostValues_.at(name).bytes;
+    } else if (auto k = kvOf_.find(name); k != kvOf_.end()) {
+      t.bytes = readCache(kv_[k->second], t.dims.at(2));
     } else {
       t.bytes.resize(static_cast<size_t>(elementCount(t.dims)) * elementBytes(info.dtype));
       if (!t.bytes.empty())

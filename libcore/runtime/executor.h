@@ -12,6 +12,7 @@
 
 #include <CL/cl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -76,6 +77,8 @@ class Executor {
   // Host seconds spent in enqueue() so far: binding, host nodes, uploads, lowering and
   // the OpenCL enqueue calls, not waits on the device (tl's own work per run).
   double enqueueSeconds() const { return enqueueSeconds_; }
+  // Runs so far that replayed the last run's launches (same shapes and bucket).
+  int64_t replays() const { return replays_; }
 
   // Used by lowering: the state of the run being enqueued.
   struct Buffer {
@@ -97,10 +100,23 @@ class Executor {
   // so that its arguments stay set for replays; `site` receives its index), and that
   // site's launch.
   cl_kernel siteKernel(const std::string& name, size_t* site);
-  void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local);
+  void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
   bool dryRun() const { return dry_; }
+  // An in-place KV cache tensor's element strides between batches, heads and tokens
+  // (tl.plan.kv: its input and output are one buffer); nullptr for any other tensor.
+  const std::vector<int64_t>* cacheStrides(const std::string& tensor) const;
+  // The device int32 that holds the caches' true length before a run's new tokens: where
+  // the appends write, and where the causal mask puts query row 0 (under --pad the bound
+  // length is a bucket's).
+  static constexpr const char* kKvRows = "tl.kv.rows";
+  // Bytes of cache that the last run's kernels wrote (in-place caches: the new tokens'
+  // rows only) and that commands copied (CacheCarry, relayouts): what a decode step moves.
+  struct CacheTraffic {
+    int64_t written = 0, copied = 0;
+  };
+  const CacheTraffic& cacheTraffic() const { return traffic_; }
 
  private:
   void prepare(const SymbolValues& binding);
@@ -181,6 +197,7 @@ class Executor {
     std::vector<std::pair<std::string, cl_kernel>> made;  // every kernel this site has run (prefill, decode)
     cl_uint dims = 1;
     size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
+    int64_t cacheBytes = 0;  // bytes of in-place cache its launch writes
   };
   struct Recording {
     std::vector<Site> sites;                                 // in the order lowering asked for them
@@ -219,10 +236,61 @@ class Executor {
   std::unordered_map<std::string, Tensor> hostValues_;        // this run's host tensors
   const Tensor& hostValue(const std::string& tensor);
   void findHostNodes(const std::unordered_map<std::string, const onnx::TensorProto*>& constants);
+  // The in-place KV caches (tl.plan.kv, plan/kv_cache.h), one buffer of the plan's max-seq
+  // tokens per pair, zeroed at start (padding keys are read, hidden, never garbage).
+  struct KvCache {
+    std::string past, present;
+    cl_mem mem = nullptr;
+    int64_t B = 0, H = 0, D = 0;
+    std::vector<int64_t> strides;  // b, head, token
+  };
+  std::vector<KvCache> kv_;
+  std::unordered_map<std::string, size_t> kvOf_;  // past and present -> their cache
+  int64_t kvCapacity_ = 0, kvPad_ = 1;
+  bool kvSequenceFirst_ = true;
+  std::vector<std::string> kvMasks_;  // inputs padded with zeros to a bucket
+  int64_t kvRows_ = 0;                // tokens in the caches after the last run
+  int64_t kvBatch_ = 1;               // the batch rows the caches hold (at most the plan's)
+  void useKvPlan(const std::unordered_map<std::string, std::string>& meta, int64_t batch);
+  void writeCache(const KvCache& c, const Tensor& t);
+  std::vector<uint8_t> readCache(const KvCache& c, int64_t rows);
+  CacheTraffic traffic_;
+  // Replay (issue 10's launch list): a run whose given inputs have the last run's shapes
+  // (a key mask's length aside), the same carries and the same cache bucket binds what the
+  // last run bound, so it re-enqueues that run's launches as recorded: no binding, no shape
+  // evaluation, no lookup by name. Its host nodes run again on its inputs, and inputs and
+  // host results go into their upload regions in the writes the last run made; with command
+  // buffers every launch goes in one call. Recorded for runs whose carries are all in-place
+  // caches.
+  struct Replay {
+    bool valid = false;
+    std::vector<std::string> names;          // the given inputs, in the order given
+    std::vector<std::vector<int64_t>> dims;  // their dims (a key mask's last: the caches' length)
+    std::vector<char> isMask;
+    std::vector<std::pair<std::string, std::string>> carried;
+    int64_t fresh = 0, bucket = 0;           // tokens a run appends; the bound cache length after it
+    std::vector<std::pair<size_t, size_t>> launches;  // (node, site), in order
+    std::vector<size_t> offsets;             // each given input's upload region, then the cache length's
+    std::vector<size_t> hostOffsets;         // hostUploads_' regions
+    std::vector<std::pair<size_t, size_t>> writes;
+    int64_t cacheBytes = 0;
+    cl_command_buffer_khr commands = nullptr;  // the launches, recorded on the first replay
+  };
+  Replay replay_;
+  std::vector<std::pair<size_t, size_t>> launches_;    // this run's (node, site)
+  std::vector<std::pair<size_t, size_t>> lastWrites_;  // flushUploads' ranges
+  static constexpr size_t kNotUploaded = static_cast<size_t>(-1);
+  bool tryReplay(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried);
+  void evaluateHostNodes();  // hostRun_, into hostValues_ (whose inputs are set)
+  void recordReplay(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried, int64_t kvPast, int64_t kvTotal,
+                    int64_t bucket);
+  void dropReplay();
+  int64_t bucketOf(int64_t total) const { return std::min((total + kvPad_ - 1) / kvPad_ * kvPad_, kvCapacity_); }
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
   int64_t syncs_ = 0;
   double enqueueSeconds_ = 0;
+  int64_t replays_ = 0;
 };
 
 // A node whose output is its input reinterpreted: Reshape, Flatten, Squeeze, Unsqueeze,

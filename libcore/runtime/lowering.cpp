@@ -126,6 +126,11 @@ class Launch {
     const size_t local[3] = {lx, ly, 1};
     run({gx, gy, gz}, local, 3);
   }
+  // The launch writes this many bytes of an in-place cache (Executor::cacheTraffic).
+  Launch& writesCache(int64_t bytes) {
+    cacheBytes_ = bytes;
+    return *this;
+  }
 
  private:
   std::string where() const { return "kernel " + name_ + ", node '" + ex_.graph().nodeName(node_) + "'"; }
@@ -143,7 +148,7 @@ class Launch {
   void run(std::array<size_t, 3> global, const size_t* local, cl_uint dims) {
     if (ex_.dryRun() || global[0] == 0 || global[1] == 0 || global[2] == 0) return;
     if (dims == 1) global[0] = (global[0] + 63) / 64 * 64;
-    ex_.launchSite(site_, dims, global.data(), local);
+    ex_.launchSite(site_, dims, global.data(), local, cacheBytes_);
   }
 
   Executor& ex_;
@@ -152,6 +157,7 @@ class Launch {
   std::string name_;
   size_t site_ = 0;
   cl_uint index_ = 0;
+  int64_t cacheBytes_ = 0;
 };
 
 struct Node {
@@ -842,15 +848,69 @@ void ropeCache(const Node& n, Launch& l, int64_t count) {
   l.run1d(total);
 }
 
+// New rows [B, H, N, D] of in-place cache `cache` (kv_append_f32's and rope_kv_f32's
+// arguments after the tensor): elements, heads, rows, size, the cache's strides.
+int64_t kvRowsArgs(const Node& n, Launch& l, const std::string& fresh, const std::string& cache) {
+  const Dims& x = n.shape(fresh);
+  const Dims& st = *n.ex.cacheStrides(cache);
+  if (x.size() != 4) throw Error("tl-plan's cache appends take [B, H, N, D] rows", ExitCode::BadInput);
+  l.i32(elementCount(x)).i32(x[1]).i32(x[2]).i32(x[3]).i32(st[0]).i32(st[1]).i32(st[2]);
+  return elementCount(x);
+}
+
+// tl.RoPE with cache_axis over in-place caches (tl-plan): q rotated, the new k rows rotated
+// into their cache and the new v rows copied into theirs after the true length (rope_kv_f32).
+void ropeInPlace(const Node& n, Launch& l, int64_t count) {
+  const Dims& k = n.shape(n.in(3));
+  if (n.axis(n.attrInt("cache_axis", 0), k.size()) != 2) throw Error("tl.RoPE appends in place along axis 2 only", ExitCode::BadInput);
+  l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
+  l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0)).mem(n.out(1));
+  const int64_t nk = elementCount(k);
+  const Dims& st = *n.ex.cacheStrides(n.out(1));
+  l.i32(nk).i32(k.back()).i32(st[0]).i32(st[1]).i32(st[2]).mem(n.in(6)).mem(n.out(2));
+  const Dims& v = n.shape(n.in(6));
+  const Dims& sv = *n.ex.cacheStrides(n.out(2));
+  const int64_t nv = elementCount(v);
+  l.i32(nv).i32(v.back()).i32(sv[0]).i32(sv[1]).i32(sv[2]).i32(k.at(1)).i32(k.at(2)).mem(Executor::kKvRows);
+  l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
+}
+
+// tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
+// the new rows are written (kv_append_f32), else the pairs are concatenated.
+void kvAppendOp(const Node& n) {
+  requireFloatInputs(n);
+  const size_t pairs = static_cast<size_t>(n.proto.output_size());
+  bool inPlace = true;
+  for (size_t j = 0; j < pairs; ++j) inPlace = inPlace && n.ex.cacheStrides(n.out(j));
+  if (!inPlace) {
+    if (pairs == 2) return concatPairOp(n);
+    return concatOp(n);
+  }
+  if (n.axis(n.attrInt("axis", 0), n.shape(n.out(0)).size()) != 2) throw Error("tl.KvAppend appends in place along axis 2 only", ExitCode::BadInput);
+  Launch l = n.launch("kv_append_f32");
+  int64_t total = 0;
+  for (size_t j = 0; j < 2; ++j) {
+    if (j < pairs) {
+      l.mem(n.in(2 * j + 1)).mem(n.out(j));
+      total += kvRowsArgs(n, l, n.in(2 * j + 1), n.out(j));
+    } else {
+      l.nullMem().nullMem().i32(0).i32(1).i32(1).i32(1).i32(0).i32(0).i32(0);
+    }
+  }
+  l.mem(Executor::kKvRows).writesCache(total * 4).run1d(total);
+}
+
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
 // second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
   requireFloatInputs(n);
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
-  Launch l = n.launch(n.attr("cache_axis") ? "rope_cache_f32" : "rope_f32");
+  const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
+  Launch l = n.launch(inPlace ? "rope_kv_f32" : n.attr("cache_axis") ? "rope_cache_f32" : "rope_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
   l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
+  if (inPlace) return ropeInPlace(n, l, count);
   if (n.attr("cache_axis")) return ropeCache(n, l, count);
   int64_t count2 = 0;
   if (n.hasIn(3)) {
@@ -881,6 +941,7 @@ void attentionOp(const Node& n) {
   // Logical dims [B, heads, rows, size] and element strides (b, head, row) of q, k and v.
   auto view = [&](size_t i, const char* swapped, Dims& d) {
     d = n.shape(n.in(i));
+    if (const auto* cs = n.ex.cacheStrides(n.in(i))) return *cs;  // an in-place cache, [B, H, T, D]
     Dims st = contiguousStrides(d);
     if (n.attrInt(swapped, 0)) {
       std::swap(d[1], d[2]);
@@ -898,13 +959,18 @@ void attentionOp(const Node& n) {
   const bool bshd = n.attrInt("out_bshd", 0) != 0;
   const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
   const bool gpu = n.ex.device().gpuKernels();
-  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide).
+  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide); decode
+  // rows take their keys an item each (heads up to 128, multiples of 4), split so that
+  // about 128 work-groups run with at least 256 keys each.
   const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128;
-  const int64_t splits = gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128) : 1;
+  const bool dec = gpu && !tiled && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0;
+  const int64_t splits = dec    ? std::max<int64_t>(1, std::min<int64_t>(128 / std::max<int64_t>(rows, 1), T / 256))
+                         : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
+                                         : 1;
   const int64_t chunk = (T + splits - 1) / splits;
   const std::string part = n.proto.name() + "#splits";
   if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
-  Launch l = n.launch(tiled ? "attention_tile_f32" : gpu ? "attention_wg_f32" : "attention_f32");
+  Launch l = n.launch(tiled ? "attention_tile_f32" : dec ? "attention_dec_f32" : gpu ? "attention_wg_f32" : "attention_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
@@ -923,6 +989,8 @@ void attentionOp(const Node& n) {
   } else {
     l.nullMem().i32(1).i32(0);
   }
+  // Over an in-place cache the causal offset is its true length (padding follows it).
+  if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
   if (!gpu) return l.run1d(rows);
   if (tiled) return l.run3d(static_cast<size_t>(B * H * ((S + 15) / 16)) * 64, 1, 1, 64, 1);
   l.i32(splits).i32(chunk).run3d(static_cast<size_t>(rows) * 64, static_cast<size_t>(splits), 1, 64, 1);
@@ -1049,6 +1117,7 @@ const std::map<std::string, void (*)(const Node&)>& lowerings() {
     t["tl.SwiGLU"] = swigluOp;
     t["tl.GeGLU"] = gegluOp;
     t["tl.Concat"] = concatPairOp;
+    t["tl.KvAppend"] = kvAppendOp;
     t["tl.Elementwise"] = elementwiseOp;
     t["tl.Attention"] = attentionOp;
     t["tl.Gelu"] = unaryOp;  // ONNX Gelu's kernels

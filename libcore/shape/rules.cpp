@@ -1059,13 +1059,16 @@ void convRule(RuleContext& c) {
   c.setOutput(0, c.input(0).dtype, out);
 }
 
-// tl.Concat (docs/ops.md, written by tl-fuse): (a0, a1, b0, b1) -> (Concat(a0, a1), Concat(b0, b1))
-// along `axis`, each as ONNX Concat.
+// tl.Concat (docs/ops.md, written by tl-fuse) and tl.KvAppend (written by tl-plan):
+// (a0, a1[, b0, b1]) -> (Concat(a0, a1)[, Concat(b0, b1)]) along `axis`, each as ONNX Concat.
 void concatPairRule(RuleContext& c) {
-  if (c.numInputs() != 4 || c.numOutputs() != 2) c.fail("tl.Concat takes two pairs of inputs and gives two outputs");
-  for (size_t j = 0; j < 2; ++j) {
+  const std::string op = "tl." + c.node().op_type();
+  const size_t pairs = c.numOutputs();
+  if (c.numInputs() != 2 * pairs || pairs < (op == "tl.Concat" ? 2u : 1u) || pairs > 2)
+    c.fail(op + (op == "tl.Concat" ? " takes two pairs of inputs and gives two outputs" : " takes one or two pairs of inputs, an output each"));
+  for (size_t j = 0; j < pairs; ++j) {
     const auto &a = c.input(2 * j).dims, &b = c.input(2 * j + 1).dims;
-    if (a.size() != b.size() || a.empty()) c.fail("tl.Concat's pair " + std::to_string(j) + " differs in rank");
+    if (a.size() != b.size() || a.empty()) c.fail(op + "'s pair " + std::to_string(j) + " differs in rank");
     const size_t k = c.axis(c.attrInt("axis", 0), a.size());
     std::vector<SymExpr> out = a;
     for (size_t i = 0; i < a.size(); ++i)
@@ -1219,6 +1222,7 @@ const std::map<std::string, ShapeRule>& registry() {
     r["tl.GeGLU"] = swigluRule;  // g and u of one shape, like SwiGLU
     r["tl.Attention"] = attentionRule;
     r["tl.Concat"] = concatPairRule;
+    r["tl.KvAppend"] = concatPairRule;
     r["tl.Elementwise"] = elementwiseRule;
     r["tl.Gelu"] = sameAsInputRule;
     return r;

@@ -4,13 +4,17 @@
 // of every tensor in its own buffer.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
+
+#include <onnx/defs/parser.h>
 
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
 #include "check/reference_check.h"
 #include "fuse/fuse.h"
+#include "plan/kv_cache.h"
 #include "plan/memory_plan.h"
 #include "lm/causal_lm.h"
 #include "runtime/executor.h"
@@ -62,16 +66,24 @@ TEST_P(PlanModels, BuffersHoldTheirTensorsAndNeverOverlap) {
 }
 
 // The planned model, plain and fused, runs from its arena (tl-run reads the plan) and
-// still matches the references, in both kernel families.
-void checkPlanned(const std::filesystem::path& dir, bool fused) {
+// still matches the references, in both kernel families. Fused, its caches are in place,
+// in both layouts: the data sets' past goes into the cache and present comes out of it.
+void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout = KvLayout::Sequence) {
   Model model = loadModel((dir / "model.onnx").string());
   if (fused) runFusePasses(model, {});
   {
+    const KvPlan kv = planKvCache(model, layout, 1);
+    EXPECT_TRUE(!fused || kv.notInPlace.empty()) << kv.notInPlace;
     Graph graph(model.proto.graph());
     ShapeAnalysis analysis = inferShapes(model, graph);
     PlanOptions opt;
     opt.maxSeq = 512;
+    for (const auto& set : loadDataSets(dir))  // the batch the data sets run (a plan holds one)
+      opt.batch = std::max(opt.batch, set.inputs.at(0).dims.at(0));
+    if (kv.notInPlace.empty())
+      for (const auto& p : kv.pairs) opt.outside.insert(p.present);
     annotatePlan(model.proto, planMemory(graph, analysis, opt));
+    annotateKvPlan(model.proto, kv);
   }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -90,7 +102,10 @@ void checkPlanned(const std::filesystem::path& dir, bool fused) {
 }
 
 TEST_P(PlanModels, PlannedModelMatchesReferenceOutputs) { checkPlanned(GetParam(), false); }
-TEST_P(PlanModels, FusedPlannedModelMatchesReferenceOutputs) { checkPlanned(GetParam(), true); }
+TEST_P(PlanModels, FusedPlannedModelMatchesReferenceOutputs) {
+  checkPlanned(GetParam(), true, KvLayout::Sequence);
+  checkPlanned(GetParam(), true, KvLayout::Heads);
+}
 
 INSTANTIATE_TEST_SUITE_P(AllModels, PlanModels, ::testing::ValuesIn(test::modelDirs()),
                          [](const auto& info) { return test::modelTestName(info.param); });
@@ -166,6 +181,127 @@ TEST(TlPlanCli, TextArtifactAndBadInput) {
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_NE(r.out.find("--max-seq"), std::string::npos);
   EXPECT_EQ(test::runTool("tl-plan", "--version").exitCode, 0);
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// bytellama fused and planned with its caches in place, decode lengths in buckets of `pad`.
+Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(model, {});
+  const KvPlan kv = planKvCache(model, layout, pad);
+  EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = maxSeq;
+  for (const auto& p : kv.pairs) opt.outside.insert(p.present);
+  annotatePlan(model.proto, planMemory(graph, analysis, opt));
+  annotateKvPlan(model.proto, kv);
+  return model;
+}
+
+std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays = nullptr) {
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  Device device(selectDevice(""), false);
+  device.setGpuKernels(gpu);
+  Executor ex(device, model, graph, analysis);
+  CausalLm lm(ex, graph, analysis);
+  std::vector<int64_t> out;
+  int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(next);
+    next = lm.stepGreedy({next});
+  }
+  if (replays) *replays = ex.replays();
+  return out;
+}
+
+// Greedy decoding through the in-place cache, 500 tokens across buckets of 64 (and exact
+// lengths, and the heads-first layout), equals decoding through the copying path, byte for
+// byte, in both kernel families; steps within a bucket replay their launches.
+TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
+  Model plain = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(plain, {});
+  for (bool gpu : {false, true}) {
+    const auto want = greedy(plain, 500, gpu);
+    for (auto [pad, layout] : {std::pair{int64_t{64}, KvLayout::Sequence}, {int64_t{1}, KvLayout::Sequence}, {int64_t{64}, KvLayout::Heads}}) {
+      Model planned = inPlaceBytellama(pad, layout, 600);
+      int64_t replays = 0;
+      EXPECT_EQ(greedy(planned, 500, gpu, &replays), want) << "pad " << pad << (gpu ? " gpu" : " cpu");
+      if (pad > 1) {
+        EXPECT_GE(replays, 500 - 500 / pad - 2) << "pad " << pad;
+      }
+    }
+  }
+}
+
+// A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
+// kernel writes one k row and one v row per kv head into caches that exist once.
+TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
+  Model model = inPlaceBytellama(16, KvLayout::Sequence, 256);
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  Device device(selectDevice(""), true);
+  Executor ex(device, model, graph, analysis);
+  CausalLm lm(ex, graph, analysis);
+  int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
+  int64_t caches = 0, rowBytes = 0;
+  for (const auto& name : lm.cacheInputs()) {
+    const auto& d = analysis.at(name).dims;
+    rowBytes += *d[1].constValue() * *d[3].constValue() * 4;  // a token's row in every head
+    caches += *d[1].constValue() * *d[3].constValue() * 4 * 256;
+  }
+  for (int step = 0; step < 40; ++step) {
+    next = lm.stepGreedy({next});
+    EXPECT_EQ(ex.cacheTraffic().copied, 0);
+    EXPECT_EQ(ex.cacheTraffic().written, rowBytes) << "step " << step;
+    for (const auto& t : ex.profile()) EXPECT_TRUE(t.op != "CacheCarry" && t.op != "KvAppend") << t.op;
+  }
+  std::vector<std::string> all = lm.cacheInputs();
+  all.insert(all.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
+  EXPECT_EQ(static_cast<int64_t>(ex.memoryUse(all).cache), caches);
+}
+
+// tl-plan's refusals: --pad where the caches cannot be in place (not fused), a cache whose
+// append is no graph output; a longer run than the plan holds is refused by tl-run.
+TEST(TlPlanCli, KvCacheRefusals) {
+  const auto model = test::sharedModels() / "llama-past" / "model.onnx";
+  auto r = test::runTool("tl-plan", model.string() + " --max-seq 64 --pad 16 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("--pad needs the cache in place"), std::string::npos) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --pad 0 --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --kv-layout diagonal --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  const auto dir = test::tempDir("kv-refusals");
+  const auto fused = dir / "fused.onnx", planned = dir / "planned.onnx";
+  ASSERT_EQ(test::runTool("tl-fuse", (test::sourceDir() / "models/bytellama-past/model.onnx").string() + " -o " + fused.string()).exitCode, 0);
+  r = test::runTool("tl-plan", fused.string() + " --max-seq 64 --pad 16 -o " + planned.string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  r = test::runTool("tl-run", planned.string() + " --generate --prompt 'def ' -n 100");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("--max-seq 64"), std::string::npos) << r.err;
+  // A Concat appends to a cache input, but what it makes is no graph output.
+  Model orphan;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(orphan.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, 2, P, 4] past, float[B, 2, N, 4] x) => (float[B, 2, N, 4] y) {
+  c = Concat <axis = 2> (past, x)
+  y = Identity (x)
+}
+)ONNX").IsOK());
+  orphan.baseDir = dir;
+  const auto orphanPath = dir / "orphan.onnx";
+  std::ofstream(orphanPath, std::ios::binary) << serializeModel(orphan, dir);
+  r = test::runTool("tl-plan", orphanPath.string() + " --max-seq 64 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("is no graph output: tl-plan cannot match the cache to an output"), std::string::npos) << r.err;
 }
 
 }  // namespace
