@@ -266,62 +266,68 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 
 // GPU family, decode (a few query rows over a cache): a work-group per (query row, split
 // of the keys), each item taking keys lid, lid + 64, ... with its own running max, sum and
-// output (registers, D and Dv up to 128, multiples of 4): no barrier per block of keys, one
+// output (registers; D and Dv up to 128, multiples of 4): no barrier per block of keys, one
 // merge at the end (the items' maxima, then their outputs summed a column per item). With
 // several splits it writes (max, sum, output) for attention_combine_f32.
-#define AD_MAXD 128
-__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
-void attention_dec_f32(__global const float* q, __global const float* k, __global const float* v,
-                       __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
-                       int chunk) {
-  __local float qs[AD_MAXD], red[RED_WG], accs[RED_WG * (AD_MAXD + 1)];
-  ATT_SPLIT_ROW
-  const int t1 = min(T, (split + 1) * chunk);
-  float4 acc[AD_MAXD / 4];
-  for (int i = 0; i < AD_MAXD / 4; ++i) acc[i] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
-  for (int t = split * chunk + lid; t < t1; t += RED_WG) {
-    __global const float* kr = kb + (long)t * kst;
-    float4 a = 0.0f;
-    for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * vload4(0, kr + d);
-    const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask,
-                              att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
-    if (x == -INFINITY) continue;
-    if (x > m) {  // a new maximum rescales what this item summed so far
-      const float corr = exp(m - x);
-      l *= corr;
-      for (int i = 0; i < AD_MAXD / 4; ++i) acc[i] *= corr;
-      m = x;
-    }
-    const float p = exp(x - m);
-    l += p;
-    __global const float* vr = vb + (long)t * vst;
-    for (int i = 0; i < AD_MAXD / 4; ++i)
-      if (4 * i < Dv) acc[i] += p * vload4(i, vr);
+// EXACT kernels know D = Dv = WIDTH at compile time, so the loops unroll and the
+// accumulators stay in registers; the generic one takes any multiple of 4 up to WIDTH.
+#define ATT_DEC(NAME, WIDTH, EXACT)                                                                       \
+  __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                            \
+  void NAME(__global const float* q, __global const float* k, __global const float* v,                   \
+            __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,  \
+            int chunk) {                                                                                  \
+    __local float qs[WIDTH], red[RED_WG], accs[RED_WG * (WIDTH + 1)];                                    \
+    ATT_SPLIT_ROW                                                                                         \
+    const int DK = EXACT ? WIDTH : D, DV = EXACT ? WIDTH : Dv;                                           \
+    const int t1 = min(T, (split + 1) * chunk);                                                           \
+    float4 acc[WIDTH / 4];                                                                                \
+    for (int i = 0; i < WIDTH / 4; ++i) acc[i] = 0.0f;                                                    \
+    float m = -INFINITY, l = 0.0f;                                                                        \
+    for (int t = split * chunk + lid; t < t1; t += RED_WG) {                                              \
+      __global const float* kr = kb + (long)t * kst;                                                      \
+      float4 a = 0.0f;                                                                                    \
+      for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * vload4(0, kr + d);                         \
+      const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask,    \
+                                att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);            \
+      if (x == -INFINITY) continue;                                                                       \
+      if (x > m) { /* a new maximum rescales what this item summed so far */                              \
+        const float corr = exp(m - x);                                                                    \
+        l *= corr;                                                                                        \
+        for (int i = 0; i < WIDTH / 4; ++i) acc[i] *= corr;                                               \
+        m = x;                                                                                            \
+      }                                                                                                   \
+      const float p = exp(x - m);                                                                         \
+      l += p;                                                                                             \
+      __global const float* vr = vb + (long)t * vst;                                                      \
+      for (int i = 0; i < WIDTH / 4; ++i)                                                                 \
+        if (4 * i < DV) acc[i] += p * vload4(i, vr);                                                      \
+    }                                                                                                     \
+    const float mx = wg_max(red, m);                                                                      \
+    const float sc = m == -INFINITY ? 0.0f : exp(m - mx);                                                 \
+    const float sum = wg_sum(red, l * sc);                                                                \
+    const int stride = DV + 1; /* one apart: the column sums read across banks */                         \
+    for (int i = 0; i < WIDTH / 4; ++i) {                                                                 \
+      if (4 * i >= DV) break;                                                                             \
+      const float4 x = acc[i] * sc;                                                                       \
+      accs[lid * stride + 4 * i] = x.x;                                                                   \
+      accs[lid * stride + 4 * i + 1] = x.y;                                                               \
+      accs[lid * stride + 4 * i + 2] = x.z;                                                               \
+      accs[lid * stride + 4 * i + 3] = x.w;                                                               \
+    }                                                                                                     \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    __global float* o = out + b * osb + h * osh + s * oss;                                                \
+    __global float* pp = part + ((long)row * splits + split) * (DV + 2);                                  \
+    for (int d = lid; d < DV; d += RED_WG) {                                                              \
+      float a = 0.0f;                                                                                     \
+      for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];                                         \
+      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                \
+      else pp[2 + d] = a;                                                                                 \
+    }                                                                                                     \
+    if (splits > 1 && lid == 0) {                                                                         \
+      pp[0] = mx;                                                                                         \
+      pp[1] = sum;                                                                                        \
+    }                                                                                                     \
   }
-  const float mx = wg_max(red, m);
-  const float sc = m == -INFINITY ? 0.0f : exp(m - mx);
-  const float sum = wg_sum(red, l * sc);
-  const int stride = Dv + 1;  // one apart: the column sums read across banks
-  for (int i = 0; i < AD_MAXD / 4; ++i) {
-    if (4 * i >= Dv) break;
-    const float4 x = acc[i] * sc;
-    accs[lid * stride + 4 * i] = x.x;
-    accs[lid * stride + 4 * i + 1] = x.y;
-    accs[lid * stride + 4 * i + 2] = x.z;
-    accs[lid * stride + 4 * i + 3] = x.w;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  __global float* o = out + b * osb + h * osh + s * oss;
-  __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
-  for (int d = lid; d < Dv; d += RED_WG) {
-    float a = 0.0f;
-    for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];
-    if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;
-    else pp[2 + d] = a;
-  }
-  if (splits > 1 && lid == 0) {
-    pp[0] = mx;
-    pp[1] = sum;
-  }
-}
+ATT_DEC(attention_dec_f32, 128, 0)
+ATT_DEC(attention_dec64_f32, 64, 1)
+ATT_DEC(attention_dec128_f32, 128, 1)

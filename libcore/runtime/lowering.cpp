@@ -970,7 +970,8 @@ void attentionOp(const Node& n) {
   const int64_t chunk = (T + splits - 1) / splits;
   const std::string part = n.proto.name() + "#splits";
   if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
-  Launch l = n.launch(tiled ? "attention_tile_f32" : dec ? "attention_dec_f32" : gpu ? "attention_wg_f32" : "attention_f32");
+  const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
+  Launch l = n.launch(tiled ? "attention_tile_f32" : dec ? decKernel : gpu ? "attention_wg_f32" : "attention_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
