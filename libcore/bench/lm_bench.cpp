@@ -74,7 +74,7 @@ void measure(Executor& ex, const std::string& label, int64_t steps, double units
   once(&totals);
   dev.setProfiling(false);
   double wall = 0;
-  const double enqueued = ex.enqueueSeconds();
+  const double enqueued = ex.enqueueSeconds(), inOpenCl = ex.openclSeconds();
   for (int r = 0; r < opt.reps; ++r) {
     if (opt.progress) opt.progress(label + ": " + std::to_string(r + 1) + "/" + std::to_string(opt.reps));
     const double s = once(nullptr);
@@ -85,6 +85,7 @@ void measure(Executor& ex, const std::string& label, int64_t steps, double units
   row.deviceMsPerStep = totals.deviceMs / steps;
   row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
   row.enqueueMsPerStep = (ex.enqueueSeconds() - enqueued) / opt.reps / steps * 1e3;
+  row.ownMsPerStep = row.enqueueMsPerStep - (ex.openclSeconds() - inOpenCl) / opt.reps / steps * 1e3;
 }
 
 void addMemory(BenchRow& row, const Executor::MemoryUse& m) {

@@ -44,6 +44,7 @@ struct BenchRow {
   double bytesPerToken = kUnknown;
   double kernelsPerStep = kUnknown, deviceMsPerStep = kUnknown, hostMsPerStep = kUnknown;  // tl rows
   double enqueueMsPerStep = kUnknown;  // tl rows: host time enqueueing a step (Executor::enqueueSeconds)
+  double ownMsPerStep = kUnknown;      // tl rows: that less the OpenCL calls in it (Executor::openclSeconds)
   double kvBytes = kUnknown, activationBytes = kUnknown;  // tl rows: device memory after the test
 };
 

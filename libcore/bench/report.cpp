@@ -143,12 +143,12 @@ double ratio(double a, double b) { return b > 0 ? a / b : kUnknown; }
 Table rowsTable(const BenchReport& r) {
   Table t;
   t.keys = {"model", "engine", "test", "t_s", "weight_bytes", "bytes_per_token", "gbs", "bw_pct", "gflops",
-            "peak_pct", "kernels_per_step", "device_ms_per_step", "host_ms_per_step", "enqueue_ms_per_step", "kv_bytes", "activation_bytes",
+            "peak_pct", "kernels_per_step", "device_ms_per_step", "host_ms_per_step", "enqueue_ms_per_step", "own_ms_per_step", "kv_bytes", "activation_bytes",
             "device", "n_prompt", "n_gen",
             "n_depth", "bind", "reps", "avg_ts", "stddev_ts", "samples_ts", "flops_per_token", "bw_ceiling_gbs",
             "fp32_peak_gflops"};
   t.headers = {"model", "engine", "test", "t/s", "weights", "bytes/token", "GB/s", "% BW", "GFLOP/s", "% peak",
-               "kernels/step", "device ms/step", "host ms/step", "enqueue ms/step", "KV", "activations"};
+               "kernels/step", "device ms/step", "host ms/step", "enqueue ms/step", "tl ms/step", "KV", "activations"};
   t.headers.resize(t.keys.size());  // the rest only in csv and json
   const double bw = r.probe ? r.probe->bandwidthGBs() : kUnknown, peak = r.probe ? r.probe->fp32Gflops : kUnknown;
   for (const auto& row : r.rows) {
@@ -160,7 +160,7 @@ Table rowsTable(const BenchReport& r) {
                       bytes(row.bytesPerToken), number(gbs, 1), number(100 * ratio(gbs, bw), 1), number(gflops, 1),
                       number(100 * ratio(gflops, peak), 1), number(row.kernelsPerStep, 0),
                       number(row.deviceMsPerStep, 3), number(row.hostMsPerStep, 3),
-                      number(row.enqueueMsPerStep, 3), bytes(row.kvBytes),
+                      number(row.enqueueMsPerStep, 3), number(row.ownMsPerStep, 3), bytes(row.kvBytes),
                       bytes(row.activationBytes), text(row.device),
                       integer(row.prompt), integer(row.gen), integer(row.depth), text(row.bind),
                       integer(static_cast<int64_t>(row.samplesTs.size())), number(ts, 3), number(sd, 3),

@@ -47,6 +47,10 @@ const std::vector<FusePass>& fusePasses() {
        removeNoOps},
       {"merge-slices", "Slice(Slice(x)) with constant parameters -> one Slice (other axes, or steps of 1 on one axis)",
        mergeSlices},
+      {"fold-constants",
+       "a node of constant inputs whose host evaluation is exact (integers, logic, casts, data movement) -> an "
+       "initializer of its output",
+       foldConstants},
       {"cse", "nodes of one op, inputs and attributes -> computed once", eliminateCommonSubexpressions},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
   };

@@ -27,6 +27,7 @@
 //   elementwise a DAG of float elementwise ops of one output shape  =>  tl.Elementwise (generated kernel)
 //   no-ops      Identity, mask-less Dropout, same-type Cast, same-shape Expand/Reshape, identity
 //               Transpose: readers read the input
+//   fold-constants  a node whose inputs are all constants, evaluated exactly on the host  =>  an initializer
 //   cse         identical nodes (op, inputs, attributes) computed once
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
 #pragma once
@@ -81,6 +82,7 @@ PassResult fuseRopeCache(Model& model);
 PassResult fuseElementwise(Model& model);
 PassResult removeNoOps(Model& model);
 PassResult mergeSlices(Model& model);
+PassResult foldConstants(Model& model);
 // One Slice range equal to slicing [s1, e1) and then [s2, e2) of that (steps of 1,
 // non-negative indices; ONNX clamps each range to the length it slices).
 std::pair<int64_t, int64_t> composeSliceRanges(int64_t s1, int64_t e1, int64_t s2, int64_t e2);

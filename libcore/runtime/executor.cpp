@@ -543,8 +543,10 @@ void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const
 
 void Executor::enqueueSite(size_t node, const Site& s) {
   cl_event e = nullptr;
-  clCheck(clEnqueueNDRangeKernel(device_.queue(), s.k, s.dims, nullptr, s.global, s.local, 0, nullptr,
-                                 device_.profiling() ? &e : nullptr),
+  clCheck(timed([&] {
+            return clEnqueueNDRangeKernel(device_.queue(), s.k, s.dims, nullptr, s.global, s.local, 0, nullptr,
+                                          device_.profiling() ? &e : nullptr);
+          }),
           "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
   recordEvent(node, e);
   traffic_.written += s.cacheBytes;
@@ -844,8 +846,10 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
     std::memcpy(arenaHost_.data() + r.offsets.back(), &rows, sizeof rows);
   }
   for (const auto& [from, to] : r.writes)
-    clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0, nullptr,
-                                 nullptr),
+    clCheck(timed([&] {
+              return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from,
+                                          0, nullptr, nullptr);
+            }),
             "clEnqueueWriteBuffer", "the run's uploads");
   releaseEvents();
   traffic_ = {};
@@ -863,7 +867,7 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
       }
       clCheck(cb->finalize(r.commands), "clFinalizeCommandBufferKHR");
     }
-    clCheck(cb->enqueue(0, nullptr, r.commands, 0, nullptr, nullptr), "clEnqueueCommandBufferKHR");
+    clCheck(timed([&] { return cb->enqueue(0, nullptr, r.commands, 0, nullptr, nullptr); }), "clEnqueueCommandBufferKHR");
     traffic_.written = r.cacheBytes;
   } else {
     for (const auto& [node, site] : r.launches) enqueueSite(node, recordings_[node].sites[site]);
@@ -901,8 +905,10 @@ void Executor::flushUploads() {
   lastWrites_.clear();
   auto write = [&] {
     if (to <= from) return;
-    clCheck(clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
-                                 nullptr, nullptr),
+    clCheck(timed([&] {
+              return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from,
+                                          0, nullptr, nullptr);
+            }),
             "clEnqueueWriteBuffer", "the run's uploads");
     lastWrites_.emplace_back(from, to);
   };

@@ -13,6 +13,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -77,6 +78,9 @@ class Executor {
   // Host seconds spent in enqueue() so far: binding, host nodes, uploads, lowering and
   // the OpenCL enqueue calls, not waits on the device (tl's own work per run).
   double enqueueSeconds() const { return enqueueSeconds_; }
+  // Host seconds of enqueueSeconds() spent inside OpenCL calls (enqueues and writes): the
+  // rest is tl's own work.
+  double openclSeconds() const { return openclSeconds_; }
   // Runs so far that replayed the last run's launches (same shapes and bucket).
   int64_t replays() const { return replays_; }
 
@@ -289,7 +293,15 @@ class Executor {
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
   int64_t syncs_ = 0;
-  double enqueueSeconds_ = 0;
+  double enqueueSeconds_ = 0, openclSeconds_ = 0;
+  // Times an OpenCL call made during enqueue() into openclSeconds_.
+  template <typename F>
+  cl_int timed(F&& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const cl_int err = call();
+    openclSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return err;
+  }
   int64_t replays_ = 0;
 };
 

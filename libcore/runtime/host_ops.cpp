@@ -153,7 +153,7 @@ bool hostEvaluable(const onnx::NodeProto& node, const ShapeAnalysis& analysis) {
   static const std::set<std::string> logic{"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
                                            "And", "Or", "Xor", "Not"};
   static const std::set<std::string> moves{"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
-                                           "Gather", "Where", "Concat", "Cast", "ConstantOfShape"};
+                                           "Gather", "Where", "Concat", "Cast", "ConstantOfShape", "Transpose"};
   static const std::set<std::string> arithmetic{"Add", "Sub", "Mul", "Range"};
   if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.output_size() != 1) return false;
   const std::string& op = node.op_type();
@@ -180,6 +180,31 @@ Tensor evaluateOnHost(const onnx::NodeProto& node, const std::vector<const Tenso
     return out;
   }
   if (op == "Cast") return cast(need(0), outDims, outType);
+  if (op == "Transpose") {  // output axis k walks input axis perm[k]
+    const Tensor& x = need(0);
+    const size_t rank = x.dims.size();
+    std::vector<int64_t> perm(rank);
+    for (size_t k = 0; k < rank; ++k) perm[k] = static_cast<int64_t>(rank - 1 - k);
+    if (auto p = attrInts(node, "perm")) perm = *p;
+    if (perm.size() != rank) throw Error("Transpose's perm has " + std::to_string(perm.size()) + " axes for rank " + std::to_string(rank));
+    const Dims is = contiguousStrides(x.dims);
+    Dims stride(rank);
+    for (size_t k = 0; k < rank; ++k) stride[k] = is.at(static_cast<size_t>(perm[k]));
+    Dims at(rank, 0);
+    int64_t src = 0;
+    return gatherBytes(x, outDims, [&](int64_t) {
+      const int64_t here = src;
+      for (size_t d = rank; d-- > 0;) {  // odometer over the output's index
+        if (++at[d] < outDims[d]) {
+          src += stride[d];
+          break;
+        }
+        src -= stride[d] * (outDims[d] - 1);
+        at[d] = 0;
+      }
+      return here;
+    });
+  }
   if (op == "Expand") {
     const auto idx = broadcastIndex(need(0).dims, outDims);
     return gatherBytes(need(0), outDims, [&](int64_t o) { return idx[o]; });

@@ -78,8 +78,10 @@ TEST_F(TlBenchCli, RowsCountTokensAndBytesOfTheModel) {
     EXPECT_EQ(field(row, "reps"), 2) << row;
     EXPECT_NE(row.find("\"samples_ts\": ["), std::string::npos) << row;
     EXPECT_GT(field(row, "avg_ts"), 0) << row;
-    // Gather, MatMul, Concat at least (one token's Transpose is a view; the carry swaps buffers)
-    EXPECT_GE(field(row, "kernels_per_step"), 3) << row;
+    // MatMul and Concat at least (the embedding Gather and its Transpose, a few small rows,
+    // run on the host; one token's Transpose is a view; the carry swaps buffers)
+    EXPECT_GE(field(row, "kernels_per_step"), 2) << row;
+    EXPECT_LE(field(row, "own_ms_per_step"), field(row, "enqueue_ms_per_step")) << row;
     // achieved GB/s is bytes per token times tokens per second
     EXPECT_NEAR(field(row, "gbs"), field(row, "bytes_per_token") * field(row, "avg_ts") / 1e9, 1e-6) << row;
   }

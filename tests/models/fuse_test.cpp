@@ -3,6 +3,7 @@
 // reference (Eigen) on random shapes; greedy generation unchanged; the CLI's errors.
 #include <Eigen/Dense>
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 
 #include <cmath>
 #include <cstring>
@@ -798,6 +799,53 @@ TEST(MergeSlices, NegativeIndicesOfOneAxisAreANearMiss) {
   EXPECT_EQ(r[0].rewrites, 0);
   ASSERT_EQ(r[0].nearMisses.size(), 1u);
   EXPECT_NE(r[0].nearMisses[0].find("negative index"), std::string::npos) << r[0].nearMisses[0];
+}
+
+// fold-constants folds what is exact on the host over constants too large for tl-shape to
+// hold as values (a Transpose, a Cast, a Where, integer arithmetic), and leaves float
+// arithmetic and views alone; the folded model computes what the unfolded one does.
+TEST(FoldConstants, ExactOpsOfConstantsBecomeInitializers) {
+  std::string w, i;
+  for (int e = 0; e < 2000; ++e) {
+    w += (e ? ", " : "") + std::to_string((e * 37 % 101) * 0.25 - 12);
+    i += (e ? ", " : "") + std::to_string(e % 7 - 3);
+  }
+  Model m;
+  const std::string text = R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[40, 50] x) => (float[40, 50] y) <float[50, 40] w = {)ONNX" + w + R"ONNX(}, int64[50, 40] i = {)ONNX" + i + R"ONNX(}> {
+  wt = Transpose <perm = [1, 0]> (w)
+  two = Constant <value = int64 {2}> ()
+  i2 = Mul (i, two)
+  neg = Less (i2, two)
+  picked = Where (neg, i, i2)
+  fi = Cast <to = 1> (picked)
+  fit = Transpose <perm = [1, 0]> (fi)
+  half = Constant <value = float {0.5}> ()
+  scaled = Mul (wt, half)
+  shape = Constant <value = int64[2] {40, 50}> ()
+  view = Reshape (w, shape)
+  s = Add (scaled, view)
+  s2 = Add (s, fit)
+  y = Add (x, s2)
+}
+)ONNX";
+  const auto status = onnx::OnnxParser::Parse(m.proto, text.c_str());
+  ASSERT_TRUE(status.IsOK()) << status.ErrorMessage();
+  Model folded = m;
+  const auto r = runFusePasses(folded, {"fold-constants", "dead-nodes"});
+  EXPECT_EQ(r[0].rewrites, 6);  // wt, i2, neg, picked, fi, fit; not the float Mul or the Reshape view
+  std::set<std::string> ops;
+  for (const auto& n : folded.proto.graph().node()) ops.insert(n.op_type());
+  EXPECT_FALSE(ops.count("Transpose") || ops.count("Less") || ops.count("Where") || ops.count("Cast"));
+  EXPECT_TRUE(ops.count("Reshape") && ops.count("Mul"));
+  std::vector<float> x(2000);
+  for (size_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(e % 13) - 6.5f;
+  std::vector<std::vector<uint8_t>> outs;
+  for (Model* model : {&m, &folded})
+    onBothFamilies(*model, [&](Executor& ex, bool) { outs.push_back(ex.run({floats("x", x, {40, 50})})[0].bytes); });
+  ASSERT_EQ(outs.size(), 4u);
+  for (size_t k = 1; k < outs.size(); ++k) EXPECT_EQ(outs[k], outs[0]) << k;
 }
 
 }  // namespace
