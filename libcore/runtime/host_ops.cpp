@@ -18,16 +18,8 @@ bool byteSized(DType t) { return t == DType::Bool || t == DType::Int32 || t == D
 bool integral(DType t) { return t == DType::Bool || t == DType::Int32 || t == DType::Int64; }
 size_t width(DType t) { return dtypeBits(t) / 8; }
 
-// For each element of `out`, the element of `in` that numpy broadcasting reads.
-std::vector<int64_t> broadcastIndex(const Dims& in, const Dims& out) {
-  if (in.size() > out.size()) throw Error("an operand of rank " + std::to_string(in.size()) + " does not broadcast to rank " + std::to_string(out.size()));
-  const size_t off = out.size() - in.size();
-  Dims stride(out.size(), 0);
-  const Dims cs = contiguousStrides(in);
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != 1 && in[i] != out[off + i]) throw Error("shape " + std::to_string(in[i]) + " does not broadcast to " + std::to_string(out[off + i]));
-    stride[off + i] = in[i] == 1 ? 0 : cs[i];
-  }
+// For each element of `out` in order, the input element at sum(index[d] * stride[d]).
+std::vector<int64_t> walk(const Dims& out, const Dims& stride) {
   const int64_t n = elementCount(out);
   std::vector<int64_t> idx(static_cast<size_t>(n));
   Dims at(out.size(), 0);
@@ -44,6 +36,19 @@ std::vector<int64_t> broadcastIndex(const Dims& in, const Dims& out) {
     }
   }
   return idx;
+}
+
+// For each element of `out`, the element of `in` that numpy broadcasting reads.
+std::vector<int64_t> broadcastIndex(const Dims& in, const Dims& out) {
+  if (in.size() > out.size()) throw Error("an operand of rank " + std::to_string(in.size()) + " does not broadcast to rank " + std::to_string(out.size()));
+  const size_t off = out.size() - in.size();
+  Dims stride(out.size(), 0);
+  const Dims cs = contiguousStrides(in);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != 1 && in[i] != out[off + i]) throw Error("shape " + std::to_string(in[i]) + " does not broadcast to " + std::to_string(out[off + i]));
+    stride[off + i] = in[i] == 1 ? 0 : cs[i];
+  }
+  return walk(out, stride);
 }
 
 Tensor blank(const Dims& dims, DType t) {
@@ -190,20 +195,8 @@ Tensor evaluateOnHost(const onnx::NodeProto& node, const std::vector<const Tenso
     const Dims is = contiguousStrides(x.dims);
     Dims stride(rank);
     for (size_t k = 0; k < rank; ++k) stride[k] = is.at(static_cast<size_t>(perm[k]));
-    Dims at(rank, 0);
-    int64_t src = 0;
-    return gatherBytes(x, outDims, [&](int64_t) {
-      const int64_t here = src;
-      for (size_t d = rank; d-- > 0;) {  // odometer over the output's index
-        if (++at[d] < outDims[d]) {
-          src += stride[d];
-          break;
-        }
-        src -= stride[d] * (outDims[d] - 1);
-        at[d] = 0;
-      }
-      return here;
-    });
+    const auto idx = walk(outDims, stride);
+    return gatherBytes(x, outDims, [&](int64_t o) { return idx[o]; });
   }
   if (op == "Expand") {
     const auto idx = broadcastIndex(need(0).dims, outDims);
