@@ -1,6 +1,6 @@
 # Thin wrapper over CMake and ctest.
 #   make          build (build/bin/tl-*)
-#   make demo     set up, build, generate text from the bundled default model (tl-shape | tl-run)
+#   make demo     set up, build, generate text from the bundled default model (tl-shape | tl-fuse | tl-plan, tl-run)
 #   make test     set up, build, run every test (what CI runs)
 BUILD ?= build
 JOBS ?= $(shell nproc)
@@ -20,8 +20,8 @@ test: setup
 
 demo: setup
 	$(MAKE) all
-	$(BUILD)/bin/tl-shape $(MODEL) -o $(BUILD)/default.shaped.onnx
-	$(BUILD)/bin/tl-run $(BUILD)/default.shaped.onnx --generate --prompt "def " -n 200
+	$(BUILD)/bin/tl-shape $(MODEL) | $(BUILD)/bin/tl-fuse - | $(BUILD)/bin/tl-plan - --max-seq 512 --pad 64 -o $(BUILD)/default.planned.onnx
+	$(BUILD)/bin/tl-run $(BUILD)/default.planned.onnx --generate --prompt "def " -n 200
 
 clean:
 	rm -rf $(BUILD)
