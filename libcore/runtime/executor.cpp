@@ -786,6 +786,7 @@ void Executor::recordReplay(const std::vector<Tensor>& inputs, const std::vector
     const bool uploaded = hostRun_.empty() || !hostInputs_.count(t.name) || deviceReads_.count(t.name);
     r.names.push_back(t.name);
     r.dims.push_back(t.dims);
+    r.dtypes.push_back(t.dtype);
     r.isMask.push_back(std::find(kvMasks_.begin(), kvMasks_.end(), t.name) != kvMasks_.end());
     r.offsets.push_back(uploaded ? offset(t.name, &ok) : kNotUploaded);
   }
@@ -813,7 +814,7 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
   if (!kv_.empty() && (total > kvCapacity_ || (carried.empty() ? total : bucketOf(total)) != r.bucket)) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    if (t.name != r.names[i] || t.dims.size() != r.dims[i].size()) return false;
+    if (t.name != r.names[i] || t.dtype != r.dtypes[i] || t.dims.size() != r.dims[i].size()) return false;
     for (size_t d = 0; d < t.dims.size(); ++d)
       if (t.dims[d] != (r.isMask[i] && d + 1 == t.dims.size() ? total : r.dims[i][d])) return false;
   }

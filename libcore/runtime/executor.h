@@ -270,6 +270,7 @@ class Executor {
     bool valid = false;
     std::vector<std::string> names;          // the given inputs, in the order given
     std::vector<std::vector<int64_t>> dims;  // their dims (a key mask's last: the caches' length)
+    std::vector<DType> dtypes;
     std::vector<char> isMask;
     std::vector<std::pair<std::string, std::string>> carried;
     int64_t fresh = 0, bucket = 0;           // tokens a run appends; the bound cache length after it
