@@ -113,21 +113,37 @@ WHERE(u8, uchar)
 
 // tl.RoPE (rotate-half): y = x * cos + rotate_half(x) * sin over the last dim D, where
 // rotate_half(x) = concat(-x[D/2:], x[:D/2]); cos and sin read through broadcast strides.
+// Where rope_at's cos and sin come from: tables read through the strides cs and ss, or
+// (positions, tl-fuse rope-positions) the angle pos * inv_freq[d mod rot/2] of the int64
+// position ids at `cosv` (through cs), inv_freq at `sinv`, each times its scale, the ops
+// the unfused graph runs.
+typedef struct {
+  int positions;
+  float cscale, sscale;
+} RopeTrig;
+#define ROPE_TRIG_ARGS int positions, float cscale, float sscale
+#define ROPE_TRIG ((RopeTrig){positions, cscale, sscale})
+
 // Element i of rope(x); past `rot` the head passes through (partial rotary).
 inline float rope_at(__global const float* x, __global const float* cosv, __global const float* sinv, int i, int D,
-                     int rot, int8 dims, int8 cs, int8 ss) {
+                     int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg) {
   const int d = i % D, mid = rot / 2;
   if (d >= rot) return x[i];
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
+  if (tg.positions) {
+    const float a = (float)((__global const long*)cosv)[strided_offset(i, dims, cs)] * sinv[d % mid];
+    return x[i] * (cos(a) * tg.cscale) + partner * (sin(a) * tg.sscale);
+  }
   return x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
 
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                        __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
-                       __global const float* x2, __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2) {
+                       __global const float* x2, __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2,
+                       ROPE_TRIG_ARGS) {
   const int i = get_global_id(0);
-  if (i < n) out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
-  else if (i < n + n2) out2[i - n] = rope_at(x2, cosv, sinv, i - n, D, rot, dims2, cs2, ss2);
+  if (i < n) out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
+  else if (i < n + n2) out2[i - n] = rope_at(x2, cosv, sinv, i - n, D, rot, dims2, cs2, ss2, ROPE_TRIG);
 }
 
 // Element i of Concat(a, b) along an axis of `rows` (the first `first` from a), `inner`
@@ -141,7 +157,8 @@ __kernel void rope_f32(__global const float* x, __global const float* cosv, __gl
   }
 inline float rope_cache_at(__global const float* past, __global const float* x, __global const float* cosv,
                            __global const float* sinv, int i, int inner, int rows, int first, int D, int rot,
-                           int8 dims, int8 cs, int8 ss) CACHE_AT(past, i, inner, rows, first, rope_at(x, cosv, sinv, j, D, rot, dims, cs, ss))
+                           int8 dims, int8 cs, int8 ss, RopeTrig tg)
+    CACHE_AT(past, i, inner, rows, first, rope_at(x, cosv, sinv, j, D, rot, dims, cs, ss, tg))
 inline float cache_at(__global const float* past, __global const float* x, int i, int inner, int rows, int first)
     CACHE_AT(past, i, inner, rows, first, x[j])
 
@@ -152,12 +169,12 @@ __kernel void rope_cache_f32(__global const float* x, __global const float* cosv
                              __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global const float* past2,
                              __global float* cat2, int n2, int inner2, int rows2, int first2,
                              __global const float* x3, __global const float* past3, __global float* cat3, int n3,
-                             int inner3, int rows3, int first3) {
+                             int inner3, int rows3, int first3, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   if (i < n) {
-    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
   } else if ((i -= n) < n2) {
-    cat2[i] = rope_cache_at(past2, x2, cosv, sinv, i, inner2, rows2, first2, D, rot, dims2, cs2, ss2);
+    cat2[i] = rope_cache_at(past2, x2, cosv, sinv, i, inner2, rows2, first2, D, rot, dims2, cs2, ss2, ROPE_TRIG);
   } else if ((i -= n2) < n3) {
     cat3[i] = cache_at(past3, x3, i, inner3, rows3, first3);
   }
@@ -176,12 +193,13 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
                           int D2, int ksb, int ksh, int kst, __global const float* x3, __global float* vc, int n3,
-                          int D3, int vsb, int vsh, int vst, int H, int N, __global const int* kv_rows) {
+                          int D3, int vsb, int vsh, int vst, int H, int N, __global const int* kv_rows,
+                          ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   if (i < n) {
-    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss);
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
   } else if ((i -= n) < n2) {
-    kc[kv_at(i, H, N, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2);
+    kc[kv_at(i, H, N, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG);
   } else if ((i -= n2) < n3) {
     vc[kv_at(i, H, N, D3, vsb, vsh, vst, kv_rows[0])] = x3[i];
   }

@@ -39,6 +39,10 @@ const std::vector<FusePass>& fusePasses() {
        pairConcats},
       {"rope-cache", "a tl.Concat of the k and v caches whose new k a q/k tl.RoPE wrote -> that RoPE, appending both",
        fuseRopeCache},
+      {"rope-positions",
+       "a tl.RoPE whose cos and sin tables come from the position ids (inv_freq x positions, Concat(f, f), Cos/Sin "
+       "[x scale]) -> one that computes them from the ids itself",
+       fuseRopePositions},
       {"elementwise", "a DAG of float unary/binary elementwise ops (one output shape) -> one tl.Elementwise kernel",
        fuseElementwise},
       {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose, one-input "

@@ -24,6 +24,8 @@
 //   gelu        0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) or 0.5 x (1 + erf(x / sqrt 2))  =>  tl.Gelu
 //   geglu       Mul(tl.Gelu(g) or Gelu(g), u)  =>  tl.GeGLU
 //   concat-pair Concat(a0, a1), Concat(b0, b1), one axis  =>  tl.Concat(a0, a1, b0, b1) -> both
+//   rope-positions tl.RoPE(x, Cos(Concat(f, f)), Sin(..)), f = Transpose(MatMul(inv_freq, float(pos)))  =>
+//               tl.RoPE(x, pos, inv_freq), positions = 1: the tables computed in the kernel
 //   elementwise a DAG of float elementwise ops of one output shape  =>  tl.Elementwise (generated kernel)
 //   no-ops      Identity, mask-less Dropout, same-type Cast, same-shape Expand/Reshape, identity
 //               Transpose: readers read the input
@@ -79,6 +81,7 @@ PassResult fuseGelu(Model& model);
 PassResult fuseGeGlu(Model& model);
 PassResult pairConcats(Model& model);
 PassResult fuseRopeCache(Model& model);
+PassResult fuseRopePositions(Model& model);
 PassResult fuseElementwise(Model& model);
 PassResult removeNoOps(Model& model);
 PassResult mergeSlices(Model& model);

@@ -829,6 +829,11 @@ void rmsNormOp(const Node& n) {
           n.attrFloat("epsilon", 1e-5f));
 }
 
+// tl.RoPE's cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
+void ropeTrig(const Node& n, Launch& l) {
+  l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
+}
+
 // tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
 // ·) and v into Concat(past_v, v), one launch (rope_cache_f32).
 void ropeCache(const Node& n, Launch& l, int64_t count) {
@@ -845,6 +850,7 @@ void ropeCache(const Node& n, Launch& l, int64_t count) {
     l.mem(n.in(past)).mem(n.out(out)).i32(elementCount(o)).i32(inner).i32(o[axis]).i32(n.shape(n.in(past))[axis]);
     total += elementCount(o);
   }
+  ropeTrig(n, l);
   l.run1d(total);
 }
 
@@ -872,6 +878,7 @@ void ropeInPlace(const Node& n, Launch& l, int64_t count) {
   const Dims& sv = *n.ex.cacheStrides(n.out(2));
   const int64_t nv = elementCount(v);
   l.i32(nv).i32(v.back()).i32(sv[0]).i32(sv[1]).i32(sv[2]).i32(k.at(1)).i32(k.at(2)).mem(Executor::kKvRows);
+  ropeTrig(n, l);
   l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
 }
 
@@ -903,7 +910,9 @@ void kvAppendOp(const Node& n) {
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
 // second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
-  requireFloatInputs(n);
+  for (int i = 0; i < n.proto.input_size(); ++i)  // input 1 holds int64 position ids with `positions`
+    if (n.hasIn(static_cast<size_t>(i)) && n.dtype(n.in(static_cast<size_t>(i))) != (i == 1 && n.attrInt("positions", 0) ? DType::Int64 : DType::Float))
+      throw Error("tl.RoPE's inputs must be float32 (input 1 int64 position ids with positions = 1)", ExitCode::BadInput);
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
@@ -922,6 +931,7 @@ void ropeOp(const Node& n) {
     const cl_int8 none = pad8({}, 0);
     l.nullMem().nullMem().i32(0).vec(none).vec(none).vec(none);
   }
+  ropeTrig(n, l);
   l.run1d(count + count2);
 }
 

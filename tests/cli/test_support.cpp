@@ -19,9 +19,20 @@ std::filesystem::path sharedModels() { return TL_SHARED_MODELS; }
 std::filesystem::path sourceDir() { return TL_SOURCE_DIR; }
 
 std::filesystem::path tempDir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("tl_test_" + name);
+  // One per process, removed when it exits: ctest runs a suite's tests in parallel
+  // processes, and one emptying a shared folder while another wrote there failed its set-up.
+  struct Made {
+    std::vector<std::filesystem::path> dirs;
+    ~Made() {
+      std::error_code ignored;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ignored);
+    }
+  };
+  static Made made;
+  auto d = std::filesystem::temp_directory_path() / ("tl_test_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  made.dirs.push_back(d);
   return d;
 }
 
