@@ -192,16 +192,16 @@ inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0)
 __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
-                          int D2, int ksb, int ksh, int kst, __global const float* x3, __global float* vc, int n3,
-                          int D3, int vsb, int vsh, int vst, int H, int N, __global const int* kv_rows,
-                          ROPE_TRIG_ARGS) {
+                          int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3,
+                          __global float* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
+                          __global const int* kv_rows, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   if (i < n) {
     out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
   } else if ((i -= n) < n2) {
-    kc[kv_at(i, H, N, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG);
+    kc[kv_at(i, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG);
   } else if ((i -= n2) < n3) {
-    vc[kv_at(i, H, N, D3, vsb, vsh, vst, kv_rows[0])] = x3[i];
+    vc[kv_at(i, H3, N3, D3, vsb, vsh, vst, kv_rows[0])] = x3[i];
   }
 }
 

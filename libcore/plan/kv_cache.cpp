@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli/error.h"
+#include "fuse/pattern.h"
 #include "graph/attributes.h"
 
 namespace tl {
@@ -27,28 +28,25 @@ std::string passedFrom(const Graph& g, std::string t, int* first) {
     const int p = g.producer(t);
     if (p < 0) return t;
     const auto& n = g.node(static_cast<size_t>(p));
-    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (!plain || !((n.op_type() == "Concat" || n.op_type() == "Identity") && n.input_size() == 1)) return t;
+    if (!((isOp(&n, "Concat") || isOp(&n, "Identity")) && n.input_size() == 1)) return t;
     *first = p;
     t = n.input(0);
   }
   return t;
 }
 
-bool isTl(const onnx::NodeProto& n, const char* op) { return n.domain() == "tl" && n.op_type() == op; }
 
 std::vector<Append> findAppends(const Graph& g, const ShapeAnalysis& a) {
   std::vector<Append> out;
   for (size_t i = 0; i < g.nodeCount(); ++i) {
     const auto& n = g.node(i);
-    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
     // (past, new, output) index triples of each appending node kind.
     std::vector<std::array<int, 3>> slots;
-    if (plain && n.op_type() == "Concat" && n.input_size() == 2) slots = {{0, 1, 0}};
-    if ((isTl(n, "Concat") || isTl(n, "KvAppend")) && n.input_size() == 4 && n.output_size() == 2) slots = {{0, 1, 0}, {2, 3, 1}};
-    if (isTl(n, "KvAppend") && n.input_size() == 2) slots = {{0, 1, 0}};
-    if (isTl(n, "RoPE") && findAttr(n, "cache_axis") && n.input_size() == 7 && n.output_size() == 3) slots = {{4, 3, 1}, {5, 6, 2}};
-    const char* axisAttr = isTl(n, "RoPE") ? "cache_axis" : "axis";
+    if (isOp(&n, "Concat") && n.input_size() == 2) slots = {{0, 1, 0}};
+    if ((isAnchor(n, "tl.Concat") || isAnchor(n, "tl.KvAppend")) && n.input_size() == 4 && n.output_size() == 2) slots = {{0, 1, 0}, {2, 3, 1}};
+    if (isAnchor(n, "tl.KvAppend") && n.input_size() == 2) slots = {{0, 1, 0}};
+    if (isAnchor(n, "tl.RoPE") && findAttr(n, "cache_axis") && n.input_size() == 7 && n.output_size() == 3) slots = {{4, 3, 1}, {5, 6, 2}};
+    const char* axisAttr = isAnchor(n, "tl.RoPE") ? "cache_axis" : "axis";
     for (const auto& [p, f, o] : slots) {
       int through;
       const std::string past = passedFrom(g, n.input(p), &through);
@@ -134,7 +132,7 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
         const auto& n = g.node(r);
         const bool asK = n.input_size() > 1 && n.input(1) == p.present && !attrInt(n, "k_bthd").value_or(0);
         const bool asV = n.input_size() > 2 && n.input(2) == p.present && !attrInt(n, "v_bthd").value_or(0);
-        if (isTl(n, "Attention") && (asK || asV) && n.input(0) != p.present) {
+        if (isAnchor(n, "tl.Attention") && (asK || asV) && n.input(0) != p.present) {
           attentions.insert(r);
           continue;
         }
@@ -188,7 +186,7 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
   auto* g = model.proto.mutable_graph();
   for (size_t i : appendNodes) {
     auto* n = g->mutable_node(static_cast<int>(i));
-    if (n->op_type() == "RoPE" || isTl(*n, "KvAppend")) continue;
+    if (n->op_type() == "RoPE" || isAnchor(*n, "tl.KvAppend")) continue;
     n->set_domain("tl");
     n->set_op_type("KvAppend");
     n->set_name(n->name() + "/tl.KvAppend");

@@ -33,6 +33,16 @@ std::vector<uint8_t> encode(const std::vector<int64_t>& v, DType t) {
   return out;
 }
 
+// A key mask's rows of `from` elements of `width` bytes, each padded with zeros (hidden
+// keys) to `to` elements, into `out` (rows * to elements).
+void padRows(const std::vector<uint8_t>& rows, size_t width, int64_t from, int64_t to, uint8_t* out) {
+  const size_t f = static_cast<size_t>(from) * width, t = static_cast<size_t>(to) * width;
+  for (size_t r = 0; f && r < rows.size() / f; ++r) {
+    std::memcpy(out + r * t, rows.data() + r * f, f);
+    std::memset(out + r * t + f, 0, t - f);
+  }
+}
+
 // The fields of a metadata value (tl.plan.*), empty ones dropped.
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
@@ -41,6 +51,16 @@ std::vector<std::string> split(const std::string& text, char sep) {
     const size_t end = std::min(text.find(sep, start), text.size());
     if (end > start) out.push_back(text.substr(start, end - start));
     start = end + 1;
+  }
+  return out;
+}
+
+// A metadata value's `key=value` fields (tl.plan.options, tl.plan.kv_options).
+std::unordered_map<std::string, std::string> keyValues(const std::string& text) {
+  std::unordered_map<std::string, std::string> out;
+  for (const auto& kv : split(text, ',')) {
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   return out;
 }
@@ -122,13 +142,10 @@ void Executor::usePlan() {
   if (!meta.count("tl.plan.version")) return;
   if (meta["tl.plan.version"] != "1") throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads");
   int64_t align = 0, batch = 1;
-  for (const auto& kv : split(meta["tl.plan.options"], ',')) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const int64_t v = std::stoll(kv.substr(eq + 1));
-    if (kv.compare(0, eq, "align") == 0) align = v;
-    if (kv.compare(0, eq, "batch") == 0) batch = v;
-    if (kv.compare(0, eq, "max_seq") == 0) planMaxSeq_ = v;
+  for (const auto& [key, v] : keyValues(meta["tl.plan.options"])) {
+    if (key == "align") align = std::stoll(v);
+    if (key == "batch") batch = std::stoll(v);
+    if (key == "max_seq") planMaxSeq_ = std::stoll(v);
   }
   std::vector<size_t> offsets, capacities;
   size_t total = 0;
@@ -185,11 +202,9 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
   if (pairs == meta.end()) return;
   std::string layout = "sequence";
   if (auto o = meta.find("tl.plan.kv_options"); o != meta.end())
-    for (const auto& kv : split(o->second, ',')) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos) continue;
-      if (kv.compare(0, eq, "layout") == 0) layout = kv.substr(eq + 1);
-      if (kv.compare(0, eq, "pad") == 0) kvPad_ = std::max<int64_t>(1, std::stoll(kv.substr(eq + 1)));
+    for (const auto& [key, v] : keyValues(o->second)) {
+      if (key == "layout") layout = v;
+      if (key == "pad") kvPad_ = std::max<int64_t>(1, std::stoll(v));
     }
   if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
   kvSequenceFirst_ = layout == "sequence";
@@ -676,11 +691,13 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
         const Tensor& m = *given[name];
         if (m.dims.empty() || m.dims.back() != kvTotal)
           throw Error("key mask '" + name + "' is not [..., " + std::to_string(kvTotal) + "]");
-        Tensor p = m;
+        Tensor p;
+        p.name = m.name;
+        p.dtype = m.dtype;
+        p.dims = m.dims;
         p.dims.back() = bucket;
-        const size_t width = dtypeBits(m.dtype) / 8, from = static_cast<size_t>(kvTotal) * width, to = static_cast<size_t>(bucket) * width;
-        p.bytes.assign(m.bytes.size() / std::max<size_t>(from, 1) * to, 0);
-        for (size_t r = 0; from && r < m.bytes.size() / from; ++r) std::memcpy(&p.bytes[r * to], &m.bytes[r * from], from);
+        p.bytes.resize(static_cast<size_t>(elementCount(p.dims)) * dtypeBits(m.dtype) / 8);
+        padRows(m.bytes, dtypeBits(m.dtype) / 8, kvTotal, bucket, p.bytes.data());
         dims = p.dims;
         padded.push_back(std::move(p));
         given[name] = &padded.back();
@@ -831,27 +848,14 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
     const Tensor& t = inputs[i];
     if (r.offsets[i] == kNotUploaded) continue;
     uint8_t* at = arenaHost_.data() + r.offsets[i];
-    if (!r.isMask[i]) {
-      std::memcpy(at, t.bytes.data(), t.bytes.size());
-      continue;
-    }
-    // A key mask's rows, each padded with zeros to the bucket (hidden keys).
-    const size_t from = static_cast<size_t>(total) * dtypeBits(t.dtype) / 8, to = static_cast<size_t>(r.bucket) * dtypeBits(t.dtype) / 8;
-    for (size_t row = 0; from && row < t.bytes.size() / from; ++row) {
-      std::memcpy(at + row * to, t.bytes.data() + row * from, from);
-      std::memset(at + row * to + from, 0, to - from);
-    }
+    if (r.isMask[i]) padRows(t.bytes, dtypeBits(t.dtype) / 8, total, r.bucket, at);
+    else std::memcpy(at, t.bytes.data(), t.bytes.size());
   }
   if (!kv_.empty()) {
     const int32_t rows = static_cast<int32_t>(past);
     std::memcpy(arenaHost_.data() + r.offsets.back(), &rows, sizeof rows);
   }
-  for (const auto& [from, to] : r.writes)
-    clCheck(timed([&] {
-              return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from,
-                                          0, nullptr, nullptr);
-            }),
-            "clEnqueueWriteBuffer", "the run's uploads");
+  for (const auto& [from, to] : r.writes) writeUploads(from, to);
   releaseEvents();
   traffic_ = {};
   const CommandBufferApi* cb = device_.commandBuffers();
@@ -906,11 +910,7 @@ void Executor::flushUploads() {
   lastWrites_.clear();
   auto write = [&] {
     if (to <= from) return;
-    clCheck(timed([&] {
-              return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from,
-                                          0, nullptr, nullptr);
-            }),
-            "clEnqueueWriteBuffer", "the run's uploads");
+    writeUploads(from, to);
     lastWrites_.emplace_back(from, to);
   };
   for (const auto& name : regionOrder_) {
@@ -928,6 +928,14 @@ void Executor::flushUploads() {
   }
   write();
   pendingUploads_.clear();
+}
+
+void Executor::writeUploads(size_t from, size_t to) {
+  clCheck(timed([&] {
+            return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
+                                        nullptr, nullptr);
+          }),
+          "clEnqueueWriteBuffer", "the run's uploads");
 }
 
 void Executor::layoutUploads() {
@@ -1065,8 +1073,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
     t.dtype = info.dtype;
     t.dims = shape(name);
     if (info.cls == TensorClass::Shape) {
-      auto bytes = encode(value(name), info.dtype);
-      t.bytes.assign(bytes.begin(), bytes.end());
+      t.bytes = foldedBytes(name);
     } else if (auto p = hostProducer_.find(name); p != hostProducer_.end() && onHost_[p->second]) {
       t.bytes = hostValues_.at(name).bytes;
     } else if (auto k = kvOf_.find(name); k != kvOf_.end()) {

@@ -190,6 +190,7 @@ class Executor {
   std::vector<uint8_t> arenaHost_;  // the arena's bytes as last written
   void stageUpload(const std::string& tensor, const void* data, size_t bytes);
   void flushUploads();
+  void writeUploads(size_t from, size_t to);  // arenaHost_[from, to) to the device arena
   void layoutUploads();
   // Launch sites (a launch list per node): each launch of a node owns a kernel object
   // whose arguments stay set, and a node is replayed, not lowered again, while no tensor it

@@ -415,10 +415,16 @@ void gatherNDOp(const Node& n) {
 }
 
 // The fused tl ops have float32 kernels only; any other input dtype is an error naming the op.
-void requireFloatInputs(const Node& n) {
-  for (int i = 0; i < n.proto.input_size(); ++i)
-    if (n.hasIn(static_cast<size_t>(i)) && n.dtype(n.in(static_cast<size_t>(i))) != DType::Float)
-      throw Error("tl." + n.proto.op_type() + " has kernels for float32 only", ExitCode::BadInput);
+// Every input float32 but `integer` (-1: none), which must then be an integer type.
+void requireFloatInputs(const Node& n, int integer = -1) {
+  for (int i = 0; i < n.proto.input_size(); ++i) {
+    if (!n.hasIn(static_cast<size_t>(i))) continue;
+    const DType t = n.dtype(n.in(static_cast<size_t>(i)));
+    if (i == integer ? !(isInteger(t) || t == DType::Bool) : t != DType::Float)
+      throw Error("tl." + n.proto.op_type() + " has kernels for float32 only" +
+                      (integer >= 0 ? " (and integers as input " + std::to_string(integer) + ")" : std::string()),
+                  ExitCode::BadInput);
+  }
 }
 
 // A (Q)MatMul's outputs and what its kernel adds as it stores them (kernels/common.cl's
@@ -871,13 +877,10 @@ void ropeInPlace(const Node& n, Launch& l, int64_t count) {
   if (n.axis(n.attrInt("cache_axis", 0), k.size()) != 2) throw Error("tl.RoPE appends in place along axis 2 only", ExitCode::BadInput);
   l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
   l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0)).mem(n.out(1));
-  const int64_t nk = elementCount(k);
-  const Dims& st = *n.ex.cacheStrides(n.out(1));
-  l.i32(nk).i32(k.back()).i32(st[0]).i32(st[1]).i32(st[2]).mem(n.in(6)).mem(n.out(2));
-  const Dims& v = n.shape(n.in(6));
-  const Dims& sv = *n.ex.cacheStrides(n.out(2));
-  const int64_t nv = elementCount(v);
-  l.i32(nv).i32(v.back()).i32(sv[0]).i32(sv[1]).i32(sv[2]).i32(k.at(1)).i32(k.at(2)).mem(Executor::kKvRows);
+  const int64_t nk = kvRowsArgs(n, l, n.in(3), n.out(1));
+  l.mem(n.in(6)).mem(n.out(2));
+  const int64_t nv = kvRowsArgs(n, l, n.in(6), n.out(2));
+  l.mem(Executor::kKvRows);
   ropeTrig(n, l);
   l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
 }
@@ -910,9 +913,9 @@ void kvAppendOp(const Node& n) {
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
 // second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
-  for (int i = 0; i < n.proto.input_size(); ++i)  // input 1 holds int64 position ids with `positions`
-    if (n.hasIn(static_cast<size_t>(i)) && n.dtype(n.in(static_cast<size_t>(i))) != (i == 1 && n.attrInt("positions", 0) ? DType::Int64 : DType::Float))
-      throw Error("tl.RoPE's inputs must be float32 (input 1 int64 position ids with positions = 1)", ExitCode::BadInput);
+  const bool positions = n.attrInt("positions", 0) != 0;
+  requireFloatInputs(n, positions ? 1 : -1);
+  if (positions && n.dtype(n.in(1)) != DType::Int64) throw Error("tl.RoPE's position ids must be int64", ExitCode::BadInput);
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
@@ -945,9 +948,7 @@ void swigluOp(const Node& n) {
 // split of the keys, the splits chosen so that a decode step's few rows still fill the
 // device (about 128 groups), then merged by a second kernel.
 void attentionOp(const Node& n) {
-  for (size_t i = 0; i < 4; ++i)  // the key mask (input 4) is read as integers
-    if (n.hasIn(i) && n.dtype(n.in(i)) != DType::Float)
-      throw Error("tl.Attention's q, k, v and mask must be float32", ExitCode::BadInput);
+  requireFloatInputs(n, 4);  // the key mask is read as integers
   // Logical dims [B, heads, rows, size] and element strides (b, head, row) of q, k and v.
   auto view = [&](size_t i, const char* swapped, Dims& d) {
     d = n.shape(n.in(i));
