@@ -23,7 +23,8 @@
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
-#                                            families; fused ops vs references) on the GPU
+#                                            families; fused ops vs references) and tl-plan's in-place
+#                                            cache tests on the GPU (FILTER: other gtest filter)
 set -eu
 lib=$(find / -name 'libnvidia-opencl.so.1' 2>/dev/null | head -n 1)
 mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd
@@ -142,7 +143,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ln -sfn "$PWD/devdata/models" "$(dirname "$PWD")/shared/models"
     ln -sfn "$PWD/devdata/encoders" "$(dirname "$PWD")/shared/encoders"
     ln -sfn "$PWD/models/bytellama-past" devdata/models/bytellama-past
-    devdata/bin/tl_model_tests --gtest_filter='AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*:MatMulExtras.*' \
+    devdata/bin/tl_model_tests --gtest_filter="${FILTER:-AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*:MatMulExtras.*:KvInPlace.*}" \
       > "$OUT/fusetests.log" 2>&1
     grep -E "FAILED|PASSED|Failure" "$OUT/fusetests.log" | head -20
     ;;

@@ -971,11 +971,12 @@ void attentionOp(const Node& n) {
   const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
   const bool gpu = n.ex.device().gpuKernels();
   // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide); decode
-  // rows take their keys an item each (heads up to 128, multiples of 4), split so that
-  // about 128 work-groups run with at least 256 keys each.
+  // rows take their keys an item each (heads up to 128, multiples of 4), split into chunks
+  // of at least 64 keys, up to 1024 work-groups: an item's keys are a chain of dependent
+  // loads, so a long cache is read fastest an item per key (flash-decoding).
   const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128;
   const bool dec = gpu && !tiled && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0;
-  const int64_t splits = dec    ? std::max<int64_t>(1, std::min<int64_t>(128 / std::max<int64_t>(rows, 1), T / 256))
+  const int64_t splits = dec    ? std::clamp<int64_t>(T / 64, 1, std::max<int64_t>(1, 1024 / std::max<int64_t>(rows, 1)))
                          : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
                                          : 1;
   const int64_t chunk = (T + splits - 1) / splits;
