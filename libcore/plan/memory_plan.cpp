@@ -112,7 +112,7 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   // Lifetimes over the schedule of tensor-computing nodes.
   std::unordered_map<std::string, std::string> root;  // a view's output -> the tensor it reads
   std::unordered_map<std::string, int> index;          // planned tensor -> position in plan.tensors
-  // Transpose and Expand are views at some bindings (isRunView: a decode step's
+  // Transpose, Expand and Slice are views at some bindings (isRunView: a decode step's
   // [B, 1, H, D] -> [B, H, 1, D]); there their readers read the input's buffer, so the
   // input lives as long as the output. They keep a buffer of their own for the others.
   std::unordered_map<std::string, std::string> readsThrough;
@@ -129,7 +129,8 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     for (const auto& in : n.input())
       if (!in.empty()) read(in, step);
     const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (plain && (n.op_type() == "Transpose" || n.op_type() == "Expand") && n.output_size() == 1)
+    if (plain && (n.op_type() == "Transpose" || n.op_type() == "Expand" || n.op_type() == "Slice") &&
+        n.output_size() == 1)
       readsThrough[n.output(0)] = n.input(0);
     if (isView(n, analysis)) {
       auto r = root.find(n.input(0));

@@ -313,7 +313,10 @@ class Executor {
 bool isView(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
 
 // A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
-// (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape.
+// (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a
+// Slice that is a prefix of its input (a decode step's mask [1, 1, 1, max] -> [1, 1, 1, T]).
+// A contiguous Slice from a later element still copies: its output would be a sub-buffer
+// at that offset, which devices allow only on their base address alignment.
 bool isRunView(const onnx::NodeProto& node, const Executor& ex);
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry

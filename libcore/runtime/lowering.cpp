@@ -280,30 +280,38 @@ void expandOp(const Node& n) {
   copy(n, n.in(0), n.out(0), o, 0, broadcastStrides(n.shape(n.in(0)), o), 0, contiguousStrides(o));
 }
 
-void sliceOp(const Node& n) {
-  const Dims& in = n.shape(n.in(0));
-  const Dims& starts = n.ex.value(n.in(1));
-  Dims axes, steps;
-  if (n.hasIn(3)) axes = n.ex.value(n.in(3));
-  if (n.hasIn(4)) steps = n.ex.value(n.in(4));
+// A Slice at this run's shapes: the input element its first output element reads, and
+// the input strides of its output axes.
+int64_t sliceLayout(const onnx::NodeProto& n, const Executor& ex, Dims* strides) {
+  const Dims& in = ex.shape(n.input(0));
+  const Dims& starts = ex.value(n.input(1));
+  const auto optional = [&](int i) { return n.input_size() > i && !n.input(i).empty() ? ex.value(n.input(i)) : Dims{}; };
+  Dims axes = optional(3), steps = optional(4);
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   Dims first(in.size(), 0), step(in.size(), 1);
   for (size_t i = 0; i < starts.size(); ++i) {
-    size_t k = n.axis(axes[i], in.size());
+    const size_t k = static_cast<size_t>(axes[i] < 0 ? axes[i] + static_cast<int64_t>(in.size()) : axes[i]);
     int64_t d = in[k], s = starts[i];
     if (s < 0) s += d;
     s = steps[i] > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
     first[k] = s;
     step[k] = steps[i];
   }
-  Dims is = contiguousStrides(in), strides(in.size());
+  const Dims is = contiguousStrides(in);
+  strides->assign(in.size(), 0);
   int64_t off = 0;
   for (size_t k = 0; k < in.size(); ++k) {
     off += first[k] * is[k];
-    strides[k] = step[k] * is[k];
+    (*strides)[k] = step[k] * is[k];
   }
+  return off;
+}
+
+void sliceOp(const Node& n) {
+  Dims strides;
+  const int64_t off = sliceLayout(n.proto, n.ex, &strides);
   const Dims& o = n.shape(n.out(0));
   copy(n, n.in(0), n.out(0), o, off, strides, 0, contiguousStrides(o));
 }
@@ -1160,10 +1168,19 @@ bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
 
 bool isRunView(const onnx::NodeProto& n, const Executor& ex) {
   if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() != 1) return false;
-  const bool expand = n.op_type() == "Expand";
-  if (!expand && n.op_type() != "Transpose") return false;  // before any lookup: every step asks every node
+  const bool expand = n.op_type() == "Expand", slice = n.op_type() == "Slice";
+  if (!expand && !slice && n.op_type() != "Transpose") return false;  // before any lookup: every step asks every node
   const Dims& in = ex.shape(n.input(0));
   if (expand) return in == ex.shape(n.output(0));
+  if (slice) {  // a prefix of its input: it reads from element 0 on, contiguously
+    Dims strides;
+    if (sliceLayout(n, ex, &strides) != 0) return false;
+    const Dims& out = ex.shape(n.output(0));
+    const Dims os = contiguousStrides(out);
+    for (size_t k = 0; k < out.size(); ++k)
+      if (out[k] > 1 && strides[k] != os[k]) return false;
+    return true;
+  }
   Dims order;  // the input axes that are not 1, in output order
   const auto* p = findAttr(n, "perm");
   for (size_t i = 0; i < in.size(); ++i) {

@@ -268,6 +268,51 @@ TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
   EXPECT_EQ(static_cast<int64_t>(ex.memoryUse(all).cache), caches);
 }
 
+// A Slice that is a prefix of its input is a view: no kernel, its readers read the
+// input's buffer. A contiguous Slice from a later element, and a strided one, still copy.
+TEST(Views, PrefixSliceRunsNoKernel) {
+  Model model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 1, 1, 200000] x, float[1, 2, 1, 100000] x2) => (float[1, 1, 1, 100000] y, float[1, 1, 1, 100000] z,
+                                                        float[1, 2, 1, 80000] w) {
+  zero = Constant <value = int64[1] {0}> ()
+  half = Constant <value = int64[1] {100000}> ()
+  all = Constant <value = int64[1] {200000}> ()
+  most = Constant <value = int64[1] {80000}> ()
+  last = Constant <value = int64[1] {3}> ()
+  a = Slice (x, zero, half, last)
+  y = Mul (a, a)
+  b = Slice (x, half, all, last)
+  z = Mul (b, b)
+  c = Slice (x2, zero, most, last)
+  w = Mul (c, c)
+}
+)ONNX").IsOK());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  Device device(selectDevice(""), true);
+  Executor ex(device, model, graph, analysis);
+  std::vector<float> x(200000), x2(200000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 1000) * 0.01f;
+  for (size_t i = 0; i < x2.size(); ++i) x2[i] = static_cast<float>(i % 777) * 0.01f;
+  auto got = ex.run({makeTensor("x", DType::Float, {1, 1, 1, 200000}, x.data()),
+                     makeTensor("x2", DType::Float, {1, 2, 1, 100000}, x2.data())});
+  ASSERT_EQ(got.size(), 3u);
+  const auto y = got[0].toDouble(), z = got[1].toDouble(), w = got[2].toDouble();
+  for (size_t i = 0; i < 100000; i += 997) {
+    EXPECT_FLOAT_EQ(y[i], x[i] * x[i]);
+    EXPECT_FLOAT_EQ(z[i], x[100000 + i] * x[100000 + i]);
+  }
+  for (size_t i = 0; i < 160000; i += 997) {
+    const size_t row = i / 80000, col = i % 80000;
+    EXPECT_FLOAT_EQ(w[i], x2[row * 100000 + col] * x2[row * 100000 + col]);
+  }
+  int slices = 0;
+  for (const auto& t : ex.profile()) slices += t.op == "Slice" ? 1 : 0;
+  EXPECT_EQ(slices, 2);  // b and c copy; a is a view
+}
+
 // tl-plan's refusals: --pad where the caches cannot be in place (not fused), a cache whose
 // append is no graph output; a longer run than the plan holds is refused by tl-run.
 TEST(TlPlanCli, KvCacheRefusals) {
