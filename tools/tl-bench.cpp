@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
                 "  tl-bench model.onnx --bind batch=1,N=77     (not an LM: latency per forward)\n"
                 "  tl-bench --probe | --kernels [--plot roofline.svg]\n");
   std::string device, prompts = "128,512,1024,2048", gens = "128", depths = "0", format, bind, plot, name;
-  std::string schemes = "e0m4,int4,w4a8,q8,q3h";
+  std::string schemes = "e0m4,int4,w4a8,q8,q3h", kernelShapes = tl::kDefaultKernelShapes;
   std::vector<std::string> peers, models;
   int reps = 5, kernelRuns = 20;
   bool probeOnly = false, kernels = false;
@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
   app.add_flag("--kernels", kernels, "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme)");
   app.add_option("--schemes", schemes, "schemes for --kernels")->capture_default_str();
   app.add_option("--kernel-runs", kernelRuns, "runs per kernel for --kernels")->capture_default_str();
+  app.add_option("--kernel-shapes", kernelShapes, "(K, N) of the GEMVs for --kernels, as KxN (a model's own, e.g. TinyLlama's after tl-fuse: "
+                 "2048x2560,2048x2048,2048x11264,5632x2048)")->capture_default_str();
   app.add_option("--plot", plot, "write an SVG roofline: the device's ceilings and every row as a point");
   app.add_option("--name", name, "the model's name in the rows (default: from its path)");
   bool noCommandBuffers = false;
@@ -190,6 +192,7 @@ int main(int argc, char** argv) {
       schemeList.push_back(s);
     }
     if (kernelRuns < 1) throw tl::Error("--kernel-runs must be at least 1", tl::ExitCode::Usage);
+    const auto shapes = tl::parseKernelShapes(kernelShapes);
 
     tl::Device dev(tl::selectDevice(device), false);
     dev.setCommandBuffers(!noCommandBuffers);
@@ -198,7 +201,7 @@ int main(int argc, char** argv) {
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });
     if (kernels)
       report.kernels =
-          tl::benchQuantKernels(dev, schemeList, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
+          tl::benchQuantKernels(dev, schemeList, shapes, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
     std::vector<std::vector<tl::BenchRow>> rows;  // per model, then per peer
     for (auto& s : subjects) {
       tool.blame(s.path);

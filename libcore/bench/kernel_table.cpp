@@ -1,11 +1,14 @@
 #include "bench/kernel_table.h"
 
+#include <cstdlib>
 #include <deque>
 #include <fmt/format.h>
 #include <memory>
 #include <random>
 
 #include "bench/timing.h"
+#include "cli/error.h"
+#include "cli/tool.h"
 #include "graph/graph.h"
 #include "quant/quantize_model.h"
 #include "runtime/executor.h"
@@ -34,7 +37,24 @@ struct Case {
 
 }  // namespace
 
-KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schemes, int runs,
+std::vector<KernelShape> parseKernelShapes(const std::string& text) {
+  std::vector<KernelShape> out;
+  for (const auto& item : splitCommas(text)) {
+    const size_t x = item.find('x');
+    char *endK = nullptr, *endN = nullptr;
+    const long long K = x == std::string::npos ? 0 : std::strtoll(item.c_str(), &endK, 10);
+    const long long N = x == std::string::npos ? 0 : std::strtoll(item.c_str() + x + 1, &endN, 10);
+    if (x == std::string::npos || endK != item.c_str() + x || *endN != '\0' || K < 1 || N < 1)
+      throw Error("--kernel-shapes expects KxN pairs of positive integers (4096x11008), got '" + item + "'",
+                  ExitCode::Usage);
+    out.emplace_back(K, N);
+  }
+  if (out.empty()) throw Error("--kernel-shapes needs at least one KxN", ExitCode::Usage);
+  return out;
+}
+
+KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schemes,
+                              const std::vector<KernelShape>& shapes, int runs,
                               const std::function<void(const std::string&)>& progress) {
   for (const auto& s : schemes) parseScheme(s);  // unknown names fail before any work
   const bool wasProfiling = dev.profiling();
@@ -45,7 +65,7 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
   cl_mem flush = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, std::min(kFlushBytes, dev.info().maxAlloc), nullptr, &err);
   clCheck(err, "clCreateBuffer", "cache flush");
   const char zero = 0;
-  for (auto [K, N] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 11008}, {11008, 4096}}) {
+  for (auto [K, N] : shapes) {
     if (progress) progress(fmt::format("{} x {}: quantizing", K, N));
     const auto w = randomValues(K * N, rng);
     const Model base = matmulModel(w.data(), K, N);

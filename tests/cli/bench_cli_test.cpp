@@ -174,6 +174,19 @@ TEST_F(TlBenchCli, BadInputIsOneLine) {
   expectOneLineError(runTool("tl-bench", tiny_ + " -p 1,x"), "-p expects comma-separated integers", 2);
   expectOneLineError(runTool("tl-bench", "--probe " + tiny_), "--probe measures the device alone", 2);
   expectOneLineError(runTool("tl-bench", "/nonexistent.onnx"), "/nonexistent.onnx");
+  expectOneLineError(runTool("tl-bench", "--kernels --kernel-shapes 2048x"), "--kernel-shapes expects KxN pairs", 2);
+  expectOneLineError(runTool("tl-bench", "--kernels --kernel-shapes 0x64"), "got '0x64'", 2);
+}
+
+// --kernels at a model's own shapes: one row per shape and scheme, in the order given.
+TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
+  auto r = runTool("tl-bench", "--kernels --schemes e0m4,int4 --kernel-shapes 256x128,512x64 --kernel-runs 1");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const size_t a = r.out.find("| 256 | 128 | e0m4 | 128 |"), b = r.out.find("| 512 | 64 | int4 | 128 |");
+  EXPECT_NE(a, std::string::npos) << r.out;
+  EXPECT_NE(b, std::string::npos) << r.out;
+  EXPECT_LT(a, b);
+  EXPECT_EQ(r.out.find("| 4096 |"), std::string::npos) << r.out;
 }
 
 }  // namespace
