@@ -320,17 +320,17 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 }
 
-// What every 4-column decode kernel starts with: arguments, local memory, the columns'
-// pointers, the accumulators.
-#define QGEMV_HEAD(NAME, ROWS)                                                                      \
+// What every 4-column decode kernel starts with: arguments, local memory (LOCALS: the
+// work-group reduction's arrays), the columns' pointers, the accumulators.
+#define QGEMV_HEAD(NAME, ROWS, LOCALS)                                                              \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
             int groups, GEMV_ARGS) {                                                                \
-    __local float red[GEMV_VALUES * GEMV_WG], part[GEMV_VALUES * 8];                                \
-    const int t = get_local_id(0);                                                                  \
-    COLS4(GEMV_POINTERS, get_group_id(0))                                                           \
-    COLS4(GEMV_OFFSETS, get_group_id(0))                                                            \
+    LOCALS;                                                                                         \
+    const int t = get_local_id(0), quad = get_group_id(0);                                          \
+    COLS4(GEMV_POINTERS, quad)                                                                      \
+    COLS4(GEMV_OFFSETS, quad)                                                                       \
     const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     float4 ss = 0.0f;
@@ -346,7 +346,7 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 
 #define QGEMV(NAME, ROWS, AT, AT8)                                                                  \
-  QGEMV_HEAD(NAME, ROWS)                                                                            \
+  QGEMV_HEAD(NAME, ROWS, __local float red[GEMV_VALUES * GEMV_WG]; __local float part[GEMV_VALUES * 8]) \
     const int words = K / 8;                                                                        \
     for (int i = t; i < words; i += GEMV_WG) {                                                      \
       const int k0 = 8 * i, g = k0 / G;                                                             \
@@ -445,17 +445,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
   }
 
 #define QGEMV16(NAME, ROWS, LEVELS8)                                                                \
-  __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
-  void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
-            __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS) {                                                                \
-    __local float buf[GEMV_WG], part[GEMV_VALUES];                                                  \
-    const int t = get_local_id(0), quad = get_group_id(0);                                          \
-    COLS4(GEMV_POINTERS, quad)                                                                      \
-    COLS4(GEMV_OFFSETS, quad)                                                                       \
-    const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
-    float acc[4 * GEMV_COLS] = {0.0f};                                                              \
-    float4 ss = 0.0f;                                                                               \
+  QGEMV_HEAD(NAME, ROWS, __local float buf[GEMV_WG]; __local float part[GEMV_VALUES])               \
     __global const float4* a4 = (__global const float4*)A;                                          \
     __global const float4* nw4 = (__global const float4*)NW;                                        \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \

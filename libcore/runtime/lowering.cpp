@@ -160,6 +160,9 @@ class Launch {
   int64_t cacheBytes_ = 0;
 };
 
+// An axis attribute as an index: negative ones count from the end.
+size_t axisIndex(int64_t a, size_t rank) { return static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a); }
+
 struct Node {
   Executor& ex;
   size_t index;
@@ -178,9 +181,7 @@ struct Node {
     return tl::attrString(proto, name).value_or(fallback);
   }
   const onnx::AttributeProto* attr(const char* name) const { return findAttr(proto, name); }
-  size_t axis(int64_t a, size_t rank) const {
-    return static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a);
-  }
+  size_t axis(int64_t a, size_t rank) const { return axisIndex(a, rank); }
 };
 
 // out[oo + os . c] = in[io + is . c] for c over dims.
@@ -292,7 +293,7 @@ int64_t sliceLayout(const onnx::NodeProto& n, const Executor& ex, Dims* strides)
   if (steps.empty()) steps.assign(starts.size(), 1);
   Dims first(in.size(), 0), step(in.size(), 1);
   for (size_t i = 0; i < starts.size(); ++i) {
-    const size_t k = static_cast<size_t>(axes[i] < 0 ? axes[i] + static_cast<int64_t>(in.size()) : axes[i]);
+    const size_t k = axisIndex(axes[i], in.size());
     int64_t d = in[k], s = starts[i];
     if (s < 0) s += d;
     s = steps[i] > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
@@ -1185,7 +1186,7 @@ bool isRunView(const onnx::NodeProto& n, const Executor& ex) {
   const auto* p = findAttr(n, "perm");
   for (size_t i = 0; i < in.size(); ++i) {
     const int64_t a = p ? p->ints(static_cast<int>(i)) : static_cast<int64_t>(in.size() - 1 - i);
-    const size_t axis = static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(in.size()) : a);
+    const size_t axis = axisIndex(a, in.size());
     if (axis < in.size() && in[axis] != 1) order.push_back(static_cast<int64_t>(axis));
   }
   return std::is_sorted(order.begin(), order.end());
