@@ -78,7 +78,7 @@ std::vector<DeviceInfo> listDevices() {
       auto has = [&](const char* e) { return ext.find(std::string(" ") + e + " ") != std::string::npos; };
       d.fp16 = has("cl_khr_fp16");
       d.fp64 = has("cl_khr_fp64");
-      d.subgroups = has("cl_khr_subgroups");  // what qmatmul.cl's teams use
+      d.subgroups = has("cl_khr_subgroups") || has("cl_intel_subgroups");
       d.intDot = has("cl_khr_integer_dot_product");
       d.imageFromBuffer = has("cl_khr_image2d_from_buffer");
       d.priorityHints = has("cl_khr_priority_hints");

@@ -15,9 +15,7 @@ cl_program build(const Device& device, const std::string& source) {
   cl_program p = clCreateProgramWithSource(device.context(), 1, &src, nullptr, &err);
   clCheck(err, "clCreateProgramWithSource");
   cl_device_id id = device.info().id;
-  // TL_SUBGROUPS: the kernels may use cl_khr_subgroups' reductions (qmatmul.cl's teams).
-  const char* options = device.info().subgroups ? "-cl-std=CL1.2 -DTL_SUBGROUPS" : "-cl-std=CL1.2";
-  err = clBuildProgram(p, 1, &id, options, nullptr, nullptr);
+  err = clBuildProgram(p, 1, &id, "-cl-std=CL1.2", nullptr, nullptr);
   if (err != CL_SUCCESS) {
     size_t n = 0;
     clGetProgramBuildInfo(p, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
