@@ -264,6 +264,137 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
   }
 }
 
+// GPU family, decode rows of grouped-query heads: a work-group per (batch, kv head, split
+// of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that read that kv
+// head, so each key and value is loaded once for the group, not once per query head. Per
+// block of 64 keys: the block's values are copied to local memory (coalesced loads, all
+// in flight at once: a loop of dependent global loads costs a memory latency per key),
+// an item per key scores it against every row (q in local memory), the row's P = 64 / R
+// items take the block's max and sum, and an item per output dim adds the block to every
+// row's output (registers). Several splits write (max, sum, output) per row for
+// attention_combine_f32, as attention_dec_f32 does.
+#define GQA_MAXR 16
+#define GQA_MAXD 128
+#define GQA_DPI (GQA_MAXD / RED_WG) /* output dims per item */
+__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
+                       __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
+                       int chunk) {
+  __local float qs[GQA_MAXR * GQA_MAXD], sc[GQA_MAXR * RED_WG], vs[RED_WG * GQA_MAXD], red[RED_WG];
+  __local float mrow[GQA_MAXR], lrow[GQA_MAXR], crow[GQA_MAXR];
+  const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
+  const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
+  // row r of the group: query head g * G + r / S, position r % S
+  for (int i = lid; i < R * D; i += RED_WG) {
+    const int r = i / D;
+    qs[i] = q[b * qsb + (g * G + r / S) * qsh + r % S * qss + i % D];
+  }
+  if (lid < R) {
+    mrow[lid] = -INFINITY;
+    lrow[lid] = 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __global const float* kb = k + b * ksb + g * ksh;
+  __global const float* vb = v + b * vsb + g * vsh;
+  const int t0 = split * chunk, t1 = min(T, t0 + chunk);
+  const int P = RED_WG / R, pr = lid / P, pj = lid % P;  // item lid takes row pr's keys pj, pj + P, ...
+  float acc[GQA_MAXR * GQA_DPI];  // row r, dim lid + RED_WG * i: acc[GQA_DPI * r + i]
+  for (int i = 0; i < GQA_MAXR * GQA_DPI; ++i) acc[i] = 0.0f;
+  for (int tb = t0; tb < t1; tb += RED_WG) {
+    const int nk = min(RED_WG, t1 - tb), n4 = Dv / 4;
+    // float4 e of the block's values: key e / n4, dims 4 (e % n4); 16 loads per item at a time
+    for (int e0 = 0; e0 < RED_WG * GQA_MAXD / 4; e0 += RED_WG * 16) {
+      float4 x[16];
+      for (int u = 0; u < 16; ++u) {
+        const int e = e0 + u * RED_WG + lid, j = e / n4;
+        x[u] = j < nk ? vload4(e % n4, vb + (long)(tb + j) * vst) : 0.0f;
+      }
+      for (int u = 0; u < 16; ++u) {
+        const int e = e0 + u * RED_WG + lid, j = e / n4;
+        if (j < nk) vstore4(x[u], 0, vs + j * Dv + 4 * (e % n4));
+      }
+    }
+    if (lid < nk) {
+      const int t = tb + lid;
+      __global const float* kr = kb + (long)t * kst;
+      float dots[GQA_MAXR];
+      for (int r = 0; r < GQA_MAXR; ++r) dots[r] = 0.0f;
+      for (int d = 0; d < D; d += 4) {
+        const float4 kv = vload4(0, kr + d);
+        for (int r = 0; r < GQA_MAXR; ++r)
+          if (r < R) dots[r] += dot(vload4(0, qs + r * D + d), kv);
+      }
+      for (int r = 0; r < GQA_MAXR; ++r) {
+        if (r >= R) break;
+        const int s = r % S;
+        sc[r * RED_WG + lid] = att_score(dots[r], scale, softcap, mask, b * msb + (g * G + r / S) * msh + s * mss + t * mst,
+                                         has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float bm = -INFINITY;
+    if (pr < R)
+      for (int j = pj; j < nk; j += P) bm = fmax(bm, sc[pr * RED_WG + j]);
+    red[lid] = bm;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float mo = -INFINITY, mn = -INFINITY;
+    if (pr < R) {
+      mo = mrow[pr];
+      mn = mo;
+      for (int j = 0; j < P; ++j) mn = fmax(mn, red[pr * P + j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // red's maxima read before its sums overwrite them
+    float ps = 0.0f;
+    if (pr < R)
+      for (int j = pj; j < nk; j += P) {
+        const float x = sc[pr * RED_WG + j], p = x == -INFINITY ? 0.0f : exp(x - mn);
+        sc[pr * RED_WG + j] = p;
+        ps += p;
+      }
+    red[lid] = ps;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (pr < R && pj == 0) {
+      float sum = 0.0f;
+      for (int j = 0; j < P; ++j) sum += red[pr * P + j];
+      const float corr = mo == -INFINITY ? 0.0f : exp(mo - mn);
+      lrow[pr] = lrow[pr] * corr + sum;
+      mrow[pr] = mn;
+      crow[pr] = corr;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = 0; i < GQA_DPI; ++i) {
+      const int d = lid + i * RED_WG;
+      if (d < Dv) {
+        for (int r = 0; r < GQA_MAXR; ++r)
+          if (r < R) acc[GQA_DPI * r + i] *= crow[r];
+        for (int j = 0; j < nk; ++j) {
+          const float x = vs[j * Dv + d];
+          for (int r = 0; r < GQA_MAXR; ++r)
+            if (r < R) acc[GQA_DPI * r + i] += sc[r * RED_WG + j] * x;
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // sc, vs and crow read before the next block writes them
+  }
+  for (int r = 0; r < GQA_MAXR; ++r) {
+    if (r < R) {
+      const int h = g * G + r / S, s = r % S, row = (b * H + h) * S + s;
+      const float l = lrow[r];
+      __global float* o = out + b * osb + h * osh + s * oss;
+      __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
+      for (int i = 0; i < GQA_DPI; ++i) {
+        const int d = lid + i * RED_WG;
+        if (d < Dv && splits == 1) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[GQA_DPI * r + i] / l;
+        if (d < Dv && splits > 1) pp[2 + d] = acc[GQA_DPI * r + i];
+      }
+      if (splits > 1 && lid == 0) {
+        pp[0] = mrow[r];
+        pp[1] = l;
+      }
+    }
+  }
+}
+
 // GPU family, decode (a few query rows over a cache): a work-group per (query row, split
 // of the keys), each item taking keys lid, lid + 64, ... with its own running max, sum and
 // output (registers; D and Dv up to 128, multiples of 4): no barrier per block of keys, one

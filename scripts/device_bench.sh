@@ -20,6 +20,10 @@
 #                                            tg128 at DEPTHS (default 128,2048) of the fused model, the planned
 #                                            one (command buffers) and the planned one launch by launch, beside
 #                                            PyTorch eager fp16; tl-plan --emit text totals (max-seq 2048)
+#   scripts/device_bench.sh ab NAME [DEPTHS]   two builds on one planned model (made as `planned` does):
+#                                            tl-bench tg128 at DEPTHS (default 128,2048) with PyTorch eager
+#                                            fp16 beside it, then $B/tl-bench-b (another build's tl-bench,
+#                                            copied there by hand) on the same model, rows named NAME-planned-b
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
@@ -127,6 +131,18 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
         --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" \
         -o "$OUT/$2-fused-d$d.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep -E "^\| " "$OUT/$2-fused-d$d.md" | tail -2 || true
+    done
+    ;;
+  ab)
+    [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
+    f="$W/$2-e0m4-fused/model.onnx" p="$W/$2-planned/model.onnx"
+    mkdir -p "$(dirname "$f")" "$(dirname "$p")"
+    [ -f "$f" ] || $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f" 2>/dev/null
+    $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
+    for d in $(echo "${3:-128,2048}" | tr , ' '); do
+      $B/tl-bench "$p" --name "$2-planned" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
+        --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" 2>/dev/null
+      $B/tl-bench-b "$p" --name "$2-planned-b" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
     done
     ;;
   normshare)

@@ -979,20 +979,28 @@ void attentionOp(const Node& n) {
   const bool bshd = n.attrInt("out_bshd", 0) != 0;
   const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
   const bool gpu = n.ex.device().gpuKernels();
-  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide); decode
-  // rows take their keys an item each (heads up to 128, multiples of 4), split into chunks
-  // of at least 64 keys, up to 1024 work-groups: an item's keys are a chain of dependent
-  // loads, so a long cache is read fastest an item per key (flash-decoding).
+  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide). Decode
+  // rows (heads up to 128, multiples of 4) take their keys an item each, split into chunks
+  // of at least 64 keys, up to 1024 work-groups (flash-decoding). Over more than 256 keys,
+  // a grouped-query layer's decode rows go a work-group per (kv head, chunk of 64 keys),
+  // its 2 to 16 query rows together (kernels/attention.cl's GQA_MAXR), so the cache is read
+  // once per kv head: on the H100 TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over
+  // fewer keys that kernel's few work-groups each take several blocks one after another,
+  // and the step was twice as slow (docs/tl-bench.md).
   const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128;
   const bool dec = gpu && !tiled && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0;
-  const int64_t splits = dec    ? std::clamp<int64_t>(T / 64, 1, std::max<int64_t>(1, 1024 / std::max<int64_t>(rows, 1)))
-                         : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
-                                         : 1;
-  const int64_t chunk = (T + splits - 1) / splits;
+  const int64_t groupRows = H / Hkv * S;
+  const bool gqa = dec && T > 256 && groupRows >= 2 && groupRows <= 16;
+  const int64_t groups = gqa ? B * Hkv : rows;  // work-groups per split
+  int64_t splits = dec    ? std::clamp<int64_t>(gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, 1024 / std::max<int64_t>(groups, 1)))
+                   : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
+                                   : 1;
+  const int64_t chunk = gqa ? ((T + splits - 1) / splits + 63) / 64 * 64 : (T + splits - 1) / splits;
+  if (gqa) splits = (T + chunk - 1) / chunk;  // whole blocks of 64 keys, no split left empty
   const std::string part = n.proto.name() + "#splits";
   if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
   const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
-  Launch l = n.launch(tiled ? "attention_tile_f32" : dec ? decKernel : gpu ? "attention_wg_f32" : "attention_f32");
+  Launch l = n.launch(tiled ? "attention_tile_f32" : gqa ? "attention_gqa_f32" : dec ? decKernel : gpu ? "attention_wg_f32" : "attention_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
@@ -1015,7 +1023,7 @@ void attentionOp(const Node& n) {
   if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
   if (!gpu) return l.run1d(rows);
   if (tiled) return l.run3d(static_cast<size_t>(B * H * ((S + 15) / 16)) * 64, 1, 1, 64, 1);
-  l.i32(splits).i32(chunk).run3d(static_cast<size_t>(rows) * 64, static_cast<size_t>(splits), 1, 64, 1);
+  l.i32(splits).i32(chunk).run3d(static_cast<size_t>(groups) * 64, static_cast<size_t>(splits), 1, 64, 1);
   if (splits > 1)
     n.launch("attention_combine_f32")
         .mem(part)
