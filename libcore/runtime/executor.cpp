@@ -780,7 +780,7 @@ void Executor::evaluateHostNodes() {
 }
 
 void Executor::dropReplay() {
-  if (replay_.commands) device_.commandBuffers()->release(replay_.commands);
+  if (replay_.commands) replay_.api->release(replay_.commands);
   replay_ = Replay{};
 }
 
@@ -865,6 +865,7 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
       cl_int err;
       r.commands = cb->create(1, &q, nullptr, &err);
       clCheck(err, "clCreateCommandBufferKHR");
+      r.api = cb;
       for (const auto& [node, site] : r.launches) {
         const Site& s = recordings_[node].sites[site];
         clCheck(cb->ndrange(r.commands, nullptr, nullptr, s.k, s.dims, nullptr, s.global, s.local, 0, nullptr, nullptr, nullptr),

@@ -281,6 +281,7 @@ class Executor {
     std::vector<std::pair<size_t, size_t>> writes;
     int64_t cacheBytes = 0;
     cl_command_buffer_khr commands = nullptr;  // the launches, recorded on the first replay
+    const CommandBufferApi* api = nullptr;     // what made them: released through it, even once turned off
   };
   Replay replay_;
   std::vector<std::pair<size_t, size_t>> launches_;    // this run's (node, site)

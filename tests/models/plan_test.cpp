@@ -205,7 +205,8 @@ Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq) {
   return model;
 }
 
-std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays = nullptr) {
+// Greedy tokens after "def "; from step `plainFrom` on without command buffers.
+std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays = nullptr, int64_t plainFrom = -1) {
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   Device device(selectDevice(""), false);
@@ -215,6 +216,7 @@ std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays 
   std::vector<int64_t> out;
   int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
   for (int64_t i = 0; i < n; ++i) {
+    if (i == plainFrom) device.setCommandBuffers(false);
     out.push_back(next);
     next = lm.stepGreedy({next});
   }
@@ -239,6 +241,14 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
       }
     }
   }
+}
+
+// Command buffers turned off between steps (tl-bench's --no-command-buffers on a warm
+// executor): the steps go on launch by launch, with the same tokens, and the command
+// buffer recorded before is released at the end.
+TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
+  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256);
+  EXPECT_EQ(greedy(planned, 40, false, nullptr, 20), greedy(planned, 40, false));
 }
 
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
