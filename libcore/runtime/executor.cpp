@@ -81,6 +81,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     }
     setShape(name, t, {});
   }
+  for (const auto& o : graph.proto().output()) graphOutputs_.insert(o.name());
   for (size_t i : graph.topoOrder()) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     tensorNodes_.push_back(i);
@@ -193,6 +194,7 @@ void Executor::usePlan() {
     clRetainMemObject(buf.mem);
     buf.capacity = capacities[b];
     planned_[cols[0]] = buf.mem;
+    planOrigins_[cols[0]] = offsets[b];
   }
   useKvPlan(meta, batch);
 }
@@ -373,6 +375,8 @@ Executor::~Executor() {
       for (auto& [name, k] : site.made) clReleaseKernel(k);
   for (auto& [n, b] : buffers_)
     if (b.mem) clReleaseMemObject(b.mem);
+  for (auto& [n, v] : subViews_)
+    if (v.buf.mem) clReleaseMemObject(v.buf.mem);
   if (argmaxOut_) clReleaseMemObject(argmaxOut_);
   for (auto& [n, r] : regions_) clReleaseMemObject(r.sub);
   if (uploadArena_) clReleaseMemObject(uploadArena_);
@@ -408,7 +412,9 @@ const std::string& Executor::root(const std::string& tensor) const {
 }
 
 const Executor::Buffer& Executor::rootBuffer(const std::string& tensor) const {
-  auto it = buffers_.find(root(tensor));
+  const std::string& r = root(tensor);
+  if (auto v = subViews_.find(r); v != subViews_.end() && v->second.active) return v->second.buf;
+  auto it = buffers_.find(r);
   if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
   return it->second;
 }
@@ -493,16 +499,24 @@ void Executor::prepare(const SymbolValues& binding) {
     }
   }
   for (size_t i : kernelNodes_)
-    if (dirty_[i] && !onHost_[i] && static_cast<char>(isRunView(graph_.node(i), *this)) != runView_[i]) flipped = true;
+    if (dirty_[i] && !onHost_[i] && viewKind(i) != runView_[i]) flipped = true;
   if (flipped) {
     runAliases_.clear();
     runNodes_.clear();
+    for (auto& [name, v] : subViews_) v.active = false;
     for (size_t i : kernelNodes_) {
       const auto& n = graph_.node(i);
       if (onHost_[i]) continue;
-      runView_[i] = isRunView(n, *this);
-      if (runView_[i]) {
+      SubView at;
+      runView_[i] = isRunView(n, *this) ? 1 : subViewAt(n, &at) ? 2 : 0;
+      if (runView_[i] == 1) {
         runAliases_[n.output(0)] = root(n.input(0));
+      } else if (runView_[i] == 2) {
+        SubView& v = subViews_[n.output(0)];  // its sub-buffer, if any, is remade by refreshSubViews when it moved
+        v.active = true;
+        v.root = at.root;
+        v.offset = at.offset;
+        v.bytes = at.bytes;
       } else {
         runNodes_.push_back(i);
       }
@@ -524,7 +538,58 @@ void Executor::prepare(const SymbolValues& binding) {
     if ((!dirty_[i] && !flipped) || onHost_[i]) continue;
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
-      if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out)) ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+      if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out) && !(subViews_.count(out) && subViews_[out].active))
+        ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
+  }
+  if (!subViews_.empty()) refreshSubViews();
+}
+
+bool Executor::subViewAt(const onnx::NodeProto& n, SubView* v) const {
+  const int64_t off = sliceRunOffset(n, *this);
+  if (off <= 0 || graphOutputs_.count(n.output(0))) return false;
+  const size_t size = elementBytes(analysis_.at(n.output(0)).dtype);
+  std::string base = root(n.input(0));
+  size_t offset = static_cast<size_t>(off) * size;
+  if (auto s = subViews_.find(base); s != subViews_.end() && s->second.active) {  // a Slice of one: the same root
+    offset += s->second.offset;
+    base = s->second.root;
+  }
+  // Kernel outputs only: graph inputs and what the host computes sit in the upload arena,
+  // which moves; graph outputs are read back and carried. Plan regions start on the alignment (tl-plan --align).
+  if (!kernelOutputs_.count(base) || graphOutputs_.count(base)) return false;
+  if (auto h = hostProducer_.find(base); h != hostProducer_.end() && onHost_[h->second]) return false;  // uploaded
+  if (offset % std::max<size_t>(device_.info().subBufferAlign, 1)) return false;
+  v->root = base;
+  v->offset = offset;
+  v->bytes = static_cast<size_t>(elementCount(shape(n.output(0)))) * size;
+  return v->bytes > 0;
+}
+
+char Executor::viewKind(size_t node) const {
+  const auto& n = graph_.node(node);
+  SubView v;
+  return isRunView(n, *this) ? 1 : subViewAt(n, &v) ? 2 : 0;
+}
+
+void Executor::refreshSubViews() {
+  for (auto& [name, v] : subViews_) {
+    if (!v.active) continue;
+    const Buffer& r = buffers_.at(v.root);
+    cl_mem parent = r.mem;  // a buffer of its own, or a region of the plan's arena
+    size_t origin = v.offset;
+    if (auto p = planned_.find(v.root); p != planned_.end() && r.mem == p->second) {
+      parent = planArena_;
+      origin += planOrigins_.at(v.root);
+    }
+    if (v.buf.mem && v.parent == parent && v.origin == origin && v.buf.capacity == v.bytes) continue;
+    if (v.buf.mem) clReleaseMemObject(v.buf.mem);
+    cl_int err;
+    cl_buffer_region where{origin, v.bytes};
+    v.buf.mem = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &where, &err);
+    clCheck(err, "clCreateSubBuffer", "tensor '" + name + "', a view of '" + v.root + "'");
+    v.buf.capacity = v.bytes;
+    v.parent = parent;
+    v.origin = origin;
   }
 }
 

@@ -146,6 +146,23 @@ class Executor {
   std::unordered_map<std::string, Buffer> buffers_;
   std::unordered_map<std::string, std::string> aliases_;     // a view's output -> the tensor whose buffer it is
   std::unordered_map<std::string, std::string> runAliases_;  // the same for this binding's views (isRunView)
+  // This binding's contiguous Slices from a later element than 0 of a kernel's output
+  // (sliceRunOffset): a sub-buffer of that output's allocation, no kernel. Entries stay
+  // (recordings point at their Buffer); `active` says whether the Slice is one now.
+  struct SubView {
+    bool active = false;
+    std::string root;                // the kernel output it reads
+    size_t offset = 0, bytes = 0;    // where in the root's buffer
+    cl_mem parent = nullptr;         // what buf.mem was made from, and where in it
+    size_t origin = 0;
+    Buffer buf;
+  };
+  std::unordered_map<std::string, SubView> subViews_;
+  std::unordered_map<std::string, size_t> planOrigins_;  // a planned tensor's offset in planArena_
+  std::unordered_set<std::string> graphOutputs_;         // they keep buffers of their own
+  bool subViewAt(const onnx::NodeProto& n, SubView* v) const;
+  char viewKind(size_t node) const;  // runView_'s values: 0 a kernel, 1 an alias (isRunView), 2 a sub-view
+  void refreshSubViews();            // (re)makes the active sub-views' sub-buffers where their roots moved
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   // Tensors whose dims or values depend on symbols, with those symbols: a binding
@@ -316,9 +333,13 @@ bool isView(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
 // A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
 // (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a
 // Slice that is a prefix of its input (a decode step's mask [1, 1, 1, max] -> [1, 1, 1, T]).
-// A contiguous Slice from a later element still copies: its output would be a sub-buffer
-// at that offset, which devices allow only on their base address alignment.
 bool isRunView(const onnx::NodeProto& node, const Executor& ex);
+
+// Where a Slice's output starts in its input (elements), if at this run's shapes the
+// output is one contiguous run of the input's elements (a decode step's q, k, v split of
+// one [1, 1, 3 * H * D] projection); -1 otherwise, or for another op. From a later
+// element than 0 the Executor makes it a sub-buffer where the device's alignment allows.
+int64_t sliceRunOffset(const onnx::NodeProto& node, const Executor& ex);
 
 // Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry
 // run it only looks up the kernels, so missing ones are found before anything runs.

@@ -1175,21 +1175,25 @@ bool isView(const onnx::NodeProto& n, const ShapeAnalysis& analysis) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
 }
 
+int64_t sliceRunOffset(const onnx::NodeProto& n, const Executor& ex) {
+  if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.op_type() != "Slice" || n.input_size() < 1 || n.output_size() != 1)
+    return -1;
+  Dims strides;
+  const int64_t off = sliceLayout(n, ex, &strides);
+  const Dims& out = ex.shape(n.output(0));
+  const Dims os = contiguousStrides(out);
+  for (size_t k = 0; k < out.size(); ++k)
+    if (out[k] > 1 && strides[k] != os[k]) return -1;
+  return off;
+}
+
 bool isRunView(const onnx::NodeProto& n, const Executor& ex) {
   if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() != 1) return false;
   const bool expand = n.op_type() == "Expand", slice = n.op_type() == "Slice";
   if (!expand && !slice && n.op_type() != "Transpose") return false;  // before any lookup: every step asks every node
   const Dims& in = ex.shape(n.input(0));
   if (expand) return in == ex.shape(n.output(0));
-  if (slice) {  // a prefix of its input: it reads from element 0 on, contiguously
-    Dims strides;
-    if (sliceLayout(n, ex, &strides) != 0) return false;
-    const Dims& out = ex.shape(n.output(0));
-    const Dims os = contiguousStrides(out);
-    for (size_t k = 0; k < out.size(); ++k)
-      if (out[k] > 1 && strides[k] != os[k]) return false;
-    return true;
-  }
+  if (slice) return sliceRunOffset(n, ex) == 0;  // a prefix of its input
   Dims order;  // the input axes that are not 1, in output order
   const auto* p = findAttr(n, "perm");
   for (size_t i = 0; i < in.size(); ++i) {
