@@ -555,7 +555,8 @@ bool Executor::subViewAt(const onnx::NodeProto& n, SubView* v) const {
     base = s->second.root;
   }
   // Kernel outputs only: graph inputs and what the host computes sit in the upload arena,
-  // which moves; graph outputs are read back and carried. Plan regions start on the alignment (tl-plan --align).
+  // which moves; graph outputs are read back and carried. A plan's regions start on the
+  // device's alignment (tl-plan --align, checked at load), so the offset alone decides.
   if (!kernelOutputs_.count(base) || graphOutputs_.count(base)) return false;
   if (auto h = hostProducer_.find(base); h != hostProducer_.end() && onHost_[h->second]) return false;  // uploaded
   if (offset % std::max<size_t>(device_.info().subBufferAlign, 1)) return false;
