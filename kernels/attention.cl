@@ -5,6 +5,10 @@
 // strides: q, k, v and out by (b, head, row) with the head dim contiguous, so the
 // exporters' head/sequence transposes need no copy; the mask by broadcast (b, h, s, t).
 #define ATT_MAX_D 256
+// Whether a kernel's local arrays of this many floats fit the device (TL_LOCAL_MEM bytes,
+// set by KernelLibrary): the work-group kernels that stage more than 32 KB are left out
+// where they do not, as on many mobile GPUs, and lowering falls back to others.
+#define ATT_FITS(floats) (TL_LOCAL_MEM >= 4 * (floats))
 
 // Whether key t of query row s is hidden by the recognized masks (tl-fuse causal-mask):
 // causally (row s sits at position off + s: off is T - S, or for an in-place cache the
@@ -182,6 +186,7 @@ void attention_combine_f32(__global const float* part, __global float* out, int 
 #define AT_BR 16
 #define AT_BC 32
 #define AT_MAXD 128
+#if ATT_FITS(AT_BR * AT_MAXD + 2 * AT_BC * AT_MAXD + AT_BR * AT_BC + RED_WG + 1)
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_tile_f32(__global const float* q, __global const float* k, __global const float* v,
                         __global const float* mask, __global float* out, ATT_ARGS) {
@@ -263,6 +268,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
     o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[i] / l;
   }
 }
+#endif
 
 // GPU family, decode rows of grouped-query heads: a work-group per (batch, kv head, split
 // of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that read that kv
@@ -276,6 +282,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 #define GQA_MAXR 16
 #define GQA_MAXD 128
 #define GQA_DPI (GQA_MAXD / RED_WG) /* output dims per item */
+#if ATT_FITS(GQA_MAXR * GQA_MAXD + GQA_MAXR * RED_WG + RED_WG * GQA_MAXD + RED_WG + 3 * GQA_MAXR)
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
@@ -394,6 +401,7 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
     }
   }
 }
+#endif
 
 // GPU family, decode (a few query rows over a cache): a work-group per (query row, split
 // of the keys), each item taking keys lid, lid + 64, ... with its own running max, sum and
@@ -402,6 +410,7 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
 // several splits it writes (max, sum, output) for attention_combine_f32.
 // EXACT kernels know D = Dv = WIDTH at compile time, so the loops unroll and the
 // accumulators stay in registers; the generic one takes any multiple of 4 up to WIDTH.
+#define ATT_DEC_FLOATS(WIDTH) ((WIDTH) + RED_WG + RED_WG * ((WIDTH) + 1))
 #define ATT_DEC(NAME, WIDTH, EXACT)                                                                       \
   __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                            \
   void NAME(__global const float* q, __global const float* k, __global const float* v,                   \
@@ -459,6 +468,10 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
       pp[1] = sum;                                                                                        \
     }                                                                                                     \
   }
-ATT_DEC(attention_dec_f32, 128, 0)
+#if ATT_FITS(ATT_DEC_FLOATS(64))
 ATT_DEC(attention_dec64_f32, 64, 1)
+#endif
+#if ATT_FITS(ATT_DEC_FLOATS(128))
+ATT_DEC(attention_dec_f32, 128, 0)
 ATT_DEC(attention_dec128_f32, 128, 1)
+#endif

@@ -130,7 +130,8 @@ std::string describe(const DeviceInfo& d) {
          ";" + caps + ")";
 }
 
-Device::Device(const DeviceInfo& info, bool profiling) : info_(info), gpuKernels_(info.isGpu) {
+Device::Device(const DeviceInfo& info, bool profiling)
+    : info_(info), gpuKernels_(info.isGpu), localMemory_(info.localMem) {
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
   context_ = clCreateContext(props, 1, &info_.id, nullptr, nullptr, &err);

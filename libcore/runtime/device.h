@@ -8,6 +8,7 @@
 #include <CL/cl.h>
 #include <CL/cl_ext.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class Device {
   // a replayed run is one enqueue instead of one per kernel.
   const CommandBufferApi* commandBuffers() const { return useCommandBuffers_ && commands_.create ? &commands_ : nullptr; }
   void setCommandBuffers(bool on) { useCommandBuffers_ = on; }
+  // Local memory the kernels may use: the device's, or less (tests run what a GPU with
+  // 32 KB gets). KernelLibrary compiles only the kernels that fit (TL_LOCAL_MEM), and
+  // lowering picks among those; set it before making an Executor.
+  size_t localMemory() const { return localMemory_; }
+  void setLocalMemory(size_t bytes) { localMemory_ = std::min(bytes, info_.localMem); }
 
  private:
   DeviceInfo info_;
@@ -76,6 +82,7 @@ class Device {
   bool gpuKernels_;
   CommandBufferApi commands_;
   bool useCommandBuffers_ = true;
+  size_t localMemory_;
 };
 
 }  // namespace tl

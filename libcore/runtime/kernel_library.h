@@ -23,6 +23,7 @@ class KernelLibrary {
   KernelLibrary& operator=(const KernelLibrary&) = delete;
 
   cl_kernel get(const std::string& name);  // throws tl::Error naming the kernel if absent
+  bool has(const std::string& name) const { return kernels_.count(name) > 0; }  // built for this device
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.

@@ -987,10 +987,13 @@ void attentionOp(const Node& n) {
   // once per kv head: on the H100 TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over
   // fewer keys that kernel's few work-groups each take several blocks one after another,
   // and the step was twice as slow (docs/tl-bench.md).
-  const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128;
-  const bool dec = gpu && !tiled && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0;
+  // Each only where it was built: devices with little local memory lack some (ATT_FITS).
+  const auto built = [&](const std::string& k) { return n.ex.kernels().has(k); };
+  const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
+  const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128 && built("attention_tile_f32");
+  const bool dec = gpu && !tiled && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0 && built(decKernel);
   const int64_t groupRows = H / Hkv * S;
-  const bool gqa = dec && T > 256 && groupRows >= 2 && groupRows <= 16;
+  const bool gqa = dec && T > 256 && groupRows >= 2 && groupRows <= 16 && built("attention_gqa_f32");
   const int64_t groups = gqa ? B * Hkv : rows;  // work-groups per split
   int64_t splits = dec    ? std::clamp<int64_t>(gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, 1024 / std::max<int64_t>(groups, 1)))
                    : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
@@ -999,7 +1002,6 @@ void attentionOp(const Node& n) {
   if (gqa) splits = (T + chunk - 1) / chunk;  // whole blocks of 64 keys, no split left empty
   const std::string part = n.proto.name() + "#splits";
   if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
-  const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
   Launch l = n.launch(tiled ? "attention_tile_f32" : gqa ? "attention_gqa_f32" : dec ? decKernel : gpu ? "attention_wg_f32" : "attention_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();

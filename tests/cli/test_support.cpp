@@ -1,5 +1,6 @@
 #include "cli/test_support.h"
 
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -207,6 +208,10 @@ void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check)
     Executor ex(device, m, graph, analysis);
     check(ex, gpuKernels);
   }
+  device.setLocalMemory(32 << 10);  // the GPU family as a GPU with 32 KB of local memory gets it
+  Executor ex(device, m, graph, analysis);
+  EXPECT_FALSE(ex.kernels().has("attention_gqa_f32"));  // left out: the fallbacks run
+  check(ex, true);
 }
 
 }  // namespace tl::test
