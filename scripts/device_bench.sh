@@ -49,6 +49,15 @@ bench() {
     cat "$OUT/$1-d$d.md"
   done
 }
+# $1's e0m4 model fused ($f) and planned for --max-seq 4096 with the cache in place ($p),
+# exported and quantized first where this machine has not yet.
+fuse_and_plan() {
+  [ -f "$W/$1-e0m4/model.onnx" ] || "$0" export "$1"
+  f="$W/$1-e0m4-fused/model.onnx" p="$W/$1-planned/model.onnx"
+  mkdir -p "$(dirname "$f")" "$(dirname "$p")"
+  [ -f "$f" ] || $B/tl-fuse "$W/$1-e0m4/model.onnx" -o "$f" 2>/dev/null
+  $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"  # NVIDIA: sub-buffers on 512 bytes
+}
 case "${1:-}" in
   probe)
     nvidia-smi --query-gpu=name,driver_version,clocks.max.memory --format=csv,noheader
@@ -113,12 +122,8 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     cat "$OUT/$2-planned.md"
     ;;
   planned)
-    [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2"
-    f="$W/$2-e0m4-fused/model.onnx" p="$W/$2-planned/model.onnx"
-    [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f" 2>/dev/null; }
-    mkdir -p "$(dirname "$p")"
+    fuse_and_plan "$2"
     for m in "$W/$2-fp32/model.onnx" "$f"; do echo "== $m"; $B/tl-plan "$m" --max-seq 2048 --emit text | tail -4; done
-    $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"  # NVIDIA: sub-buffers on 512 bytes
     $B/tl-run "$p" --device NVIDIA --tokens 1,2,3,4 --generate -n 64 --profile > "$OUT/$2-planned-profile.txt" 2>&1
     sed -n '/last decode step/,$p' "$OUT/$2-planned-profile.txt" | head -12
     for d in $(echo "${3:-128,2048}" | tr , ' '); do
@@ -135,10 +140,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ;;
   ab)
     [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
-    f="$W/$2-e0m4-fused/model.onnx" p="$W/$2-planned/model.onnx"
-    mkdir -p "$(dirname "$f")" "$(dirname "$p")"
-    [ -f "$f" ] || $B/tl-fuse "$W/$2-e0m4/model.onnx" -o "$f" 2>/dev/null
-    $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
+    fuse_and_plan "$2"
     for d in $(echo "${3:-128,2048}" | tr , ' '); do
       $B/tl-bench "$p" --name "$2-planned" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
         --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" 2>/dev/null

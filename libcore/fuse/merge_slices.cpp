@@ -50,21 +50,6 @@ std::string params(const PatternContext& c, const onnx::NodeProto& n, int64_t ra
   return "";
 }
 
-onnx::NodeProto constantNode(const std::string& name, const std::vector<int64_t>& v) {
-  onnx::NodeProto n;
-  n.set_op_type("Constant");
-  n.set_name(name);
-  n.add_output(name);
-  auto* a = n.add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  auto* t = a->mutable_t();
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (auto x : v) t->add_int64_data(x);
-  return n;
-}
-
 std::string matchSlices(const PatternContext& c, size_t outerIndex, Rewrite& r) {
   const auto& outer = c.graph.node(outerIndex);
   if (!isOp(&outer, "Slice") || outer.input(0).empty()) return "";

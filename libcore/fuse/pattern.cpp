@@ -105,6 +105,21 @@ bool PatternContext::sameDims(const std::string& a, const std::string& b) const 
   return true;
 }
 
+onnx::NodeProto constantNode(const std::string& name, const std::vector<int64_t>& v) {
+  onnx::NodeProto n;
+  n.set_op_type("Constant");
+  n.set_name(name);
+  n.add_output(name);
+  auto* a = n.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  auto* t = a->mutable_t();
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(v.size()));
+  for (auto x : v) t->add_int64_data(x);
+  return n;
+}
+
 onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
                        const std::string& output) {
   onnx::NodeProto n;

@@ -60,6 +60,8 @@ int64_t projectionWidth(const Graph& graph, const onnx::NodeProto& n);
 // still precedes them).
 bool readOnlyAfter(const Graph& graph, const std::string& tensor, size_t index);
 
+// A Constant node of int64 values [v.size()], named and outputting `name`.
+onnx::NodeProto constantNode(const std::string& name, const std::vector<int64_t>& v);
 // A `tl` node named after `base`, with these inputs and output.
 onnx::NodeProto tlNode(const std::string& op, const std::string& base, const std::vector<std::string>& inputs,
                        const std::string& output);

@@ -96,16 +96,7 @@ std::string match(const PatternContext& c, size_t i, Rewrite& r) {
   steps.insert(steps.end(), cos.unsqueeze.begin(), cos.unsqueeze.end());
   for (size_t k = 0; k < steps.size(); ++k) {
     const std::string base = n.name() + "/positions" + std::to_string(k);
-    onnx::NodeProto axes;
-    axes.set_op_type("Constant");
-    axes.set_name(base + "/axes");
-    axes.add_output(base + "/axes");
-    auto* value = axes.add_attribute();
-    value->set_name("value");
-    value->set_type(onnx::AttributeProto::TENSOR);
-    value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-    value->mutable_t()->add_dims(static_cast<int64_t>(steps[k].size()));
-    for (auto a : steps[k]) value->mutable_t()->add_int64_data(a);
+    const onnx::NodeProto axes = constantNode(base + "/axes", steps[k]);
     onnx::NodeProto u;
     u.set_op_type("Unsqueeze");
     u.set_name(base);

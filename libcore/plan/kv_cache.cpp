@@ -35,7 +35,6 @@ std::string passedFrom(const Graph& g, std::string t, int* first) {
   return t;
 }
 
-
 std::vector<Append> findAppends(const Graph& g, const ShapeAnalysis& a) {
   std::vector<Append> out;
   for (size_t i = 0; i < g.nodeCount(); ++i) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "cli/error.h"
+#include "fuse/pattern.h"
 #include "runtime/executor.h"
 
 namespace tl {
@@ -128,9 +129,7 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     const auto& n = graph.node(i);
     for (const auto& in : n.input())
       if (!in.empty()) read(in, step);
-    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (plain && (n.op_type() == "Transpose" || n.op_type() == "Expand" || n.op_type() == "Slice") &&
-        n.output_size() == 1)
+    if ((isOp(&n, "Transpose") || isOp(&n, "Expand") || isOp(&n, "Slice")) && n.output_size() == 1)
       readsThrough[n.output(0)] = n.input(0);
     if (isView(n, analysis)) {
       auto r = root.find(n.input(0));

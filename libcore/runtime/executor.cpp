@@ -413,7 +413,7 @@ const std::string& Executor::root(const std::string& tensor) const {
 
 const Executor::Buffer& Executor::rootBuffer(const std::string& tensor) const {
   const std::string& r = root(tensor);
-  if (auto v = subViews_.find(r); v != subViews_.end() && v->second.active) return v->second.buf;
+  if (const SubView* v = activeSubView(r)) return v->buf;
   auto it = buffers_.find(r);
   if (it == buffers_.end()) throw Error("tensor '" + tensor + "' has no device buffer", ExitCode::Device);
   return it->second;
@@ -499,7 +499,10 @@ void Executor::prepare(const SymbolValues& binding) {
     }
   }
   for (size_t i : kernelNodes_)
-    if (dirty_[i] && !onHost_[i] && viewKind(i) != runView_[i]) flipped = true;
+    if (dirty_[i] && !onHost_[i]) {
+      SubView at;
+      if (viewKind(i, &at) != runView_[i]) flipped = true;
+    }
   if (flipped) {
     runAliases_.clear();
     runNodes_.clear();
@@ -508,7 +511,7 @@ void Executor::prepare(const SymbolValues& binding) {
       const auto& n = graph_.node(i);
       if (onHost_[i]) continue;
       SubView at;
-      runView_[i] = isRunView(n, *this) ? 1 : subViewAt(n, &at) ? 2 : 0;
+      runView_[i] = viewKind(i, &at);
       if (runView_[i] == 1) {
         runAliases_[n.output(0)] = root(n.input(0));
       } else if (runView_[i] == 2) {
@@ -538,7 +541,7 @@ void Executor::prepare(const SymbolValues& binding) {
     if ((!dirty_[i] && !flipped) || onHost_[i]) continue;
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
-      if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out) && !(subViews_.count(out) && subViews_[out].active))
+      if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out) && !activeSubView(out))
         ensure(out, elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
   }
   if (!subViews_.empty()) refreshSubViews();
@@ -550,9 +553,9 @@ bool Executor::subViewAt(const onnx::NodeProto& n, SubView* v) const {
   const size_t size = elementBytes(analysis_.at(n.output(0)).dtype);
   std::string base = root(n.input(0));
   size_t offset = static_cast<size_t>(off) * size;
-  if (auto s = subViews_.find(base); s != subViews_.end() && s->second.active) {  // a Slice of one: the same root
-    offset += s->second.offset;
-    base = s->second.root;
+  if (const SubView* s = activeSubView(base)) {  // a Slice of one: the same root
+    offset += s->offset;
+    base = s->root;
   }
   // Kernel outputs only: graph inputs and what the host computes sit in the upload arena,
   // which moves; graph outputs are read back and carried. A plan's regions start on the
@@ -566,10 +569,14 @@ bool Executor::subViewAt(const onnx::NodeProto& n, SubView* v) const {
   return v->bytes > 0;
 }
 
-char Executor::viewKind(size_t node) const {
+const Executor::SubView* Executor::activeSubView(const std::string& tensor) const {
+  const auto v = subViews_.find(tensor);
+  return v != subViews_.end() && v->second.active ? &v->second : nullptr;
+}
+
+char Executor::viewKind(size_t node, SubView* at) const {
   const auto& n = graph_.node(node);
-  SubView v;
-  return isRunView(n, *this) ? 1 : subViewAt(n, &v) ? 2 : 0;
+  return isRunView(n, *this) ? 1 : subViewAt(n, at) ? 2 : 0;
 }
 
 void Executor::refreshSubViews() {

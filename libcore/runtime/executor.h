@@ -160,8 +160,10 @@ class Executor {
   std::unordered_map<std::string, SubView> subViews_;
   std::unordered_map<std::string, size_t> planOrigins_;  // a planned tensor's offset in planArena_
   std::unordered_set<std::string> graphOutputs_;         // they keep buffers of their own
+  const SubView* activeSubView(const std::string& tensor) const;  // nullptr: none at this binding
   bool subViewAt(const onnx::NodeProto& n, SubView* v) const;
-  char viewKind(size_t node) const;  // runView_'s values: 0 a kernel, 1 an alias (isRunView), 2 a sub-view
+  // runView_'s values: 0 a kernel, 1 an alias (isRunView), 2 a sub-view (where, in *at)
+  char viewKind(size_t node, SubView* at) const;
   void refreshSubViews();            // (re)makes the active sub-views' sub-buffers where their roots moved
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
   std::unordered_map<std::string, std::vector<int64_t>> values_;
