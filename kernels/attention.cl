@@ -150,27 +150,37 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
   for (int i = 0; i < ATT_MAX_D / RED_WG && lid + i * RED_WG < Dv; ++i) pp[2 + lid + i * RED_WG] = acc[i];
 }
 
-// Merges attention_wg_f32's splits of each row: weights exp(m_s - max m) on sums and accs.
+// Merges the splits of each row (attention_wg_f32's, the decode kernels'): weights
+// exp(m_s - max m) on sums and accs. The items take the splits' maxima and sums together,
+// the weights go to local memory, and an item per output dim has 8 loads in flight.
+#define ATT_MAX_SPLITS 1024 /* lowering's cap */
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_combine_f32(__global const float* part, __global float* out, int H, int S, int Dv, int splits,
                            int osb, int osh, int oss, int zero_rows) {
-  const int row = get_group_id(0), lid = get_local_id(0);
+  __local float w[ATT_MAX_SPLITS], red[RED_WG];
+  const int row = get_group_id(0), lid = get_local_id(0), n = Dv + 2;
   const int s = row % S, h = row / S % H, b = row / (S * H);
-  __global const float* pr = part + (long)row * splits * (Dv + 2);
+  __global const float* pr = part + (long)row * splits * n;
   float mx = -INFINITY;
-  for (int i = 0; i < splits; ++i) mx = fmax(mx, pr[i * (Dv + 2)]);
+  for (int i = lid; i < splits; i += RED_WG) mx = fmax(mx, pr[i * n]);
+  mx = wg_max(red, mx);
   float l = 0.0f;
-  for (int i = 0; i < splits; ++i) {
-    const float mi = pr[i * (Dv + 2)];
-    l += mi == -INFINITY ? 0.0f : pr[i * (Dv + 2) + 1] * exp(mi - mx);
+  for (int i = lid; i < splits; i += RED_WG) {
+    const float mi = pr[i * n], wi = mi == -INFINITY ? 0.0f : exp(mi - mx);
+    w[i] = wi;
+    l += pr[i * n + 1] * wi;
   }
+  l = wg_sum(red, l);  // its barriers publish w
   __global float* o = out + b * osb + h * osh + s * oss;
   for (int d = lid; d < Dv; d += RED_WG) {
     float a = 0.0f;
-    for (int i = 0; i < splits; ++i) {
-      const float mi = pr[i * (Dv + 2)];
-      if (mi != -INFINITY) a += pr[i * (Dv + 2) + 2 + d] * exp(mi - mx);
+    int i = 0;
+    for (; i + 8 <= splits; i += 8) {
+      float x[8];
+      for (int u = 0; u < 8; ++u) x[u] = pr[(i + u) * n + 2 + d];
+      for (int u = 0; u < 8; ++u) a += w[i + u] * x[u];
     }
+    for (; i < splits; ++i) a += w[i] * pr[i * n + 2 + d];
     o[d] = zero_rows && !(l > 0.0f) ? 0.0f : a / l;
   }
 }
@@ -273,63 +283,67 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 // GPU family, decode rows of grouped-query heads: a work-group per (batch, kv head, split
 // of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that read that kv
 // head, so each key and value is loaded once for the group, not once per query head. Per
-// block of 64 keys: the block's values are copied to local memory (coalesced loads, all
-// in flight at once: a loop of dependent global loads costs a memory latency per key),
-// an item per key scores it against every row (q in local memory), the row's P = 64 / R
-// items take the block's max and sum, and an item per output dim adds the block to every
-// row's output (registers). Several splits write (max, sum, output) per row for
-// attention_combine_f32, as attention_dec_f32 does.
+// block of 64 keys: the block's keys are copied to local memory, an item per key scores
+// it against every row (q in local memory), the row's P = 64 / R items take the block's
+// max and sum, the block's values replace the keys there, and an item per output dim adds
+// the block to every row's output (registers). Every copy from global memory is
+// gqa_stage's: its loads are all in flight at once, where a loop of dependent loads costs
+// a memory latency each (on the H100 a block took about 27 us that way). Several splits
+// write (max, sum, output) per row for attention_combine_f32, as attention_dec_f32 does.
 #define GQA_MAXR 16
 #define GQA_MAXD 128
 #define GQA_DPI (GQA_MAXD / RED_WG) /* output dims per item */
-#if ATT_FITS(GQA_MAXR * GQA_MAXD + GQA_MAXR * RED_WG + RED_WG * GQA_MAXD + RED_WG + 3 * GQA_MAXR)
+#define GQA_ROW(d) ((d) + 4)        /* a staged key's floats: rows 4 apart, float4 reads across banks */
+#define GQA_BATCH 16                /* loads an item has in flight */
+// Copies n4 float4s of each of nk rows to dst's rows, ld floats apart. Row j is at src +
+// (j / per) * st + (j % per) * st2: keys and values per = 1, q's rows (head, position).
+inline void gqa_stage(__local float* dst, int ld, __global const float* src, long st, int per, int st2, int nk, int n4) {
+  const int lid = get_local_id(0);
+  for (int e0 = 0; e0 < nk * n4; e0 += RED_WG * GQA_BATCH) {
+    float4 x[GQA_BATCH];
+    for (int u = 0; u < GQA_BATCH; ++u) {
+      const int e = e0 + u * RED_WG + lid, j = e / n4;
+      x[u] = j < nk ? vload4(e % n4, src + j / per * st + j % per * st2) : 0.0f;
+    }
+    for (int u = 0; u < GQA_BATCH; ++u) {
+      const int e = e0 + u * RED_WG + lid, j = e / n4;
+      if (j < nk) vstore4(x[u], 0, dst + j * ld + 4 * (e % n4));
+    }
+  }
+}
+#if ATT_FITS(GQA_MAXR * GQA_MAXD + GQA_MAXR * RED_WG + RED_WG * GQA_ROW(GQA_MAXD) + RED_WG + 3 * GQA_MAXR)
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
                        int chunk) {
-  __local float qs[GQA_MAXR * GQA_MAXD], sc[GQA_MAXR * RED_WG], vs[RED_WG * GQA_MAXD], red[RED_WG];
+  __local float qs[GQA_MAXR * GQA_MAXD], sc[GQA_MAXR * RED_WG], kv[RED_WG * GQA_ROW(GQA_MAXD)], red[RED_WG];
   __local float mrow[GQA_MAXR], lrow[GQA_MAXR], crow[GQA_MAXR];
   const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
   const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
-  // row r of the group: query head g * G + r / S, position r % S
-  for (int i = lid; i < R * D; i += RED_WG) {
-    const int r = i / D;
-    qs[i] = q[b * qsb + (g * G + r / S) * qsh + r % S * qss + i % D];
-  }
+  // rows r of the group: query head g * G + r / S, position r % S, its D floats at qs + r * D
+  gqa_stage(qs, D, q + b * qsb + g * G * qsh, qsh, S, qss, R, D / 4);
   if (lid < R) {
     mrow[lid] = -INFINITY;
     lrow[lid] = 0.0f;
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
   __global const float* kb = k + b * ksb + g * ksh;
   __global const float* vb = v + b * vsb + g * vsh;
-  const int t0 = split * chunk, t1 = min(T, t0 + chunk);
+  const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D);
   const int P = RED_WG / R, pr = lid / P, pj = lid % P;  // item lid takes row pr's keys pj, pj + P, ...
   float acc[GQA_MAXR * GQA_DPI];  // row r, dim lid + RED_WG * i: acc[GQA_DPI * r + i]
   for (int i = 0; i < GQA_MAXR * GQA_DPI; ++i) acc[i] = 0.0f;
   for (int tb = t0; tb < t1; tb += RED_WG) {
-    const int nk = min(RED_WG, t1 - tb), n4 = Dv / 4;
-    // float4 e of the block's values: key e / n4, dims 4 (e % n4); 16 loads per item at a time
-    for (int e0 = 0; e0 < RED_WG * GQA_MAXD / 4; e0 += RED_WG * 16) {
-      float4 x[16];
-      for (int u = 0; u < 16; ++u) {
-        const int e = e0 + u * RED_WG + lid, j = e / n4;
-        x[u] = j < nk ? vload4(e % n4, vb + (long)(tb + j) * vst) : 0.0f;
-      }
-      for (int u = 0; u < 16; ++u) {
-        const int e = e0 + u * RED_WG + lid, j = e / n4;
-        if (j < nk) vstore4(x[u], 0, vs + j * Dv + 4 * (e % n4));
-      }
-    }
+    const int nk = min(RED_WG, t1 - tb);
+    gqa_stage(kv, KR, kb + (long)tb * kst, kst, 1, 0, nk, D / 4);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the keys (and in the first block q) staged
     if (lid < nk) {
       const int t = tb + lid;
-      __global const float* kr = kb + (long)t * kst;
       float dots[GQA_MAXR];
       for (int r = 0; r < GQA_MAXR; ++r) dots[r] = 0.0f;
       for (int d = 0; d < D; d += 4) {
-        const float4 kv = vload4(0, kr + d);
+        const float4 kd = vload4(0, kv + lid * KR + d);
         for (int r = 0; r < GQA_MAXR; ++r)
-          if (r < R) dots[r] += dot(vload4(0, qs + r * D + d), kv);
+          if (r < R) dots[r] += dot(vload4(0, qs + r * D + d), kd);
       }
       for (int r = 0; r < GQA_MAXR; ++r) {
         if (r >= R) break;
@@ -338,7 +352,8 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
                                          has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
       }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scores written, the keys read
+    gqa_stage(kv, Dv, vb + (long)tb * vst, vst, 1, 0, nk, Dv / 4);
     float bm = -INFINITY;
     if (pr < R)
       for (int j = pj; j < nk; j += P) bm = fmax(bm, sc[pr * RED_WG + j]);
@@ -368,20 +383,20 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
       mrow[pr] = mn;
       crow[pr] = corr;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);  // and the values staged
     for (int i = 0; i < GQA_DPI; ++i) {
       const int d = lid + i * RED_WG;
       if (d < Dv) {
         for (int r = 0; r < GQA_MAXR; ++r)
           if (r < R) acc[GQA_DPI * r + i] *= crow[r];
         for (int j = 0; j < nk; ++j) {
-          const float x = vs[j * Dv + d];
+          const float x = kv[j * Dv + d];
           for (int r = 0; r < GQA_MAXR; ++r)
             if (r < R) acc[GQA_DPI * r + i] += sc[r * RED_WG + j] * x;
         }
       }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // sc, vs and crow read before the next block writes them
+    barrier(CLK_LOCAL_MEM_FENCE);  // sc, the values and crow read before the next block writes them
   }
   for (int r = 0; r < GQA_MAXR; ++r) {
     if (r < R) {

@@ -20,10 +20,13 @@
 #                                            tg128 at DEPTHS (default 128,2048) of the fused model, the planned
 #                                            one (command buffers) and the planned one launch by launch, beside
 #                                            PyTorch eager fp16; tl-plan --emit text totals (max-seq 2048)
-#   scripts/device_bench.sh ab NAME [DEPTHS]   two builds on one planned model (made as `planned` does):
+#   scripts/device_bench.sh ab NAME [DEPTHS]   builds compared on one planned model (made as `planned` does):
 #                                            tl-bench tg128 at DEPTHS (default 128,2048) with PyTorch eager
-#                                            fp16 beside it, then $B/tl-bench-b (another build's tl-bench,
-#                                            copied there by hand) on the same model, rows named NAME-planned-b
+#                                            fp16 beside it, then each $B/tl-bench-X (other builds' tl-bench,
+#                                            copied there by hand) on the same model, rows named NAME-planned-X
+#   scripts/device_bench.sh lmhead NAME [DEPTHS]  NAME quantized e0m4 with its lm_head in q8
+#                                            (--lm-head-scheme q8), fused and planned as `planned` does, and
+#                                            tl-bench tg128 at DEPTHS beside the e0m4 model's rows
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
@@ -49,13 +52,15 @@ bench() {
     cat "$OUT/$1-d$d.md"
   done
 }
-# $1's e0m4 model fused ($f) and planned for --max-seq 4096 with the cache in place ($p),
-# exported and quantized first where this machine has not yet.
+# $1's e0m4 model ($2: the quantized variant's suffix, default e0m4) fused ($f) and planned
+# for --max-seq 4096 with the cache in place ($p), exported and quantized first where this
+# machine has not yet.
 fuse_and_plan() {
+  v=${2:-e0m4}
   [ -f "$W/$1-e0m4/model.onnx" ] || "$0" export "$1"
-  f="$W/$1-e0m4-fused/model.onnx" p="$W/$1-planned/model.onnx"
+  f="$W/$1-$v-fused/model.onnx" p="$W/$1-$v-planned/model.onnx"
   mkdir -p "$(dirname "$f")" "$(dirname "$p")"
-  [ -f "$f" ] || $B/tl-fuse "$W/$1-e0m4/model.onnx" -o "$f" 2>/dev/null
+  [ -f "$f" ] || $B/tl-fuse "$W/$1-$v/model.onnx" -o "$f" 2>/dev/null
   $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"  # NVIDIA: sub-buffers on 512 bytes
 }
 case "${1:-}" in
@@ -144,7 +149,19 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     for d in $(echo "${3:-128,2048}" | tr , ' '); do
       $B/tl-bench "$p" --name "$2-planned" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
         --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" 2>/dev/null
-      $B/tl-bench-b "$p" --name "$2-planned-b" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
+      for b in $B/tl-bench-*; do
+        $b "$p" --name "$2-planned-${b##*/tl-bench-}" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
+      done
+    done
+    ;;
+  lmhead)
+    [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
+    mkdir -p "$W/$2-e0m4-q8lm"
+    [ -f "$W/$2-e0m4-q8lm/model.onnx" ] ||
+      $B/tl-quant "$W/$2-fp32/model.onnx" --scheme e0m4 --lm-head-scheme q8 -o "$W/$2-e0m4-q8lm/model.onnx" 2>&1 | tail -2
+    fuse_and_plan "$2" e0m4-q8lm
+    for d in $(echo "${3:-128,2048}" | tr , ' '); do
+      $B/tl-bench "$p" --name "$2-planned-q8lm" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
     done
     ;;
   normshare)

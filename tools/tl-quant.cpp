@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
                 "rewrite those MatMuls into tl.QMatMul (docs/ops.md). Schemes: e0m4 (Transformer-Lite's\n"
                 "FP4), int4 (asymmetric min/max), w4a8 (int4 weights, int8 activations), q8, q3h (3.5 bits).\n"
                 "The lm_head (the MatMul producing a graph output) is kept in float unless\n"
-                "--quantize-lm-head: its errors reach the logits directly; embeddings are Gathers and stay.\n\n"
+                "--quantize-lm-head or --lm-head-scheme: its errors reach the logits directly; embeddings\n"
+                "are Gathers and stay.\n\n"
                 "  tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx\n"
+                "  tl-quant model.onnx --scheme e0m4 --lm-head-scheme q8 -o model.q.onnx\n"
                 "  tl-quant model.onnx --report --report-format md\n");
   std::string scheme = "e0m4", format = "md";
   tl::QuantOptions opt;
@@ -29,6 +31,9 @@ int main(int argc, char** argv) {
   app.add_option("--skip", opt.skip, "keep weights whose name or node contains this (repeatable)");
   app.add_option("--only", opt.only, "quantize exactly this weight (repeatable); it must be a constant MatMul weight");
   app.add_flag("--quantize-lm-head", opt.quantizeLmHead, "also quantize the MatMul that produces the logits");
+  std::string lmHeadScheme;
+  app.add_option("--lm-head-scheme", lmHeadScheme,
+                 "quantize that MatMul in this scheme instead (q8 keeps the logits close at a quarter of fp32's bytes)");
   app.add_flag("--report", report, "print the error of every scheme per weight instead of writing a model");
   app.add_option("--report-format", format, "md, csv or json")->capture_default_str();
   std::string outFormat = "tl";
@@ -43,6 +48,7 @@ int main(int argc, char** argv) {
                "input keeps its weights in external data; protobuf stops at 2 GiB)");
   return tool.run(argc, argv, [&] {
     opt.scheme = tl::parseScheme(scheme);
+    if (!lmHeadScheme.empty()) opt.lmHeadScheme = tl::parseScheme(lmHeadScheme);
     opt.ortFormat = outFormat == "ort";
     opt.dequantizedFormat = outFormat == "dequantized";
     tl::checkOptions(opt);  // before reading a possibly large model

@@ -140,13 +140,14 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
     const auto* w = graph.initializer(n.input(1));
     if (!w || w->dims_size() != 2 || w->data_type() != onnx::TensorProto::FLOAT) continue;
     if (!seen.insert(w->name()).second) continue;
-    EligibleWeight e{w->name(), graph.nodeName(i), w->dims(0), w->dims(1), ""};
+    EligibleWeight e{w->name(), graph.nodeName(i), w->dims(0), w->dims(1), "", opt.scheme};
     if (!opt.only.empty() && std::find(opt.only.begin(), opt.only.end(), e.name) == opt.only.end()) continue;
     for (const auto& pattern : opt.skip)
       if (e.name.find(pattern) != std::string::npos || e.node.find(pattern) != std::string::npos)
         e.keptBecause = "--skip " + pattern;
     const bool lmHead = std::any_of(n.output().begin(), n.output().end(), [&](const auto& o) { return outputs.count(o); });
-    if (e.keptBecause.empty() && lmHead && !opt.quantizeLmHead && opt.only.empty())
+    if (lmHead && opt.lmHeadScheme) e.scheme = *opt.lmHeadScheme;
+    if (e.keptBecause.empty() && lmHead && !opt.quantizeLmHead && !opt.lmHeadScheme && opt.only.empty())
       e.keptBecause = "lm_head (--quantize-lm-head)";
     out.push_back(e);
   }
@@ -156,9 +157,11 @@ std::vector<EligibleWeight> findWeights(const Graph& graph, const QuantOptions& 
 void checkOptions(const QuantOptions& opt) {
   // Any positive group works (ragged last groups are exact); q3h needs pairs.
   if (opt.group <= 0) throw Error("--group must be positive, not " + std::to_string(opt.group));
-  if (opt.scheme == QuantScheme::Q3H && opt.group % 2) throw Error("q3h pairs weights: --group must be even");
-  if (opt.ortFormat && opt.scheme != QuantScheme::Int4)
-    throw Error(std::string("--format ort writes int4 (MatMulNBits), not ") + schemeName(opt.scheme));
+  for (QuantScheme s : {opt.scheme, opt.lmHeadScheme.value_or(opt.scheme)}) {
+    if (opt.ortFormat && s != QuantScheme::Int4)
+      throw Error(std::string("--format ort writes int4 (MatMulNBits), not ") + schemeName(s));
+    if (s == QuantScheme::Q3H && opt.group % 2) throw Error("q3h pairs weights: --group must be even");
+  }
   if (opt.ortFormat && (opt.group < 16 || (opt.group & (opt.group - 1))))
     throw Error("--format ort needs a group size that is a power of two >= 16 (MatMulNBits' block_size), not " +
                 std::to_string(opt.group));
@@ -180,13 +183,13 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       ++index;
       if (!w.keptBecause.empty()) continue;
       auto data = weightValues(*graph.initializer(w.name), model.baseDir);
-      auto q = quantize(data.data(), w.K, w.N, opt.scheme, opt.group);
+      auto q = quantize(data.data(), w.K, w.N, w.scheme, opt.group);
       before += data.size() * 4;
       after += q.packed.size() + 8 * q.scale.size();
       if (progress)
         std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
                      weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),
-                     schemeName(opt.scheme), quantizationError(data, q), q.bitsPerWeight());
+                     schemeName(w.scheme), quantizationError(data, q), q.bitsPerWeight());
       store(g, w.name, q, opt);
       // The node rewrite needs only the shape and scheme: free the codes now.
       q.packed = {};

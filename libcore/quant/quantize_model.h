@@ -2,6 +2,7 @@
 // (docs/ops.md), and the per-weight error report (Transformer-Lite Table 2).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct QuantOptions {
   int64_t group = 128;
   std::vector<std::string> skip;  // substrings of weight or node names to keep in float
   bool quantizeLmHead = false;    // the MatMul that produces the logits
+  // That MatMul in a scheme of its own (implies quantizing it), as deployments keep the
+  // logits' weights at more bits than the rest (llama.cpp's output tensor type).
+  std::optional<QuantScheme> lmHeadScheme;
   std::vector<std::string> only;  // when given: exactly these weights (each must be a constant MatMul weight)
   // Write int4 as ONNX Runtime's com.microsoft.MatMulNBits (its documented packing)
   // instead of tl.QMatMul, so that ONNX Runtime runs the artifact.
@@ -32,6 +36,7 @@ struct EligibleWeight {
   std::string node;     // first MatMul using it
   int64_t K = 0, N = 0;
   std::string keptBecause;  // empty when it is quantized
+  QuantScheme scheme = QuantScheme::E0M4;  // the one it is quantized in
 };
 
 // MatMuls whose B is a constant 2-D float initializer, with the reason any is kept.

@@ -986,7 +986,8 @@ void attentionOp(const Node& n) {
   // its 2 to 16 query rows together (kernels/attention.cl's GQA_MAXR), so the cache is read
   // once per kv head: on the H100 TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over
   // fewer keys that kernel's few work-groups each take several blocks one after another,
-  // and the step was twice as slow (docs/tl-bench.md).
+  // and the step was twice as slow; with a work-group per block and the merge it was still
+  // 22% slower at 128 keys, and one split a row (no merge) 14% slower (docs/tl-bench.md).
   // Each only where it was built: devices with little local memory lack some (ATT_FITS).
   const auto built = [&](const std::string& k) { return n.ex.kernels().has(k); };
   const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";

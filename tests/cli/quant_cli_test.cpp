@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "cli/test_support.h"
@@ -63,6 +64,34 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHead) {
   r = runTool("tl-shape", out + " --emit text");
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("QMatMul"), std::string::npos);
+}
+
+// --lm-head-scheme: the rest in e0m4, the lm_head alone in q8, and the model still runs.
+TEST(TlQuantCli, LmHeadInASchemeOfItsOwn) {
+  auto out = (test::tempDir("quant_lm_head") / "q.onnx").string();
+  auto r = runTool("tl-quant", kByte + " --scheme e0m4 --lm-head-scheme q8 -o " + out);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("[29/29]"), std::string::npos) << r.err;
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(test::readFile(out)));
+  std::map<std::string, int> schemes;
+  std::string lmHead;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "QMatMul") continue;
+    for (const auto& a : n.attribute())
+      if (a.name() == "scheme") ++schemes[a.s()];
+    if (n.output(0) == m.graph().output(0).name())
+      for (const auto& a : n.attribute())
+        if (a.name() == "scheme") lmHead = a.s();
+  }
+  EXPECT_EQ(schemes["e0m4"], 28);
+  EXPECT_EQ(schemes["q8"], 1);
+  EXPECT_EQ(lmHead, "q8");
+  r = runTool("tl-run", out + " --generate --prompt 'def ' -n 8");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --format ort --lm-head-scheme q8 -o /dev/null"),
+                     "--format ort writes int4 (MatMulNBits), not q8");
+  expectOneLineError(runTool("tl-quant", kByte + " --lm-head-scheme q3h --group 127 -o /dev/null"), "--group must be even");
 }
 
 // Weights in external data come in one at a time and go out to OUT.data: the model

@@ -365,7 +365,7 @@ TEST(SwiGluKernel, MatchesReference) {
 // grouped-query head counts, transposed operands, a broadcast mask with masked keys, and
 // cache lengths long enough that the GPU family splits the keys of a decode row, reads a
 // kv head's rows together (over 256 keys), and takes two blocks of keys in one split (33000
-// keys in at most 512 splits for 2 kv heads).
+// keys in at most 512 splits for 2 kv heads), also for several positions per head.
 TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
@@ -394,7 +394,7 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
     if (cs.vT) setAttr(m, "v_bthd", int64_t{1});
     if (cs.oT) setAttr(m, "out_bshd", int64_t{1});
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
-      for (auto [B, S, T] : {std::array<int64_t, 3>{1, 1, 1}, {2, 3, 9}, {1, 1, 700}, {1, 2, 200}, {1, 1, 33000}, {1, 5, 130}}) {
+      for (auto [B, S, T] : {std::array<int64_t, 3>{1, 1, 1}, {2, 3, 9}, {1, 1, 700}, {1, 2, 200}, {1, 3, 300}, {1, 1, 33000}, {1, 5, 130}}) {
         // Element (b, head, row, i) of an operand stored [B, heads, rows, n], or [B, rows, heads, n] when transposed.
         auto at = [](const std::vector<float>& x, bool t, int64_t heads, int64_t rows, int64_t n, int64_t b, int64_t h,
                      int64_t r, int64_t i) {
