@@ -159,7 +159,7 @@ void placeBuffers(MemoryPlan& plan) {
   // The arena as one expression where the ends stay comparable (a max the algebra
   // resolves); where they do not, the nested maxima grow with every buffer, and the
   // text gives the layout instead.
-  constexpr size_t kLongest = 240;
+  constexpr size_t kLongest = 2000;
   std::vector<SymExpr> end(n);
   bool closed = true;
   for (size_t x : order) {
