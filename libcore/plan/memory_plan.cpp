@@ -93,87 +93,6 @@ std::string bindingText(const SymbolValues& v) {
   return s;
 }
 
-// Whether two buffers hold tensors that live at once: then their bytes may not overlap.
-bool meet(const MemoryPlan& plan, const PlannedBuffer& a, const PlannedBuffer& b) {
-  for (int i : a.tensors)
-    for (int j : b.tensors) {
-      const PlannedTensor &x = plan.tensors[static_cast<size_t>(i)], &y = plan.tensors[static_cast<size_t>(j)];
-      if (!(x.last < y.first || y.last < x.first)) return true;
-    }
-  return false;
-}
-
-// Places the buffers in the arena, where two that never meet may overlap. First at their
-// capacities, largest first, each at the lowest offset clear of the placed buffers it
-// meets (greedy by size, as TFLite's arena planner does): the constant offsets tl-run
-// allocates. Then the same layout for every binding, in the order of those offsets: a
-// buffer starts where the last of the buffers it meets below it ends (`after`), so it
-// clears each of them at every binding. Ends already behind another of those are left
-// out of `after`: they end before that one starts.
-void placeBuffers(MemoryPlan& plan) {
-  auto& bufs = plan.buffers;
-  const size_t n = bufs.size();
-  std::vector<std::vector<bool>> meets(n, std::vector<bool>(n));
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = i + 1; j < n; ++j) meets[i][j] = meets[j][i] = meet(plan, bufs[i], bufs[j]);
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bufs[a].capacity > bufs[b].capacity; });
-  std::vector<bool> placed(n);
-  for (size_t x : order) {
-    std::vector<std::pair<int64_t, int64_t>> taken;
-    for (size_t y = 0; y < n; ++y)
-      if (placed[y] && meets[x][y]) taken.emplace_back(bufs[y].at, bufs[y].at + bufs[y].capacity);
-    std::sort(taken.begin(), taken.end());
-    int64_t at = 0;
-    for (const auto& [start, end] : taken) {
-      if (at + bufs[x].capacity <= start) break;
-      at = std::max(at, end);
-    }
-    bufs[x].at = at;
-    placed[x] = true;
-    plan.allocated = std::max(plan.allocated, at + bufs[x].capacity);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::make_pair(bufs[a].at, bufs[a].capacity) < std::make_pair(bufs[b].at, bufs[b].capacity);
-  });
-  std::vector<std::vector<bool>> under(n, std::vector<bool>(n));  // under[x][y]: y ends before x starts
-  std::vector<bool> done(n), covered(n);
-  for (size_t x : order) {
-    std::vector<size_t> below;
-    for (size_t y = 0; y < n; ++y)
-      if (done[y] && meets[x][y] && bufs[y].at + bufs[y].capacity <= bufs[x].at) below.push_back(y);
-    for (size_t y : below) {
-      under[x][y] = covered[y] = true;
-      for (size_t z = 0; z < n; ++z)
-        if (under[y][z]) under[x][z] = true;
-    }
-    for (size_t y : below)
-      if (std::none_of(below.begin(), below.end(), [&](size_t z) { return under[z][y]; }))
-        bufs[x].after.push_back(static_cast<int>(y));
-    std::sort(bufs[x].after.begin(), bufs[x].after.end());
-    done[x] = true;
-  }
-  for (size_t x = 0; x < n; ++x)
-    if (!covered[x]) plan.top.push_back(static_cast<int>(x));
-  // The arena as one expression where the ends stay comparable (a max the algebra
-  // resolves); where they do not, the nested maxima grow with every buffer, and the
-  // text gives the layout instead.
-  constexpr size_t kLongest = 2000;
-  std::vector<SymExpr> end(n);
-  bool closed = true;
-  for (size_t x : order) {
-    SymExpr start(0);
-    for (int y : bufs[x].after) start = max(start, end[static_cast<size_t>(y)]);
-    end[x] = start + bufs[x].bytes;
-    closed = closed && end[x].str().size() <= kLongest;
-    if (!closed) break;
-  }
-  if (closed)
-    for (int x : plan.top) plan.arena = max(plan.arena, end[static_cast<size_t>(x)]);
-  plan.arenaClosed = closed;
-}
-
 }  // namespace
 
 MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const PlanOptions& opt) {
@@ -243,107 +162,86 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
       throw Error(c.what + " is " + std::to_string(c.expr.evaluate(base)) + " at its shortest, over the limit of " +
                   std::to_string(c.limit) + (c.limit == opt.maxSeq ? " (--max-seq)" : ""));
 
-  // Greedy sharing in schedule order: a tensor takes a free buffer provably at least its
-  // size, the one that wastes least (at a middle binding). Buffers never grow: one grown
-  // for a late large tensor (the logits) would meet everything its small tensors met,
-  // where a buffer of its own overlaps the buffers it never meets (placeBuffers).
+  // Greedy sharing in schedule order: a tensor takes a free buffer whose size is provably
+  // related to its own, the one that grows least (ranked at a middle binding).
   SymbolValues mid = base;
   for (const auto& s : seq) mid[s] = std::max<int64_t>(1, largest(limits, base, s, opt.maxSeq) / 2);
   std::vector<int> lastUse;
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     PlannedTensor& pt = plan.tensors[t];
     int best = -1;
-    int64_t bestWaste = 0;
+    int64_t bestGrowth = 0;
     for (size_t b = 0; b < plan.buffers.size(); ++b) {
-      if (lastUse[b] >= pt.first || order(plan.buffers[b].bytes, pt.bytes) <= 0) continue;
-      const int64_t waste = (plan.buffers[b].bytes - pt.bytes).evaluate(mid);
-      if (best < 0 || waste < bestWaste) {
+      if (lastUse[b] >= pt.first) continue;
+      const int o = order(plan.buffers[b].bytes, pt.bytes);
+      if (o == 0) continue;
+      const int64_t growth = o > 0 ? 0 : (pt.bytes - plan.buffers[b].bytes).evaluate(mid);
+      const int64_t waste = o > 0 ? (plan.buffers[b].bytes - pt.bytes).evaluate(mid) : 0;
+      const int64_t cost = growth * 4 + waste;  // growing costs every other tensor there too
+      if (best < 0 || cost < bestGrowth) {
         best = static_cast<int>(b);
-        bestWaste = waste;
+        bestGrowth = cost;
       }
     }
     if (best < 0) {
       best = static_cast<int>(plan.buffers.size());
-      plan.buffers.push_back({pt.bytes, {}, {}});
+      plan.buffers.push_back({pt.bytes, SymExpr(0), {}});
       lastUse.push_back(pt.last);
+    } else if (order(plan.buffers[best].bytes, pt.bytes) < 0) {
+      plan.buffers[best].bytes = pt.bytes;
     }
     lastUse[best] = std::max(lastUse[best], pt.last);
     plan.buffers[best].tensors.push_back(static_cast<int>(t));
     pt.buffer = best;
   }
+  SymExpr offset(0);
+  for (auto& b : plan.buffers) {
+    b.offset = offset;
+    offset = offset + aligned(b.bytes, opt.align);
+    plan.arena = plan.arena + b.bytes;
+  }
   for (const auto& t : plan.tensors) plan.naive = plan.naive + t.bytes;
 
-  // Every length of the first symbol, each with the longest second symbol the limits
-  // allow (the sizes grow with it: checked). The limits grow with every symbol (checked),
-  // so the lengths they allow are a prefix.
+  // The largest arena within --max-seq: every length of the first symbol, each with the
+  // longest second symbol the limits allow (the sizes grow with it: checked). The limits
+  // grow with every symbol (checked), so the lengths they allow are a prefix.
   for (const auto& s : seq)
     for (const auto& c : limits)
       if (!growsWith(c.expr, s)) throw Error(c.what + " does not provably grow with " + s);
   if (seq.size() == 2) {
-    std::vector<const SymExpr*> sizes{&plan.naive};
+    std::vector<const SymExpr*> sizes{&plan.arena, &plan.naive};
     for (const auto& b : plan.buffers) sizes.push_back(&b.bytes);
     for (const SymExpr* e : sizes)
       if (!growsWith(*e, seq[1])) throw Error("the activations' size " + e->str() + " does not provably grow with " + seq[1]);
   }
-  std::vector<SymbolValues> region;
-  if (seq.empty()) region.push_back(base);
-  for (int64_t x = 1, top = seq.empty() ? 0 : largest(limits, base, seq[0], opt.maxSeq); x <= top; ++x) {
-    SymbolValues v = base;
-    v[seq[0]] = x;
-    if (seq.size() == 2) v[seq[1]] = largest(limits, v, seq[1], opt.maxSeq);
-    if (seq.size() < 2 || v[seq[1]] >= 1) region.push_back(v);
-  }
-  for (const auto& v : region) {
+  auto consider = [&](const SymbolValues& v) {
+    const int64_t a = plan.arena.evaluate(v);
+    if (plan.worst.empty() || a > plan.arena.evaluate(plan.worst)) plan.worst = v;
     plan.naiveBytes = std::max(plan.naiveBytes, plan.naive.evaluate(v));
     for (auto& b : plan.buffers) b.capacity = std::max(b.capacity, aligned(b.bytes, opt.align).evaluate(v));
-  }
-  placeBuffers(plan);
-  for (const auto& v : region) {
-    const auto at = offsetsAt(plan, v);
-    int64_t arena = 0;
-    for (int x : plan.top)
-      arena = std::max(arena, at[static_cast<size_t>(x)] + aligned(plan.buffers[static_cast<size_t>(x)].bytes, opt.align).evaluate(v));
-    if (plan.worst.empty() || arena > plan.arenaBytes) {
-      plan.worst = v;
-      plan.arenaBytes = arena;
+  };
+  if (seq.empty()) {
+    consider(base);
+  } else if (seq.size() == 1) {
+    for (int64_t x = 1, top = largest(limits, base, seq[0], opt.maxSeq); x <= top; ++x) {
+      SymbolValues v = base;
+      v[seq[0]] = x;
+      consider(v);
     }
+  } else {
+    for (int64_t x = 1, top = largest(limits, base, seq[0], opt.maxSeq); x <= top; ++x) {
+      SymbolValues v = base;
+      v[seq[0]] = x;
+      v[seq[1]] = largest(limits, v, seq[1], opt.maxSeq);
+      if (v[seq[1]] >= 1) consider(v);
+    }
+  }
+  for (const auto& b : plan.buffers) {
+    plan.arenaBytes += aligned(b.bytes, opt.align).evaluate(plan.worst);
+    plan.allocated += b.capacity;
   }
   return plan;
 }
-
-std::vector<int64_t> offsetsAt(const MemoryPlan& plan, const SymbolValues& v) {
-  const size_t n = plan.buffers.size();
-  std::vector<int64_t> at(n, -1);
-  // `after` points to buffers placed lower: each offset needs only lower ones.
-  std::function<int64_t(size_t)> offset = [&](size_t x) {
-    if (at[x] >= 0) return at[x];
-    int64_t o = 0;
-    for (int y : plan.buffers[x].after) {
-      const auto& b = plan.buffers[static_cast<size_t>(y)];
-      o = std::max(o, offset(static_cast<size_t>(y)) + aligned(b.bytes, plan.options.align).evaluate(v));
-    }
-    return at[x] = o;
-  };
-  for (size_t x = 0; x < n; ++x) offset(x);
-  return at;
-}
-
-namespace {
-
-// "b2" or "max(b2, b7)": the ends a buffer starts after, or the arena's.
-std::string endsText(const std::vector<int>& buffers) {
-  if (buffers.empty()) return "0";
-  std::string s;
-  for (int b : buffers) s += (s.empty() ? "" : ", ") + std::string("end b") + std::to_string(b);
-  return buffers.size() == 1 ? s : "max(" + s + ")";
-}
-
-// The arena's bytes: one expression where the algebra closes it, else its top buffers' ends.
-std::string arenaText(const MemoryPlan& plan) {
-  return plan.arenaClosed ? plan.arena.str() + " bytes (+ alignment)" : endsText(plan.top) + " (the offsets above)";
-}
-
-}  // namespace
 
 std::string renderPlan(const MemoryPlan& plan, const std::string& title) {
   std::string out = "# " + title + "\n# max-seq " + std::to_string(plan.options.maxSeq) + ", batch " +
@@ -352,39 +250,34 @@ std::string renderPlan(const MemoryPlan& plan, const std::string& title) {
   for (const auto& t : plan.tensors)
     out += t.name + "  b" + std::to_string(t.buffer) + "  " + t.bytes.str() + "  [" + std::to_string(t.first) + ", " +
            std::to_string(t.last) + "]\n";
-  out += "# buffer  offset (end bK: bK's offset + its bytes, aligned)  bytes  capacity  at (in the allocation)  tensors\n";
+  out += "# buffer  offset  bytes  capacity  tensors\n";
   for (size_t b = 0; b < plan.buffers.size(); ++b)
-    out += "b" + std::to_string(b) + "  " + endsText(plan.buffers[b].after) + "  " + plan.buffers[b].bytes.str() + "  " +
-           std::to_string(plan.buffers[b].capacity) + "  " + std::to_string(plan.buffers[b].at) + "  " +
-           std::to_string(plan.buffers[b].tensors.size()) + "\n";
+    out += "b" + std::to_string(b) + "  " + plan.buffers[b].offset.str() + "  " + plan.buffers[b].bytes.str() + "  " +
+           std::to_string(plan.buffers[b].capacity) + "  " + std::to_string(plan.buffers[b].tensors.size()) + "\n";
   const std::string at = bindingText(plan.worst);
   out += "tensors: " + std::to_string(plan.tensors.size()) + " in " + std::to_string(plan.buffers.size()) + " buffers\n";
-  out += "arena: " + arenaText(plan) + "\n";
+  out += "arena: " + plan.arena.str() + " bytes (+ alignment)\n";
   out += "naive: " + plan.naive.str() + " bytes\n";
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.3f", plan.naiveBytes ? static_cast<double>(plan.arenaBytes) / plan.naiveBytes : 0.0);
   out += "at max-seq (" + at + "): arena " + mib(plan.arenaBytes) + ", naive " + mib(plan.naiveBytes) +
          " (largest over the lengths), arena/naive " + ratio + "\n";
-  out += "allocated at start: " + mib(plan.allocated) + " (each buffer at its largest, at its constant offset)\n";
+  out += "allocated at start: " + mib(plan.allocated) + " (each buffer at its largest)\n";
   return out;
 }
 
 void annotatePlan(onnx::ModelProto& proto, const MemoryPlan& plan) {
   std::map<std::string, std::string> keys;
-  keys["tl.plan.version"] = "2";
+  keys["tl.plan.version"] = "1";
   keys["tl.plan.options"] = "max_seq=" + std::to_string(plan.options.maxSeq) + ",batch=" +
                             std::to_string(plan.options.batch) + ",align=" + std::to_string(plan.options.align);
   std::string tensors, buffers;
   for (const auto& t : plan.tensors) tensors += t.name + "\t" + std::to_string(t.buffer) + "\n";
-  for (const auto& b : plan.buffers) {
-    std::string after;
-    for (int y : b.after) after += (after.empty() ? "" : ",") + std::to_string(y);
-    buffers += (after.empty() ? "-" : after) + "\t" + b.bytes.str() + "\t" + std::to_string(b.capacity) + "\t" +
-               std::to_string(b.at) + "\n";
-  }
+  for (const auto& b : plan.buffers)
+    buffers += b.offset.str() + "\t" + b.bytes.str() + "\t" + std::to_string(b.capacity) + "\n";
   keys["tl.plan.tensors"] = tensors;
   keys["tl.plan.buffers"] = buffers;
-  keys["tl.plan.arena"] = arenaText(plan);
+  keys["tl.plan.arena"] = plan.arena.str();
   keys["tl.plan.peak"] = std::to_string(plan.arenaBytes) + "\t" + bindingText(plan.worst);
   auto* props = proto.mutable_metadata_props();
   for (int i = props->size() - 1; i >= 0; --i)

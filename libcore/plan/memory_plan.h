@@ -6,9 +6,7 @@
 // tensors share a buffer when their lives do not overlap and their byte sizes are
 // provably related, the difference or the ratio of the two expressions being a
 // constant, so the larger is the larger at every binding and the buffer is sized by
-// it. Buffers whose tensors never live at once may then overlap in the arena: each is
-// placed clear of the buffers it meets, at a constant offset for the allocation made at
-// start and at an offset that is an expression of the symbols (a max of the ends below it).
+// it. Buffers follow one another in the arena; offsets are expressions of the symbols.
 #pragma once
 
 #include <cstdint>
@@ -38,36 +36,28 @@ struct PlannedTensor {
 };
 
 struct PlannedBuffer {
-  SymExpr bytes;  // its largest tensor's size
-  // Where it starts at any binding: at the largest aligned end (offset + bytes, rounded
-  // up to the alignment) of these buffers, which it meets and which lie below it; at 0
-  // when none. offsetsAt evaluates it.
-  std::vector<int> after;
+  SymExpr bytes;   // its largest tensor's size
+  SymExpr offset;  // in the arena: the aligned sizes of the buffers before it
   std::vector<int> tensors;
   int64_t capacity = 0;  // aligned bytes at its largest within --max-seq: what a run allocates
-  int64_t at = 0;        // its offset in that allocation
 };
 
 struct MemoryPlan {
   PlanOptions options;
   std::vector<PlannedTensor> tensors;  // in schedule order
   std::vector<PlannedBuffer> buffers;  // in arena order
-  std::vector<int> top;  // the buffers no other lies over: the arena ends at the largest of their ends
-  SymExpr arena;         // bytes, that layout without alignment, when one expression holds it (arenaClosed)
-  bool arenaClosed = false;
-  SymExpr naive;         // bytes: every tensor its own buffer
-  // The binding within --max-seq where the arena (aligned) is largest, and the sizes there.
+  SymExpr arena;  // bytes, before alignment: the sum of the buffers
+  SymExpr naive;  // bytes: every tensor its own buffer
+  // The binding within --max-seq where the arena is largest, and the sizes there
+  // (the arena with each buffer's alignment).
   SymbolValues worst;
   int64_t arenaBytes = 0, naiveBytes = 0;
-  int64_t allocated = 0;  // the largest end of the buffers at their capacities: one allocation at start holds every length
+  int64_t allocated = 0;  // the buffers' capacities: one allocation at start holds every length
 };
 
 // Throws tl::Error (bad input) when the model's inputs cannot fit --max-seq, or when a
 // size cannot be bounded (not provably growing with the sequence symbols).
 MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const PlanOptions& options);
-
-// Each buffer's offset in the arena at a binding (a multiple of the alignment).
-std::vector<int64_t> offsetsAt(const MemoryPlan& plan, const SymbolValues& v);
 
 // --emit text: tensor -> buffer, the buffers, the arena against naive.
 std::string renderPlan(const MemoryPlan& plan, const std::string& title);

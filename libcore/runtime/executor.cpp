@@ -141,8 +141,7 @@ void Executor::usePlan() {
   for (const auto& p : model_.proto.metadata_props())
     if (p.key().rfind("tl.plan.", 0) == 0) meta[p.key()] = p.value();
   if (!meta.count("tl.plan.version")) return;
-  if (meta["tl.plan.version"] != "2")
-    throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads (run this tl-plan again)");
+  if (meta["tl.plan.version"] != "1") throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads");
   int64_t align = 0, batch = 1;
   for (const auto& [key, v] : keyValues(meta["tl.plan.options"])) {
     if (key == "align") align = std::stoll(v);
@@ -153,13 +152,11 @@ void Executor::usePlan() {
   size_t total = 0;
   for (const auto& line : split(meta["tl.plan.buffers"], '\n')) {
     const auto cols = split(line, '\t');
-    if (cols.size() != 4) throw Error("tl.plan.buffers: a line without offset, size, capacity and place: '" + line + "'");
-    const size_t cap = std::max<size_t>(static_cast<size_t>(std::stoll(cols[2])), 8), at = static_cast<size_t>(std::stoll(cols[3]));
-    if (align < 1 || at % static_cast<size_t>(align))
-      throw Error("tl.plan.buffers: place " + cols[3] + " is not a multiple of the alignment " + std::to_string(align));
-    offsets.push_back(at);
-    capacities.push_back(cap);
-    total = std::max(total, at + cap);
+    if (cols.size() != 3) throw Error("tl.plan.buffers: a line without offset, size and capacity: '" + line + "'");
+    const size_t cap = static_cast<size_t>(std::stoll(cols[2]));
+    offsets.push_back(total);
+    capacities.push_back(std::max<size_t>(cap, 8));
+    total += (std::max<size_t>(cap, 8) + static_cast<size_t>(align) - 1) / static_cast<size_t>(align) * static_cast<size_t>(align);
   }
   const size_t need = std::max<size_t>(device_.info().subBufferAlign, 1);
   if (align < 1 || static_cast<size_t>(align) % need)
