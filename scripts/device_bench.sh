@@ -150,6 +150,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       $B/tl-bench "$p" --name "$2-planned" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
         --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" 2>/dev/null
       for b in $B/tl-bench-*; do
+        [ -x "$b" ] || continue  # no other build copied there
         $b "$p" --name "$2-planned-${b##*/tl-bench-}" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
       done
     done
