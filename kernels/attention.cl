@@ -153,7 +153,7 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
 // Merges the splits of each row (attention_wg_f32's, the decode kernels'): weights
 // exp(m_s - max m) on sums and accs. The items take the splits' maxima and sums together,
 // the weights go to local memory, and an item per output dim has 8 loads in flight.
-#define ATT_MAX_SPLITS 1024 /* lowering's cap */
+#define ATT_MAX_SPLITS 1024 /* lowering (attentionOp) keeps splits within it */
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_combine_f32(__global const float* part, __global float* out, int H, int S, int Dv, int splits,
                            int osb, int osh, int oss, int zero_rows) {

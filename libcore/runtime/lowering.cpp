@@ -996,7 +996,8 @@ void attentionOp(const Node& n) {
   const int64_t groupRows = H / Hkv * S;
   const bool gqa = dec && T > 256 && groupRows >= 2 && groupRows <= 16 && built("attention_gqa_f32");
   const int64_t groups = gqa ? B * Hkv : rows;  // work-groups per split
-  int64_t splits = dec    ? std::clamp<int64_t>(gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, 1024 / std::max<int64_t>(groups, 1)))
+  constexpr int64_t kMaxGroups = 1024;  // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
+  int64_t splits = dec    ? std::clamp<int64_t>(gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(groups, 1)))
                    : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
                                    : 1;
   const int64_t chunk = gqa ? ((T + splits - 1) / splits + 63) / 64 * 64 : (T + splits - 1) / splits;
