@@ -35,7 +35,10 @@ inline float att_score(float dot, float scale, float softcap, __global const flo
   return hidden ? x + mask_value : x;
 }
 
-// CPU family: one work item per query row (b, h, s), every key in order.
+// CPU family: one work item per query row (b, h, s), a work-group each so that a decode
+// step's few rows spread over the cores; keys in blocks of ATT_CPU_BK, scored, then the
+// block's maximum rescales the sums once, the head dims four at a time where they allow.
+#define ATT_CPU_BK 16
 #define ATT_ARGS                                                                                      \
   int rows, int H, int Hkv, int S, int T, int D, int Dv, float scale, float softcap, int has_mask, int qsb, \
       int qsh, int qss, int ksb, int ksh, int kst, int vsb, int vsh, int vst, int msb, int msh, int mss, int mst, \
@@ -48,27 +51,51 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   if (row >= rows) return;
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;
   __global const float* qr = q + b * qsb + h * qsh + s * qss;
-  __global const float* kr = k + b * ksb + g * ksh;
-  __global const float* vr = v + b * vsb + g * vsh;
-  const int moff = b * msb + h * msh + s * mss;
-  float acc[ATT_MAX_D];
+  __global const float* kb = k + b * ksb + g * ksh;
+  __global const float* vb = v + b * vsb + g * vsh;
+  const int moff = b * msb + h * msh + s * mss, quads = ((D | Dv) & 3) == 0;
+  // Under a causal mask the keys after the row's own are hidden: as attention_tile_f32,
+  // stop there once a visible key has made their exp(x + mask_value - max) zero.
+  const int seen = causal ? min(T, s + off + 1) : T;
+  float acc[ATT_MAX_D], x[ATT_CPU_BK];
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int t = 0; t < T; ++t, kr += kst, vr += vst) {
-    float dot = 0.0f;
-    for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
-    const float x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask,
-                              att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
-    if (x == -INFINITY) continue;
-    if (x > m) {  // a new maximum rescales what was summed so far
-      const float corr = exp(m - x);
+  for (int t0 = 0; t0 < T; t0 += ATT_CPU_BK) {
+    if (t0 >= seen && !(mask_value > -INFINITY && m <= 0.5f * mask_value)) break;
+    const int n = min(ATT_CPU_BK, T - t0);
+    float bm = -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      __global const float* kr = kb + (long)(t0 + j) * kst;
+      float dot = 0.0f;
+      if (quads) {
+        float4 a = 0.0f;
+        for (int d = 0; d < D; d += 4) a += vload4(0, qr + d) * vload4(0, kr + d);
+        dot = a.x + a.y + a.z + a.w;
+      } else {
+        for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
+      }
+      x[j] = att_score(dot, scale, softcap, mask, moff + (t0 + j) * mst, has_mask,
+                       att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);
+      bm = fmax(bm, x[j]);
+    }
+    if (bm == -INFINITY) continue;
+    if (bm > m) {  // a new maximum rescales what was summed so far
+      const float corr = exp(m - bm);
       l *= corr;
       for (int d = 0; d < Dv; ++d) acc[d] *= corr;
-      m = x;
+      m = bm;
     }
-    const float p = exp(x - m);
-    l += p;
-    for (int d = 0; d < Dv; ++d) acc[d] += p * vr[d];
+    for (int j = 0; j < n; ++j) {
+      if (x[j] == -INFINITY) continue;
+      const float p = exp(x[j] - m);
+      __global const float* vr = vb + (long)(t0 + j) * vst;
+      l += p;
+      if (quads) {
+        for (int d = 0; d < Dv; d += 4) vstore4(vload4(0, acc + d) + p * vload4(0, vr + d), 0, acc + d);
+      } else {
+        for (int d = 0; d < Dv; ++d) acc[d] += p * vr[d];
+      }
+    }
   }
   __global float* o = out + b * osb + h * osh + s * oss;
   // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).

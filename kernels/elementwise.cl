@@ -132,7 +132,9 @@ inline float rope_at(__global const float* x, __global const float* cosv, __glob
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
   if (tg.positions) {
     const float a = (float)((__global const long*)cosv)[strided_offset(i, dims, cs)] * sinv[d % mid];
-    return x[i] * (cos(a) * tg.cscale) + partner * (sin(a) * tg.sscale);
+    float c;
+    const float sn = sincos(a, &c);  // one range reduction for both
+    return x[i] * (c * tg.cscale) + partner * (sn * tg.sscale);
   }
   return x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
