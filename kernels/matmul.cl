@@ -133,31 +133,49 @@ __kernel void matmul_1x8_f32(__global const float* A, __global const float* B, _
   vstore8(c + bv + rv, 0, &OUT_AT(row, n));
 }
 
-// Decode on CPU devices (M < 4; tl.MatMul's W [K, N] row-major): gemv_f32's arguments,
-// matmul_1x8_f32's shape. A work item takes 8 columns of one row over all of K, with the
-// norm's squares summed along the way (NW) and the 8 up columns N / 2 further on (glu).
+// Decode on CPU devices (M < 4; tl.MatMul's W [K, N] row-major): gemv_f32's arguments. A
+// work item (a work-group of its own) takes GEMV_CPU_RUNS runs of 8 columns of one row
+// over all of K, so that it reads each row of W as one contiguous run, with the norm's
+// squares summed along the way (NW) and the up columns N / 2 further on (glu). The last
+// item of a row may take fewer runs.
+#define GEMV_CPU_RUNS 8
+#define GEMV_CPU_STEP(runs)                                                    \
+  for (int k = 0; k < K; ++k) {                                                \
+    const float x = a[k];                                                      \
+    ss += x * x;                                                               \
+    const float8 xs = (float8)(NW ? x * NW[k] : x);                            \
+    __global const float* w = B + (long)k * N + n0;                            \
+    for (int r = 0; r < (runs); ++r) {                                         \
+      acc[r] = fma(xs, vload8(r, w), acc[r]);                                  \
+      if (glu) up[r] = fma(xs, vload8(r, w + width), up[r]);                   \
+    }                                                                          \
+  }
 __kernel void gemv_rows8_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M,
                              int N, int K, GEMV_ARGS) {
-  const int width = glu ? N / 2 : N, n = get_global_id(0) * 8, m = get_global_id(1);
-  if (n >= width || m >= M) return;
+  const int width = glu ? N / 2 : N, n0 = get_global_id(0) * 8 * GEMV_CPU_RUNS, m = get_global_id(1);
+  if (n0 >= width || m >= M) return;
+  const int runs = min(GEMV_CPU_RUNS, (width - n0) / 8);
   __global const float* a = A + (long)m * K;
-  float8 acc = 0.0f, up = 0.0f;
+  float8 acc[GEMV_CPU_RUNS], up[GEMV_CPU_RUNS];
+  for (int r = 0; r < GEMV_CPU_RUNS; ++r) acc[r] = up[r] = 0.0f;
   float ss = 0.0f;
-  for (int k = 0; k < K; ++k) {
-    const float x = a[k];
-    ss += x * x;
-    const float8 xs = (float8)(NW ? x * NW[k] : x);
-    acc = fma(xs, vload8(0, B + (long)k * N + n), acc);
-    if (glu) up = fma(xs, vload8(0, B + (long)k * N + n + width), up);
+  if (runs == GEMV_CPU_RUNS) {  // a constant trip count keeps the sums in registers
+    GEMV_CPU_STEP(GEMV_CPU_RUNS)
+  } else {
+    GEMV_CPU_STEP(runs)
   }
   const float inv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
-  const float vs[8] = {acc.s0, acc.s1, acc.s2, acc.s3, acc.s4, acc.s5, acc.s6, acc.s7};
-  const float us[8] = {up.s0, up.s1, up.s2, up.s3, up.s4, up.s5, up.s6, up.s7};
-  for (int c = 0; c < 8; ++c) {
-    if (glu) STORE_GLU(m, n + c, vs[c] * inv, us[c] * inv, width);
-    else STORE(m, n + c, vs[c] * inv);
+  for (int r = 0; r < runs; ++r) {
+    const float vs[8] = {acc[r].s0, acc[r].s1, acc[r].s2, acc[r].s3, acc[r].s4, acc[r].s5, acc[r].s6, acc[r].s7};
+    const float us[8] = {up[r].s0, up[r].s1, up[r].s2, up[r].s3, up[r].s4, up[r].s5, up[r].s6, up[r].s7};
+    for (int c = 0; c < 8; ++c) {
+      const int n = n0 + 8 * r + c;
+      if (glu) STORE_GLU(m, n, vs[c] * inv, us[c] * inv, width);
+      else STORE(m, n, vs[c] * inv);
+    }
   }
 }
+#undef GEMV_CPU_STEP
 
 // Conv, direct: one output element per work item, over its group's input channels and the
 // kernel window (spatial dims padded to 3 with 1s). Patch embeddings (stride = kernel)

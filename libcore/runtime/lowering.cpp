@@ -596,7 +596,10 @@ void tlMatmulOp(const Node& n) {
     const int64_t groups = ((glu ? N / 2 : N) / 4 + 63) / 64;
     return l.run3d(static_cast<size_t>(groups * 64), 16, 1, 64, 16);  // kernels/matmul.cl's FGEMV_KS
   }
-  // CPU decode: gemv_rows8_f32, 8 columns of a row per item, the norm and GLU inside.
+  // CPU decode: gemv_rows8_f32, 64 columns of a row per item in a work-group of its own,
+  // the norm and GLU inside. PoCL deals a launch's groups out among its threads in chunks,
+  // and an item walking K for 8 columns read half a cache line a row: bytellama's qkv took
+  // 54 µs in 4 groups of 16 such items, 14-22 µs as 8 items of 64 (docs/tl-bench.md).
   const int64_t width = glu ? N / 2 : N;
   if (!n.ex.device().gpuKernels() && M < 4 && !transB && width % 8 == 0 &&
       std::all_of(o.widths.begin(), o.widths.end(), [](int64_t v) { return v % 8 == 0; })) {
@@ -605,10 +608,7 @@ void tlMatmulOp(const Node& n) {
     setOutputs(l, o);
     l.i32(M).i32(N).i32(K);
     setGemvArgs(l, n);
-    // Work-groups of 4 items: PoCL deals a launch's groups out among its threads, so a
-    // launch of few large groups ran on one core (bytellama's qkv: 4 groups, 58 µs; in
-    // 16 groups, 28 µs). Fewer than 4 items lost its cross-item vectorization.
-    return l.run3d(static_cast<size_t>((width / 8 + 3) / 4 * 4), static_cast<size_t>(M), 1, 4, 1);
+    return l.run3d(static_cast<size_t>((width / 8 + 7) / 8), static_cast<size_t>(M), 1, 1, 1);  // matmul.cl's GEMV_CPU_RUNS
   }
   matmulInSteps(n, n.in(0), M, K, N, o, [&](const std::string& a, const MatMulOut& out) {
     matmul(n, a, {M, K}, n.in(1), w, out, false, transB);
