@@ -807,9 +807,14 @@ void qmatmulOp(const Node& n) {
   const bool gemv16 = gemv && (scheme == "e0m4" || scheme == "int4") && K % 32 == 0 && G % 32 == 0;
   const bool oneRow = gemv && M == 1;  // kernels compiled for one row
   const bool native = gemv && !w4a8;   // the kernel normalizes A and applies the GLU itself
+  // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
+  // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
+  constexpr int64_t kWideCols = 8;
+  const bool wide = gemv16 && oneRow && N / 4 > 16 * static_cast<int64_t>(n.ex.device().info().computeUnits);
   const std::string kernel =
-      (gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") + scheme +
-      (oneRow ? "_m1" : "");
+      (wide ? "qgemv_wide_"
+       : gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") +
+      scheme + (oneRow && !wide ? "_m1" : "");
   const auto product = [&](const std::string& a, const MatMulOut& o) {
     Launch l = n.launch(kernel);
     if (w4a8) {
@@ -826,6 +831,7 @@ void qmatmulOp(const Node& n) {
     const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
     if (native) {
       const int kind = setGemvArgs(l, n);
+      if (wide) return l.run3d((kind ? up(N / 2, kWideCols / 2) : up(N, kWideCols)) * 64, 1, 1, 64, 1);
       return l.run3d((kind ? up(N / 2, 2) : up(N, 4)) * 64, 1, 1, 64, 1);  // 4 weight columns per work-group
     }
     if (gemv) return l.run3d(up(N, 4) * 64, 1, 1, 64, 1);

@@ -85,6 +85,7 @@ std::vector<Case> cases() {
       out.push_back({s, 100, 33, 32, gpu});   // ragged group of 4, odd N
       out.push_back({s, 37, 8, 16, gpu});     // odd K: a half-filled last byte / pair
       out.push_back({s, 100, 20, 12, gpu});   // groups not a multiple of 8: steps start mid-word
+      out.push_back({s, 64, 4100, 32, gpu});  // wide: one row takes qgemv_wide_* (up to 64 compute units)
     }
   }
   return out;
@@ -100,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [
 // math on the host, float and quantized (the reference uses the dequantized codes), in
 // both kernel families: the GPU decode kernels normalize and gate in place, the others in
 // steps through scratch. K = 256 takes the 32-code decode kernel, K = 204 the 8-code one
-// with a tail.
+// with a tail; N = 4104 one row through the wide kernel (devices of up to 64 compute units).
 struct Extras {
   bool norm, residual, bias;
   std::string glu;
@@ -109,8 +110,7 @@ struct Extras {
 TEST(MatMulExtras, MatchUnfusedMath) {
   const std::vector<Extras> extras = {
       {true, true, true, ""}, {true, false, true, "silu"}, {false, false, false, "gelu_tanh"}, {true, false, false, "gelu"}};
-  const int64_t N = 48;
-  for (int64_t K : {256, 204})
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 48}, {204, 48}, {256, 4104}})
     for (const auto& e : extras)
       for (const char* scheme : {"float", "e0m4", "q8", "w4a8"}) {
         std::mt19937 rng(static_cast<unsigned>(K + N));
