@@ -85,7 +85,7 @@ std::vector<Case> cases() {
       out.push_back({s, 100, 33, 32, gpu});   // ragged group of 4, odd N
       out.push_back({s, 37, 8, 16, gpu});     // odd K: a half-filled last byte / pair
       out.push_back({s, 100, 20, 12, gpu});   // groups not a multiple of 8: steps start mid-word
-      out.push_back({s, 64, 4100, 32, gpu});  // wide: one row takes qgemv_wide_* (up to 64 compute units)
+      out.push_back({s, 64, 16400, 32, gpu});  // wide: one row takes qgemv_wide_* (up to 256 compute units)
     }
   }
   return out;
