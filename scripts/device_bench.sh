@@ -24,9 +24,9 @@
 #                                            tl-bench tg128 at DEPTHS (default 128,2048) with PyTorch eager
 #                                            fp16 beside it, then each $B/tl-bench-X (other builds' tl-bench,
 #                                            copied there by hand) on the same model, rows named NAME-planned-X
-#   scripts/device_bench.sh lmhead NAME [DEPTHS]  NAME quantized e0m4 with its lm_head in q8
-#                                            (--lm-head-scheme q8), fused and planned as `planned` does, and
-#                                            tl-bench tg128 at DEPTHS beside the e0m4 model's rows
+#   scripts/device_bench.sh lmhead NAME [DEPTHS] [SCHEME]  NAME quantized e0m4 with its lm_head in
+#                                            SCHEME (default q8; --lm-head-scheme), fused and planned as
+#                                            `planned` does, and tl-bench tg128 at DEPTHS
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
@@ -157,12 +157,13 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ;;
   lmhead)
     [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
-    mkdir -p "$W/$2-e0m4-q8lm"
-    [ -f "$W/$2-e0m4-q8lm/model.onnx" ] ||
-      $B/tl-quant "$W/$2-fp32/model.onnx" --scheme e0m4 --lm-head-scheme q8 -o "$W/$2-e0m4-q8lm/model.onnx" 2>&1 | tail -2
-    fuse_and_plan "$2" e0m4-q8lm
+    lm=${4:-q8}
+    mkdir -p "$W/$2-e0m4-${lm}lm"
+    [ -f "$W/$2-e0m4-${lm}lm/model.onnx" ] ||
+      $B/tl-quant "$W/$2-fp32/model.onnx" --scheme e0m4 --lm-head-scheme "$lm" -o "$W/$2-e0m4-${lm}lm/model.onnx" 2>&1 | tail -2
+    fuse_and_plan "$2" "e0m4-${lm}lm"
     for d in $(echo "${3:-128,2048}" | tr , ' '); do
-      $B/tl-bench "$p" --name "$2-planned-q8lm" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
+      $B/tl-bench "$p" --name "$2-planned-${lm}lm" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"
     done
     ;;
   normshare)
