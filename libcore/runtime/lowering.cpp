@@ -599,7 +599,8 @@ void tlMatmulOp(const Node& n) {
   // CPU decode: gemv_rows8_f32, 64 columns of a row per item in a work-group of its own,
   // the norm and GLU inside. PoCL deals a launch's groups out among its threads in chunks,
   // and an item walking K for 8 columns read half a cache line a row: bytellama's qkv took
-  // 54 µs in 4 groups of 16 such items, 14-22 µs as 8 items of 64 (docs/tl-bench.md).
+  // 54 µs in 4 groups of 16 such items, 13-22 µs in items of 32 columns; 64 was faster
+  // still over the whole step (docs/tl-bench.md, session 9).
   const int64_t width = glu ? N / 2 : N;
   if (!n.ex.device().gpuKernels() && M < 4 && !transB && width % 8 == 0 &&
       std::all_of(o.widths.begin(), o.widths.end(), [](int64_t v) { return v % 8 == 0; })) {
