@@ -35,6 +35,11 @@ inline float att_score(float dot, float scale, float softcap, __global const flo
   return hidden ? x + mask_value : x;
 }
 
+// Whether a causal row whose running max is m may still need the keys after its own:
+// only while no visible key has lifted m above half a finite mask_value, since a hidden
+// key then adds exp(x + mask_value - m) = 0 (a row that padding hid whole averages them).
+inline int att_needs_hidden(float m, float mask_value) { return mask_value > -INFINITY && m <= 0.5f * mask_value; }
+
 // CPU family: one work item per query row (b, h, s), a work-group each so that a decode
 // step's few rows spread over the cores; keys in blocks of ATT_CPU_BK, scored, then the
 // block's maximum rescales the sums once, the head dims four at a time where they allow.
@@ -54,14 +59,14 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   __global const float* kb = k + b * ksb + g * ksh;
   __global const float* vb = v + b * vsb + g * vsh;
   const int moff = b * msb + h * msh + s * mss, quads = ((D | Dv) & 3) == 0;
-  // Under a causal mask the keys after the row's own are hidden: as attention_tile_f32,
-  // stop there once a visible key has made their exp(x + mask_value - max) zero.
+  // Under a causal mask the keys after the row's own are hidden: stop there unless
+  // att_needs_hidden (as attention_tile_f32 does).
   const int seen = causal ? min(T, s + off + 1) : T;
   float acc[ATT_MAX_D], x[ATT_CPU_BK];
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   for (int t0 = 0; t0 < T; t0 += ATT_CPU_BK) {
-    if (t0 >= seen && !(mask_value > -INFINITY && m <= 0.5f * mask_value)) break;
+    if (t0 >= seen && !att_needs_hidden(m, mask_value)) break;
     const int n = min(ATT_CPU_BK, T - t0);
     float bm = -INFINITY;
     for (int j = 0; j < n; ++j) {
@@ -248,7 +253,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
     if (t0 >= seen) {  // every key from here is hidden: go on only for rows with no visible key
       if (lid == 0) more = 0;
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (c == 0 && s < S && mask_value > -INFINITY && m <= 0.5f * mask_value) more = 1;
+      if (c == 0 && s < S && att_needs_hidden(m, mask_value)) more = 1;
       barrier(CLK_LOCAL_MEM_FENCE);
       if (!more) break;
     }
