@@ -252,30 +252,34 @@ TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
 }
 
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
-// kernel writes one k row and one v row per kv head into caches that exist once.
+// kernel writes one k row and one v row per kv head into caches that exist once. Both
+// kernel families, over up to 304 keys (the GPU family's grouped-query kernel past 256).
 TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
-  Model model = inPlaceBytellama(16, KvLayout::Sequence, 256);
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  Device device(selectDevice(""), true);
-  Executor ex(device, model, graph, analysis);
-  CausalLm lm(ex, graph, analysis);
-  int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
-  int64_t caches = 0, rowBytes = 0;
-  for (const auto& name : lm.cacheInputs()) {
-    const auto& d = analysis.at(name).dims;
-    rowBytes += *d[1].constValue() * *d[3].constValue() * 4;  // a token's row in every head
-    caches += *d[1].constValue() * *d[3].constValue() * 4 * 256;
+  for (bool gpu : {false, true}) {
+    Model model = inPlaceBytellama(16, KvLayout::Sequence, 512);
+    Graph graph(model.proto.graph());
+    ShapeAnalysis analysis = inferShapes(model, graph);
+    Device device(selectDevice(""), true);
+    device.setGpuKernels(gpu);
+    Executor ex(device, model, graph, analysis);
+    CausalLm lm(ex, graph, analysis);
+    int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
+    int64_t caches = 0, rowBytes = 0;
+    for (const auto& name : lm.cacheInputs()) {
+      const auto& d = analysis.at(name).dims;
+      rowBytes += *d[1].constValue() * *d[3].constValue() * 4;  // a token's row in every head
+      caches += *d[1].constValue() * *d[3].constValue() * 4 * 512;
+    }
+    for (int step = 0; step < 300; ++step) {
+      next = lm.stepGreedy({next});
+      EXPECT_EQ(ex.cacheTraffic().copied, 0);
+      EXPECT_EQ(ex.cacheTraffic().written, rowBytes) << "step " << step;
+      for (const auto& t : ex.profile()) EXPECT_TRUE(t.op != "CacheCarry" && t.op != "KvAppend") << t.op;
+    }
+    std::vector<std::string> all = lm.cacheInputs();
+    all.insert(all.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
+    EXPECT_EQ(static_cast<int64_t>(ex.memoryUse(all).cache), caches);
   }
-  for (int step = 0; step < 40; ++step) {
-    next = lm.stepGreedy({next});
-    EXPECT_EQ(ex.cacheTraffic().copied, 0);
-    EXPECT_EQ(ex.cacheTraffic().written, rowBytes) << "step " << step;
-    for (const auto& t : ex.profile()) EXPECT_TRUE(t.op != "CacheCarry" && t.op != "KvAppend") << t.op;
-  }
-  std::vector<std::string> all = lm.cacheInputs();
-  all.insert(all.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
-  EXPECT_EQ(static_cast<int64_t>(ex.memoryUse(all).cache), caches);
 }
 
 // Slices that are one contiguous run of their input run no kernel: a prefix reads the
