@@ -153,4 +153,24 @@ int64_t CausalLm::stepGreedy(const std::vector<int64_t>& tokens) {
   return ex_.argmax("logits", (n - 1) * vocab_, vocab_);
 }
 
+std::vector<int64_t> CausalLm::generateGreedy(int64_t first, int64_t n) {
+  std::vector<int64_t> out;
+  if (!hasCache() || ex_.device().profiling()) {
+    for (int64_t i = 0; i < n; ++i) out.push_back(first = stepGreedy({first}));
+    return out;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 0) {
+      enqueueStep({first});
+    } else {
+      ex_.feedToken("input_ids", static_cast<int>((i - 1) % 2));
+      enqueueStep({0});  // a placeholder: the device puts step i - 1's token there
+    }
+    ex_.argmaxToSlot("logits", 0, vocab_, static_cast<int>(i % 2));
+    if (i > 0) out.push_back(ex_.tokenAt(static_cast<int>((i - 1) % 2)));
+  }
+  if (n > 0) out.push_back(ex_.tokenAt(static_cast<int>((n - 1) % 2)));
+  return out;
+}
+
 }  // namespace tl

@@ -44,6 +44,12 @@ class CausalLm {
   // The same, returning the last position's most likely token (the first of equal
   // logits), chosen on the device: a greedy step reads back 8 bytes, not the vocabulary.
   int64_t stepGreedy(const std::vector<int64_t>& tokens);
+  // n greedy steps after `first` (the first step feeds it, each later one the token before),
+  // returning their tokens, equal to stepGreedy's. With a cache, each step's token goes to
+  // the next step's input on the device (Executor::feedToken), so the host enqueues a step
+  // while the device runs the one before and reads each token a step behind. Without a
+  // cache, or while the device profiles, it runs stepGreedy's way.
+  std::vector<int64_t> generateGreedy(int64_t first, int64_t n);
 
  private:
   int64_t enqueueStep(const std::vector<int64_t>& tokens);  // returns the positions fed

@@ -378,6 +378,14 @@ Executor::~Executor() {
   for (auto& [n, v] : subViews_)
     if (v.buf.mem) clReleaseMemObject(v.buf.mem);
   if (argmaxOut_) clReleaseMemObject(argmaxOut_);
+  for (int i = 0; i < 2; ++i) {
+    if (tokenRead_[i]) {  // it writes into tokenHost_
+      clWaitForEvents(1, &tokenRead_[i]);
+      clReleaseEvent(tokenRead_[i]);
+    }
+    if (tokenSlots_[i]) clReleaseMemObject(tokenSlots_[i]);
+  }
+  if (uploadsWritten_) clReleaseEvent(uploadsWritten_);
   for (auto& [n, r] : regions_) clReleaseMemObject(r.sub);
   if (uploadArena_) clReleaseMemObject(uploadArena_);
   for (cl_mem m : planRegions_) clReleaseMemObject(m);
@@ -492,6 +500,7 @@ void Executor::prepare(const SymbolValues& binding) {
     for (const auto& in : n.input()) {
       auto p = hostProducer_.find(in);
       if (!in.empty() && p != hostProducer_.end() && !onHost_[p->second]) host = false;
+      if (deviceFed_.count(in)) host = false;
     }
     if (host != static_cast<bool>(onHost_[i])) {
       onHost_[i] = host;
@@ -683,8 +692,12 @@ void Executor::recordEvent(size_t node, cl_event e) {
 }
 
 void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried) {
-  // Staging copies are reused run to run: a run nobody read must finish first.
-  if (pending_) {
+  // Staging copies are reused run to run: a run nobody read must finish first. A replay fed
+  // its token on the device (feedToken) rewrites only arenaHost_, whose last write must be
+  // done, and goes ahead of the run before it.
+  const bool ahead = pending_ && fedSlot_ >= 0 && replay_.valid && uploadsWritten_ && !device_.profiling();
+  if (ahead) clCheck(clWaitForEvents(1, &uploadsWritten_), "clWaitForEvents", "the last run's uploads");
+  if (pending_ && !ahead) {
     clCheck(clFinish(device_.queue()), "clFinish");
     ++syncs_;
   }
@@ -693,6 +706,10 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   if (tryReplay(inputs, carried)) {
     enqueueSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return;
+  }
+  if (ahead) {  // not a replay after all: the full path reuses staging and may move buffers
+    clCheck(clFinish(device_.queue()), "clFinish");
+    ++syncs_;
   }
   dropReplay();
   launches_.clear();
@@ -833,6 +850,7 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     stageUpload(name, bytes.data(), bytes.size());
   }
   flushUploads();
+  copyFedToken();
   for (size_t i : runNodes_) lowerOrReplay(i);
   recordReplay(inputs, carried, kvPast, kvTotal, kvCarried ? bucketOf(kvTotal) : kvTotal);
   if (kvPast >= 0) kvRows_ = kvTotal;
@@ -853,7 +871,8 @@ void Executor::evaluateHostNodes() {
 }
 
 void Executor::dropReplay() {
-  if (replay_.commands) replay_.api->release(replay_.commands);
+  for (auto* c : replay_.commands)
+    if (c) replay_.api->release(c);
   replay_ = Replay{};
 }
 
@@ -929,24 +948,27 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
     std::memcpy(arenaHost_.data() + r.offsets.back(), &rows, sizeof rows);
   }
   for (const auto& [from, to] : r.writes) writeUploads(from, to);
+  copyFedToken();
   releaseEvents();
   traffic_ = {};
   const CommandBufferApi* cb = device_.commandBuffers();
   if (cb && !device_.profiling()) {
     cl_command_queue q = device_.queue();
-    if (!r.commands) {
+    cl_command_buffer_khr& commands = r.commands[r.turn];
+    r.turn ^= 1;
+    if (!commands) {
       cl_int err;
-      r.commands = cb->create(1, &q, nullptr, &err);
+      commands = cb->create(1, &q, nullptr, &err);
       clCheck(err, "clCreateCommandBufferKHR");
       r.api = cb;
       for (const auto& [node, site] : r.launches) {
         const Site& s = recordings_[node].sites[site];
-        clCheck(cb->ndrange(r.commands, nullptr, nullptr, s.k, s.dims, nullptr, s.global, s.local, 0, nullptr, nullptr, nullptr),
+        clCheck(cb->ndrange(commands, nullptr, nullptr, s.k, s.dims, nullptr, s.global, s.local, 0, nullptr, nullptr, nullptr),
                 "clCommandNDRangeKernelKHR", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
       }
-      clCheck(cb->finalize(r.commands), "clFinalizeCommandBufferKHR");
+      clCheck(cb->finalize(commands), "clFinalizeCommandBufferKHR");
     }
-    clCheck(timed([&] { return cb->enqueue(0, nullptr, r.commands, 0, nullptr, nullptr); }), "clEnqueueCommandBufferKHR");
+    clCheck(timed([&] { return cb->enqueue(0, nullptr, commands, 0, nullptr, nullptr); }), "clEnqueueCommandBufferKHR");
     traffic_.written = r.cacheBytes;
   } else {
     for (const auto& [node, site] : r.launches) enqueueSite(node, recordings_[node].sites[site]);
@@ -1005,11 +1027,29 @@ void Executor::flushUploads() {
 }
 
 void Executor::writeUploads(size_t from, size_t to) {
+  cl_event e = nullptr;
   clCheck(timed([&] {
             return clEnqueueWriteBuffer(device_.queue(), uploadArena_, CL_FALSE, from, to - from, arenaHost_.data() + from, 0,
-                                        nullptr, nullptr);
+                                        nullptr, &e);
           }),
           "clEnqueueWriteBuffer", "the run's uploads");
+  if (uploadsWritten_) clReleaseEvent(uploadsWritten_);
+  uploadsWritten_ = e;
+}
+
+void Executor::copyFedToken() {
+  if (fedSlot_ < 0) return;
+  const std::string input = fedInput_;
+  const int slot = fedSlot_;
+  fedSlot_ = -1;
+  if (!analysis_.tensors.count(input) || analysis_.at(input).cls != TensorClass::Input ||
+      analysis_.at(input).dtype != DType::Int64 || elementCount(shape(input)) != 1)
+    throw Error("input '" + input + "' is not one int64 token: it cannot take a token from the device");
+  for (size_t i : hostRun_)
+    for (const auto& in : graph_.node(i).input())
+      if (in == input) throw Error("input '" + input + "' is read on the host: it cannot take a token from the device");
+  clCheck(timed([&] { return clEnqueueCopyBuffer(device_.queue(), tokenSlots_[slot], buffer(input), 0, 0, sizeof(cl_long), 0, nullptr, nullptr); }),
+          "clEnqueueCopyBuffer", "the token fed to '" + input + "'");
 }
 
 void Executor::layoutUploads() {
@@ -1104,12 +1144,9 @@ Executor::MemoryUse Executor::memoryUse(const std::vector<std::string>& cache) c
   return m;
 }
 
-int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
+void Executor::enqueueArgmax(const std::string& tensor, int64_t offset, int64_t n, cl_mem out) {
   if (analysis_.at(tensor).dtype != DType::Float) throw Error("tensor '" + tensor + "' is not float32");
   if (n < 1 || offset < 0 || offset + n > elementCount(shape(tensor))) throw Error("argmax past the end of '" + tensor + "'");
-  cl_int err = CL_SUCCESS;
-  if (!argmaxOut_) argmaxOut_ = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, sizeof(cl_long), nullptr, &err);
-  clCheck(err, "clCreateBuffer", "argmax");
   cl_kernel k = kernels_.get("argmax_row_f32");
   const cl_mem in = buffer(tensor);
   const cl_long off = offset;
@@ -1117,13 +1154,20 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   clCheck(clSetKernelArg(k, 0, sizeof in, &in), "clSetKernelArg", "argmax");
   clCheck(clSetKernelArg(k, 1, sizeof off, &off), "clSetKernelArg", "argmax");
   clCheck(clSetKernelArg(k, 2, sizeof count, &count), "clSetKernelArg", "argmax");
-  clCheck(clSetKernelArg(k, 3, sizeof argmaxOut_, &argmaxOut_), "clSetKernelArg", "argmax");
+  clCheck(clSetKernelArg(k, 3, sizeof out, &out), "clSetKernelArg", "argmax");
   const size_t items = 256;
   cl_event e = nullptr;
   clCheck(clEnqueueNDRangeKernel(device_.queue(), k, 1, nullptr, &items, &items, 0, nullptr,
                                  device_.profiling() ? &e : nullptr),
           "clEnqueueNDRangeKernel", "kernel argmax_row_f32, tensor '" + tensor + "'");
   if (e) extraEvents_.push_back({tensor, "ArgMax", e});
+}
+
+int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
+  cl_int err = CL_SUCCESS;
+  if (!argmaxOut_) argmaxOut_ = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, sizeof(cl_long), nullptr, &err);
+  clCheck(err, "clCreateBuffer", "argmax");
+  enqueueArgmax(tensor, offset, n, argmaxOut_);
   cl_long at = 0;
   clCheck(clEnqueueReadBuffer(device_.queue(), argmaxOut_, CL_TRUE, 0, sizeof at, &at, 0, nullptr, nullptr),
           "clEnqueueReadBuffer", "argmax of '" + tensor + "'");
@@ -1131,6 +1175,34 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   ++syncs_;
   collectProfile();
   return at;
+}
+
+void Executor::argmaxToSlot(const std::string& tensor, int64_t offset, int64_t n, int slot) {
+  if (slot < 0 || slot > 1) throw Error("token slot " + std::to_string(slot) + " is not 0 or 1");
+  if (tokenRead_[slot]) tokenAt(slot);  // its last read lands in tokenHost_ first
+  cl_int err = CL_SUCCESS;
+  if (!tokenSlots_[slot]) tokenSlots_[slot] = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, sizeof(cl_long), nullptr, &err);
+  clCheck(err, "clCreateBuffer", "token slot");
+  enqueueArgmax(tensor, offset, n, tokenSlots_[slot]);
+  clCheck(clEnqueueReadBuffer(device_.queue(), tokenSlots_[slot], CL_FALSE, 0, sizeof(cl_long), &tokenHost_[slot], 0, nullptr,
+                              &tokenRead_[slot]),
+          "clEnqueueReadBuffer", "argmax of '" + tensor + "'");
+}
+
+void Executor::feedToken(const std::string& input, int slot) {
+  if (slot < 0 || slot > 1 || !tokenSlots_[slot]) throw Error("token slot " + std::to_string(slot) + " holds no argmax");
+  fedInput_ = input;
+  fedSlot_ = slot;
+  if (deviceFed_.insert(input).second) dropReplay();  // its readers move to the device (prepare)
+}
+
+int64_t Executor::tokenAt(int slot) {
+  if (slot < 0 || slot > 1 || !tokenRead_[slot]) throw Error("token slot " + std::to_string(slot) + " has no read under way");
+  clCheck(clWaitForEvents(1, &tokenRead_[slot]), "clWaitForEvents", "a token's read");
+  clReleaseEvent(tokenRead_[slot]);
+  tokenRead_[slot] = nullptr;
+  ++syncs_;
+  return tokenHost_[slot];
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {

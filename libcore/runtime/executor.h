@@ -61,6 +61,15 @@ class Executor {
   // equals; NaN never wins), found on the device: a greedy decode step reads back 8
   // bytes, not the logits (blocking: the run's one sync).
   int64_t argmax(const std::string& tensor, int64_t offset, int64_t count);
+  // Greedy decoding without a wait per token (CausalLm::generateGreedy). argmaxToSlot
+  // enqueues argmax()'s kernel into one of two device slots, and a read of the slot that
+  // does not wait; feedToken makes the next run's one-token input that slot's token, copied
+  // on the device after the run's uploads, so the run can be enqueued before the host knows
+  // the token; tokenAt waits for a slot's read. A replayed run fed so does not wait for the
+  // run before it: the host enqueues a step while the device runs the last one.
+  void argmaxToSlot(const std::string& tensor, int64_t offset, int64_t count, int slot);
+  void feedToken(const std::string& input, int slot);
+  int64_t tokenAt(int slot);
 
   // Device time per enqueued kernel of the last run, per cache copy carried into it
   // (op "CacheCarry") and per argmax() (op "ArgMax"), while the device profiles.
@@ -244,6 +253,15 @@ class Executor {
   };
   std::vector<ExtraEvent> extraEvents_;
   cl_mem argmaxOut_ = nullptr;  // argmax()'s one result
+  void enqueueArgmax(const std::string& tensor, int64_t offset, int64_t count, cl_mem out);
+  cl_mem tokenSlots_[2] = {nullptr, nullptr};  // argmaxToSlot's results
+  cl_long tokenHost_[2] = {0, 0};
+  cl_event tokenRead_[2] = {nullptr, nullptr};
+  std::string fedInput_;  // feedToken's, for the next run (fedSlot_ -1: none)
+  int fedSlot_ = -1;
+  std::unordered_set<std::string> deviceFed_;  // inputs feedToken has filled: no host node reads them
+  void copyFedToken();
+  cl_event uploadsWritten_ = nullptr;  // the last write from arenaHost_, which the next run rewrites
   std::vector<OpTime> profile_;
   // Host evaluation (host_ops.h): a node that only integer inputs, folded values, small
   // constants and other such nodes feed runs on the host while its output is small
@@ -299,7 +317,10 @@ class Executor {
     std::vector<size_t> hostOffsets;         // hostUploads_' regions
     std::vector<std::pair<size_t, size_t>> writes;
     int64_t cacheBytes = 0;
-    cl_command_buffer_khr commands = nullptr;  // the launches, recorded on the first replay
+    // The launches, recorded on the first replay; two, taken in turn, so that a replay can
+    // be enqueued while the last one runs (a command buffer cannot be enqueued twice at once).
+    cl_command_buffer_khr commands[2] = {nullptr, nullptr};
+    int turn = 0;
     const CommandBufferApi* api = nullptr;     // what made them: released through it, even once turned off
   };
   Replay replay_;

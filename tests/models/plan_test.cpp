@@ -243,6 +243,29 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
   }
 }
 
+// Greedy generation with each step's token moved to the next step's input on the device,
+// the next step enqueued before the host reads the token (CausalLm::generateGreedy), gives
+// the tokens of a step-by-step decode, over bucket crossings, in both kernel families.
+TEST(KvInPlace, GenerationAheadOfTheTokensEqualsStepByStep) {
+  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 400);
+  for (bool gpu : {false, true}) {
+    const auto want = greedy(planned, 300, gpu);
+    Graph graph(planned.proto.graph());
+    ShapeAnalysis analysis = inferShapes(planned, graph);
+    Device device(selectDevice(""), false);
+    device.setGpuKernels(gpu);
+    Executor ex(device, planned, graph, analysis);
+    CausalLm lm(ex, graph, analysis);
+    const int64_t first = lm.stepGreedy({'d', 'e', 'f', ' '});
+    std::vector<int64_t> got{first};
+    const auto rest = lm.generateGreedy(first, 299);
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, want) << (gpu ? "gpu" : "cpu");
+    EXPECT_GE(ex.replays(), 290) << "replayed steps";
+    EXPECT_EQ(lm.stepGreedy({rest.back()}), greedy(planned, 301, gpu).back()) << "the step after it";
+  }
+}
+
 // Command buffers turned off between steps (tl-bench's --no-command-buffers on a warm
 // executor): the steps go on launch by launch, with the same tokens, and the command
 // buffer recorded before is released at the end.
