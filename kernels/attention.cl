@@ -108,15 +108,54 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 }
 
 // What a work-group per (query row, split of the keys) starts with: its row's indices, q
-// in local memory qs, the kv head's k and v, the row's mask offset.
-#define ATT_SPLIT_ROW                                                                              \
-  const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);                 \
+// going to local memory qs (element d of the row at offset r of q: QAT(r, d); read after a
+// barrier), the kv head's k and v, the row's mask offset.
+#define ATT_SPLIT_ROW(QAT)                                                                          \
+  const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);                  \
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;   \
-  for (int d = lid; d < D; d += RED_WG) qs[d] = q[b * qsb + h * qsh + s * qss + d];                \
-  barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
-  __global const float* kb = k + b * ksb + g * ksh;                                                \
-  __global const float* vb = v + b * vsb + g * vsh;                                                \
+  for (int d = lid; d < D; d += RED_WG) qs[d] = QAT(b * qsb + h * qsh + s * qss, d);                \
+  __global const float* kb = k + b * ksb + g * ksh;                                                 \
+  __global const float* vb = v + b * vsb + g * vsh;                                                 \
   const int moff = b * msb + h * msh + s * mss;
+
+#define ATT_Q(r, d) q[(r) + (d)]
+
+// The decode kernels (attention_dec*, attention_gqa_f32) can do their layer's tl.RoPE
+// with in-place cache appends themselves (lowering's joinedRope), a launch fewer a layer:
+// q is rotated from the RoPE's input xq as it is staged, the step's new keys and values
+// (keys [off, off + S)) come from its inputs xk (rotated) and xv, contiguous [B, Hkv, S,
+// D], never from the caches, and one work-group per kv head writes them into the caches
+// kc and vc (k and v themselves) for the next steps. The RoPE's position ids (row s of
+// batch b at pos[b * pbs + s * pss]), inv_freq and attributes follow (rope_at's positions
+// form). xq == 0: the RoPE ran.
+#define ATT_FRESH_ARGS                                                                                         \
+  __global const float *xq, __global const float *xk, __global const float *xv, __global float *kc,            \
+      __global float *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
+      float cscale, float sscale
+// Element d of the head row x (D floats) of batch b's row s, rotated as rope_at does.
+inline float att_rope(__global const float* x, int d, int rot, __global const long* pos, int p,
+                      __global const float* inv_freq, float cscale, float sscale) {
+  const int mid = rot / 2;
+  if (d >= rot) return x[d];
+  const float partner = d < mid ? -x[d + mid] : x[d - mid];
+  float c;
+  const float sn = sincos((float)pos[p] * inv_freq[d % mid], &c);
+  return x[d] * (c * cscale) + partner * (sn * sscale);
+}
+#define ATT_ROPE(x, d, b, s) att_rope(x, d, rot, pos, (b) * pbs + (s) * pss, inv_freq, cscale, sscale)
+#define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
+// Element d of new row j of kv head g in batch b: the key rotated, the value.
+#define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + (((b) * Hkv + (g)) * S + (j)) * D, d, b, j)
+#define ATT_FRESH_V(b, g, j, d) xv[(((b) * Hkv + (g)) * S + (j)) * Dv + (d)]
+// The new rows of kv head g into the caches after their true length `off` (a launch that
+// does this uses its own copies of those rows, whatever it reads there).
+#define ATT_FRESH_STORE(b, g)                                                                                          \
+  {                                                                                                                    \
+    for (int e = lid; e < S * D; e += RED_WG)                                                                          \
+      kc[(long)(b) * ksb + (long)(g) * ksh + (long)(off + e / D) * kst + e % D] = ATT_FRESH_K(b, g, e / D, e % D);     \
+    for (int e = lid; e < S * Dv; e += RED_WG)                                                                         \
+      vc[(long)(b) * vsb + (long)(g) * vsh + (long)(off + e / Dv) * vst + e % Dv] = ATT_FRESH_V(b, g, e / Dv, e % Dv); \
+  }
 
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
 // scored an item per key, max and sum reduced in local memory, and accumulated an item
@@ -130,7 +169,8 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
   __local float qs[ATT_MAX_D];
   __local float ps[RED_WG];
   __local float red[RED_WG];
-  ATT_SPLIT_ROW
+  ATT_SPLIT_ROW(ATT_Q)
+  barrier(CLK_LOCAL_MEM_FENCE);
   const int t0 = split * chunk, t1 = min(T, t0 + chunk);
   float acc[ATT_MAX_D / RED_WG];
   for (int i = 0; i < ATT_MAX_D / RED_WG; ++i) acc[i] = 0.0f;
@@ -347,13 +387,20 @@ inline void gqa_stage(__local float* dst, int ld, __global const float* src, lon
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
 void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
-                       int chunk) {
+                       int chunk, ATT_FRESH_ARGS) {
   __local float qs[GQA_MAXR * GQA_MAXD], sc[GQA_MAXR * RED_WG], kv[RED_WG * GQA_ROW(GQA_MAXD)], red[RED_WG];
   __local float mrow[GQA_MAXR], lrow[GQA_MAXR], crow[GQA_MAXR];
   const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
   const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
   // rows r of the group: query head g * G + r / S, position r % S, its D floats at qs + r * D
-  gqa_stage(qs, D, q + b * qsb + g * G * qsh, qsh, S, qss, R, D / 4);
+  if (xq && split == 0) ATT_FRESH_STORE(b, g)  // early: the blocks replace what they stage of those rows
+  if (xq)
+    for (int e = lid; e < R * D; e += RED_WG) {
+      const int r = e / D;
+      qs[e] = ATT_ROPE(xq + b * qsb + (g * G + r / S) * qsh + r % S * qss, e % D, b, r % S);
+    }
+  else
+    gqa_stage(qs, D, q + b * qsb + g * G * qsh, qsh, S, qss, R, D / 4);
   if (lid < R) {
     mrow[lid] = -INFINITY;
     lrow[lid] = 0.0f;
@@ -367,6 +414,13 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
   for (int tb = t0; tb < t1; tb += RED_WG) {
     const int nk = min(RED_WG, t1 - tb);
     gqa_stage(kv, KR, kb + (long)tb * kst, kst, 1, 0, nk, D / 4);
+    // the block's new keys [f0, f1) (ATT_FRESH_ARGS) replace what the caches held there
+    const int f0 = max(tb, off), f1 = xq ? min(tb + nk, off + S) : f0;
+    if (f1 > f0) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int e = lid; e < (f1 - f0) * D; e += RED_WG)
+        kv[(f0 - tb + e / D) * KR + e % D] = ATT_FRESH_K(b, g, f0 - off + e / D, e % D);
+    }
     barrier(CLK_LOCAL_MEM_FENCE);  // the keys (and in the first block q) staged
     if (lid < nk) {
       const int t = tb + lid;
@@ -415,6 +469,9 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
       mrow[pr] = mn;
       crow[pr] = corr;
     }
+    // (the values' staging is behind the barriers above)
+    for (int e = lid; e < (f1 - f0) * Dv; e += RED_WG)
+      kv[(f0 - tb + e / Dv) * Dv + e % Dv] = ATT_FRESH_V(b, g, f0 - off + e / Dv, e % Dv);
     barrier(CLK_LOCAL_MEM_FENCE);  // and the values staged
     // Keys outermost, so that every index into acc is a constant once the loops inside
     // unroll: with the dims outermost the H100's compiler kept acc in memory, a load and
@@ -464,63 +521,82 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
 // several splits it writes (max, sum, output) for attention_combine_f32.
 // EXACT kernels know D = Dv = WIDTH at compile time, so the loops unroll and the
 // accumulators stay in registers; the generic one takes any multiple of 4 up to WIDTH.
+// With a RoPE's work (ATT_FRESH_ARGS) the split holding new keys stages them rotated in
+// local memory (up to ATT_DEC_MAXS rows: lowering's decode rows), in accs, which the
+// final merge uses only after wg_max's barriers.
+#define ATT_DEC_MAXS 4
 #define ATT_DEC_FLOATS(WIDTH) ((WIDTH) + RED_WG + RED_WG * ((WIDTH) + 1))
-#define ATT_DEC(NAME, WIDTH, EXACT)                                                                       \
-  __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                            \
-  void NAME(__global const float* q, __global const float* k, __global const float* v,                   \
-            __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,  \
-            int chunk) {                                                                                  \
-    __local float qs[WIDTH], red[RED_WG], accs[RED_WG * (WIDTH + 1)];                                    \
-    ATT_SPLIT_ROW                                                                                         \
-    const int DK = EXACT ? WIDTH : D, DV = EXACT ? WIDTH : Dv;                                           \
-    const int t1 = min(T, (split + 1) * chunk);                                                           \
-    float4 acc[WIDTH / 4];                                                                                \
-    for (int i = 0; i < WIDTH / 4; ++i) acc[i] = 0.0f;                                                    \
-    float m = -INFINITY, l = 0.0f;                                                                        \
-    for (int t = split * chunk + lid; t < t1; t += RED_WG) {                                              \
-      __global const float* kr = kb + (long)t * kst;                                                      \
-      float4 a = 0.0f;                                                                                    \
-      for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * vload4(0, kr + d);                         \
-      const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask,    \
-                                att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);            \
-      if (x == -INFINITY) continue;                                                                       \
-      if (x > m) { /* a new maximum rescales what this item summed so far */                              \
-        const float corr = exp(m - x);                                                                    \
-        l *= corr;                                                                                        \
-        for (int i = 0; i < WIDTH / 4; ++i) acc[i] *= corr;                                               \
-        m = x;                                                                                            \
-      }                                                                                                   \
-      const float p = exp(x - m);                                                                         \
-      l += p;                                                                                             \
-      __global const float* vr = vb + (long)t * vst;                                                      \
-      for (int i = 0; i < WIDTH / 4; ++i)                                                                 \
-        if (4 * i < DV) acc[i] += p * vload4(i, vr);                                                      \
-    }                                                                                                     \
-    const float mx = wg_max(red, m);                                                                      \
-    const float sc = m == -INFINITY ? 0.0f : exp(m - mx);                                                 \
-    const float sum = wg_sum(red, l * sc);                                                                \
-    const int stride = DV + 1; /* one apart: the column sums read across banks */                         \
-    for (int i = 0; i < WIDTH / 4; ++i) {                                                                 \
-      if (4 * i >= DV) break;                                                                             \
-      const float4 x = acc[i] * sc;                                                                       \
-      accs[lid * stride + 4 * i] = x.x;                                                                   \
-      accs[lid * stride + 4 * i + 1] = x.y;                                                               \
-      accs[lid * stride + 4 * i + 2] = x.z;                                                               \
-      accs[lid * stride + 4 * i + 3] = x.w;                                                               \
-    }                                                                                                     \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    __global float* o = out + b * osb + h * osh + s * oss;                                                \
-    __global float* pp = part + ((long)row * splits + split) * (DV + 2);                                  \
-    for (int d = lid; d < DV; d += RED_WG) {                                                              \
-      float a = 0.0f;                                                                                     \
-      for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];                                         \
-      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                \
-      else pp[2 + d] = a;                                                                                 \
-    }                                                                                                     \
-    if (splits > 1 && lid == 0) {                                                                         \
-      pp[0] = mx;                                                                                         \
-      pp[1] = sum;                                                                                        \
-    }                                                                                                     \
+// One key t at KR, its value at VR (global or local memory) into the item's running state
+// (accumulators of WIDTH floats).
+#define ATT_DEC_KEY(WIDTH, KR, VR)                                                                   \
+  {                                                                                                  \
+    float4 a = 0.0f;                                                                                 \
+    for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * vload4(0, (KR) + d);                    \
+    const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask, \
+                              att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);         \
+    if (x != -INFINITY) {                                                                            \
+      if (x > m) { /* a new maximum rescales what this item summed so far */                         \
+        const float corr = exp(m - x);                                                               \
+        l *= corr;                                                                                   \
+        for (int i = 0; i < WIDTH / 4; ++i) acc[i] *= corr;                                          \
+        m = x;                                                                                       \
+      }                                                                                              \
+      const float p = exp(x - m);                                                                    \
+      l += p;                                                                                        \
+      for (int i = 0; i < WIDTH / 4; ++i)                                                            \
+        if (4 * i < DV) acc[i] += p * vload4(i, (VR));                                               \
+    }                                                                                                \
+  }
+#define ATT_DEC(NAME, WIDTH, EXACT)                                                                              \
+  __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                                   \
+  void NAME(__global const float* q, __global const float* k, __global const float* v,                           \
+            __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,         \
+            int chunk, ATT_FRESH_ARGS) {                                                                         \
+    __local float qs[WIDTH], red[RED_WG], accs[RED_WG * (WIDTH + 1)];                                            \
+    __local float *fk = accs, *fv = accs + ATT_DEC_MAXS * (WIDTH);                                               \
+    ATT_SPLIT_ROW(ATT_FRESH_Q)                                                                                   \
+    const int DK = EXACT ? WIDTH : D, DV = EXACT ? WIDTH : Dv;                                                   \
+    const int t0 = split * chunk, t1 = min(T, t0 + chunk);                                                       \
+    /* this split's new keys [f0, f1), if the launch has them; the caches' copy early, as */                     \
+    /* nothing here reads it */                                                                                  \
+    const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;                                                \
+    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g)                                  \
+    for (int e = lid; e < (f1 - f0) * DK; e += RED_WG)                                                           \
+      fk[e / DK * WIDTH + e % DK] = ATT_FRESH_K(b, g, f0 - off + e / DK, e % DK);                                \
+    for (int e = lid; e < (f1 - f0) * DV; e += RED_WG)                                                           \
+      fv[e / DV * WIDTH + e % DV] = ATT_FRESH_V(b, g, f0 - off + e / DV, e % DV);                                \
+    barrier(CLK_LOCAL_MEM_FENCE); /* q and the new keys staged */                                                \
+    float4 acc[WIDTH / 4];                                                                                       \
+    for (int i = 0; i < WIDTH / 4; ++i) acc[i] = 0.0f;                                                           \
+    float m = -INFINITY, l = 0.0f;                                                                               \
+    for (int t = t0 + lid; t < t1; t += RED_WG)                                                                  \
+      if (t < f0 || t >= f1) ATT_DEC_KEY(WIDTH, kb + (long)t * kst, vb + (long)t * vst)                          \
+    for (int t = f0 + lid; t < f1; t += RED_WG) ATT_DEC_KEY(WIDTH, fk + (t - f0) * WIDTH, fv + (t - f0) * WIDTH) \
+    const float mx = wg_max(red, m);                                                                             \
+    const float sc = m == -INFINITY ? 0.0f : exp(m - mx);                                                        \
+    const float sum = wg_sum(red, l * sc);                                                                       \
+    const int stride = DV + 1; /* one apart: the column sums read across banks */                                \
+    for (int i = 0; i < WIDTH / 4; ++i) {                                                                        \
+      if (4 * i >= DV) break;                                                                                    \
+      const float4 x = acc[i] * sc;                                                                              \
+      accs[lid * stride + 4 * i] = x.x;                                                                          \
+      accs[lid * stride + 4 * i + 1] = x.y;                                                                      \
+      accs[lid * stride + 4 * i + 2] = x.z;                                                                      \
+      accs[lid * stride + 4 * i + 3] = x.w;                                                                      \
+    }                                                                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+    __global float* o = out + b * osb + h * osh + s * oss;                                                       \
+    __global float* pp = part + ((long)row * splits + split) * (DV + 2);                                         \
+    for (int d = lid; d < DV; d += RED_WG) {                                                                     \
+      float a = 0.0f;                                                                                            \
+      for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];                                                \
+      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                       \
+      else pp[2 + d] = a;                                                                                        \
+    }                                                                                                            \
+    if (splits > 1 && lid == 0) {                                                                                \
+      pp[0] = mx;                                                                                                \
+      pp[1] = sum;                                                                                               \
+    }                                                                                                            \
   }
 #if ATT_FITS(ATT_DEC_FLOATS(64))
 ATT_DEC(attention_dec64_f32, 64, 1)

@@ -9,6 +9,7 @@
 
 #include "cli/error.h"
 #include "fuse/pattern.h"
+#include "graph/attributes.h"
 #include "runtime/executor.h"
 
 namespace tl {
@@ -116,12 +117,16 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   // Transpose, Expand and Slice are views at some bindings (isRunView: a decode step's
   // [B, 1, H, D] -> [B, H, 1, D]); there their readers read the input's buffer, so the
   // input lives as long as the output. They keep a buffer of their own for the others.
-  std::unordered_map<std::string, std::string> readsThrough;
+  // A decode attention may do the work of the tl.RoPE that appends to its in-place caches
+  // (tl-run's joinedRope), reading the RoPE's q, k and v inputs where it would read q's
+  // rotation: those live as long as that output.
+  std::unordered_map<std::string, std::vector<std::string>> readsThrough;
   std::function<void(const std::string&, int)> read = [&](const std::string& t, int at) {
     auto r = root.find(t);
     const std::string& name = r == root.end() ? t : r->second;
     if (auto it = index.find(name); it != index.end()) plan.tensors[it->second].last = at;
-    if (auto via = readsThrough.find(name); via != readsThrough.end()) read(via->second, at);
+    if (auto via = readsThrough.find(name); via != readsThrough.end())
+      for (const auto& in : via->second) read(in, at);
   };
   int step = 0;
   for (size_t i : graph.topoOrder()) {
@@ -130,7 +135,10 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     for (const auto& in : n.input())
       if (!in.empty()) read(in, step);
     if ((isOp(&n, "Transpose") || isOp(&n, "Expand") || isOp(&n, "Slice")) && n.output_size() == 1)
-      readsThrough[n.output(0)] = n.input(0);
+      readsThrough[n.output(0)] = {n.input(0)};
+    if (n.domain() == "tl" && n.op_type() == "RoPE" && findAttr(n, "cache_axis") && n.input_size() >= 7 &&
+        n.output_size() >= 3 && opt.outside.count(n.output(1)) && opt.outside.count(n.output(2)))
+      readsThrough[n.output(0)] = {n.input(0), n.input(3), n.input(6)};
     if (isView(n, analysis)) {
       auto r = root.find(n.input(0));
       root[n.output(0)] = r == root.end() ? n.input(0) : r->second;

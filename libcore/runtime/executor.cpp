@@ -583,6 +583,24 @@ const Executor::SubView* Executor::activeSubView(const std::string& tensor) cons
   return v != subViews_.end() && v->second.active ? &v->second : nullptr;
 }
 
+Executor::Extent Executor::extent(const std::string& tensor) const {
+  std::string base = root(tensor);
+  const SubView* v = activeSubView(base);
+  if (v) base = v->root;
+  const Buffer& b = rootBuffer(base);
+  const size_t at = v ? v->offset : 0, bytes = v ? v->bytes : b.capacity;
+  if (auto p = planned_.find(base); p != planned_.end() && b.mem == p->second)
+    if (auto o = planOrigins_.find(base); o != planOrigins_.end()) return {planArena_, o->second + at, o->second + at + bytes};
+  if (auto r = regions_.find(base); r != regions_.end() && b.mem == r->second.sub)
+    return {uploadArena_, r->second.offset + at, r->second.offset + at + bytes};
+  return {b.mem, at, at + bytes};
+}
+
+bool Executor::overlaps(const std::string& a, const std::string& b) const {
+  const Extent x = extent(a), y = extent(b);
+  return x.base == y.base && x.begin < y.end && y.begin < x.end;
+}
+
 char Executor::viewKind(size_t node, SubView* at) const {
   const auto& n = graph_.node(node);
   return isRunView(n, *this) ? 1 : subViewAt(n, at) ? 2 : 0;

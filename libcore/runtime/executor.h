@@ -120,6 +120,10 @@ class Executor {
   // An in-place KV cache tensor's element strides between batches, heads and tokens
   // (tl.plan.kv: its input and output are one buffer); nullptr for any other tensor.
   const std::vector<int64_t>* cacheStrides(const std::string& tensor) const;
+  // Whether two tensors' device bytes may overlap at this binding (the plan's buffers are
+  // regions of one arena, views share their input's): a launch that reads one while it
+  // writes the other must know.
+  bool overlaps(const std::string& a, const std::string& b) const;
   // The device int32 that holds the caches' true length before a run's new tokens: where
   // the appends write, and where the causal mask puts query row 0 (under --pad the bound
   // length is a bucket's).
@@ -170,6 +174,11 @@ class Executor {
   std::unordered_map<std::string, size_t> planOrigins_;  // a planned tensor's offset in planArena_
   std::unordered_set<std::string> graphOutputs_;         // they keep buffers of their own
   const SubView* activeSubView(const std::string& tensor) const;  // nullptr: none at this binding
+  struct Extent {  // where a tensor's bytes lie: an allocation and a byte range of it
+    cl_mem base = nullptr;
+    size_t begin = 0, end = 0;
+  };
+  Extent extent(const std::string& tensor) const;
   bool subViewAt(const onnx::NodeProto& n, SubView* v) const;
   // runView_'s values: 0 a kernel, 1 an alias (isRunView), 2 a sub-view (where, in *at)
   char viewKind(size_t node, SubView* at) const;

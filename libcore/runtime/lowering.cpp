@@ -854,6 +854,102 @@ void rmsNormOp(const Node& n) {
           n.attrFloat("epsilon", 1e-5f));
 }
 
+// tl.Attention's operands as its kernels read them: logical dims [B, heads, rows, size] of
+// q, k and v, and their element strides (b, head, row).
+struct AttentionViews {
+  Dims q, k, v, qs, ks, vs;
+};
+AttentionViews attentionViews(const Node& n) {
+  auto view = [&](size_t i, const char* swapped, Dims& d) {
+    d = n.shape(n.in(i));
+    if (const auto* cs = n.ex.cacheStrides(n.in(i))) return *cs;  // an in-place cache, [B, H, T, D]
+    Dims st = contiguousStrides(d);
+    if (n.attrInt(swapped, 0)) {
+      std::swap(d[1], d[2]);
+      std::swap(st[1], st[2]);
+    }
+    return Dims{st[0], st[1], st[2]};
+  };
+  AttentionViews a;
+  a.qs = view(0, "q_bshd", a.q);
+  a.ks = view(1, "k_bthd", a.k);
+  a.vs = view(2, "v_bthd", a.v);
+  return a;
+}
+
+// Which kernels tl.Attention runs at this binding. Prefill rows on GPUs share each key
+// tile among 16 rows (heads up to 128 wide). Decode rows (heads up to 128, multiples of 4)
+// take their keys an item each, split into chunks of at least 64 keys, up to 1024
+// work-groups (flash-decoding). Over more than 256 keys, a grouped-query layer's decode
+// rows go a work-group per (kv head, chunk of 64 keys), its 2 to 16 query rows together
+// (kernels/attention.cl's GQA_MAXR), so the cache is read once per kv head: on the H100
+// TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over fewer keys that kernel's few
+// work-groups each take several blocks one after another, and the step was twice as slow;
+// with a work-group per block and the merge it was still 22% slower at 128 keys, and one
+// split a row (no merge) 14% slower (docs/tl-bench.md). Each only where it was built:
+// devices with little local memory lack some (ATT_FITS).
+struct AttentionPath {
+  bool gpu = false, tiled = false, dec = false, gqa = false;
+  std::string kernel;
+  int64_t groups = 0, splits = 1, chunk = 0;  // work-groups per split; splits of the keys
+};
+AttentionPath attentionPath(const Node& n, const AttentionViews& a) {
+  const int64_t B = a.q[0], H = a.q[1], S = a.q[2], D = a.q[3], Hkv = a.k[1], T = a.k[2], Dv = a.v[3];
+  const int64_t rows = B * H * S;
+  const auto built = [&](const std::string& k) { return n.ex.kernels().has(k); };
+  AttentionPath p;
+  p.gpu = n.ex.device().gpuKernels();
+  const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
+  p.tiled = p.gpu && S > 4 && D <= 128 && Dv <= 128 && built("attention_tile_f32");
+  p.dec = p.gpu && !p.tiled && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0 && built(decKernel);
+  const int64_t groupRows = H / Hkv * S;
+  p.gqa = p.dec && T > 256 && groupRows >= 2 && groupRows <= 16 && built("attention_gqa_f32");
+  p.groups = p.gqa ? B * Hkv : rows;
+  constexpr int64_t kMaxGroups = 1024;  // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
+  p.splits = p.dec ? std::clamp<int64_t>(p.gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(p.groups, 1)))
+             : p.gpu && !p.tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
+                                 : 1;
+  p.chunk = p.gqa ? ((T + p.splits - 1) / p.splits + 63) / 64 * 64 : (T + p.splits - 1) / p.splits;
+  if (p.gqa) p.splits = (T + p.chunk - 1) / p.chunk;  // whole blocks of 64 keys, no split left empty
+  p.kernel = p.tiled ? "attention_tile_f32" : p.gqa ? "attention_gqa_f32" : p.dec ? decKernel : p.gpu ? "attention_wg_f32" : "attention_f32";
+  return p;
+}
+
+// Element strides (b, head, row, dim) of a tl.RoPE's position ids read as `dims`, when
+// they hold one position per (batch, row); empty otherwise.
+Dims ropePositionStrides(const Node& n, const onnx::NodeProto& rope, const Dims& dims) {
+  const Dims& p = n.shape(rope.input(1));
+  if (p.size() > dims.size()) return {};
+  const Dims st = broadcastStrides(p, dims);
+  return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
+}
+
+// The tl.RoPE whose work a decode attention launch does itself (kernels/attention.cl's
+// ATT_FRESH_ARGS), or null: one that appends to in-place caches (tl-plan) that only this
+// attention reads, its q read by it alone, its new rows [B, Hkv, S, D]. That saves a
+// launch a layer. The attention then reads the RoPE's inputs: tl-plan keeps them alive
+// until it (memory_plan.cpp), and a buffer that overlaps them anyway (a plan from before)
+// keeps the RoPE's own launch. ropeOp asks the same question; the answer depends on
+// shapes that both nodes read, so the two are lowered again together.
+const onnx::NodeProto* joinedRope(const Node& n, const AttentionViews& a, const AttentionPath& p) {
+  if (!p.dec) return nullptr;
+  const int at = n.ex.graph().producer(n.in(0));
+  if (at < 0) return nullptr;
+  const auto& r = n.ex.graph().node(static_cast<size_t>(at));
+  if (r.domain() != "tl" || r.op_type() != "RoPE" || !findAttr(r, "cache_axis") || r.input_size() < 7 ||
+      r.output_size() < 3 || r.output(0) != n.in(0) || r.output(1) != n.in(1) || r.output(2) != n.in(2) ||
+      !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)) || n.ex.graph().consumers(n.in(0)).size() != 1)
+    return nullptr;
+  const int64_t B = a.q[0], S = a.q[2], Hkv = a.k[1];
+  if (n.shape(r.input(3)) != Dims{B, Hkv, S, a.q[3]} || n.shape(r.input(6)) != Dims{B, Hkv, S, a.v[3]}) return nullptr;
+  // position ids (rope-positions' form), one per (batch, row)
+  if (!attrInt(r, "positions").value_or(0) || ropePositionStrides(n, r, a.q).size() != 4) return nullptr;
+  if (n.ex.dryRun()) return &r;
+  for (int i : {0, 3, 6})
+    if (n.ex.overlaps(n.out(0), r.input(i))) return nullptr;
+  return &r;
+}
+
 // tl.RoPE's cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
 void ropeTrig(const Node& n, Launch& l) {
   l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
@@ -929,6 +1025,17 @@ void kvAppendOp(const Node& n) {
   l.mem(Executor::kKvRows).writesCache(total * 4).run1d(total);
 }
 
+// Whether the one reader of this tl.RoPE's q, a tl.Attention, does its work (joinedRope).
+bool joinedToAttention(const Node& n) {
+  const auto& readers = n.ex.graph().consumers(n.out(0));
+  if (readers.size() != 1) return false;
+  const auto& proto = n.ex.graph().node(readers[0]);
+  if (proto.domain() != "tl" || proto.op_type() != "Attention") return false;
+  const Node attention{n.ex, readers[0], proto};
+  const AttentionViews a = attentionViews(attention);
+  return joinedRope(attention, a, attentionPath(attention, a)) == &n.proto;
+}
+
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
 // second input, q's k, in the same launch).
 void ropeOp(const Node& n) {
@@ -938,6 +1045,7 @@ void ropeOp(const Node& n) {
   const Dims& d = n.shape(n.in(0));
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
+  if (inPlace && joinedToAttention(n)) return;  // the attention's launch does this one's work
   Launch l = n.launch(inPlace ? "rope_kv_f32" : n.attr("cache_axis") ? "rope_cache_f32" : "rope_f32");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
   l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
@@ -965,22 +1073,11 @@ void swigluOp(const Node& n) {
 
 // tl.Attention (docs/ops.md): CPUs an item per query row; GPUs a work-group per row and
 // split of the keys, the splits chosen so that a decode step's few rows still fill the
-// device (about 128 groups), then merged by a second kernel.
+// device (about 128 groups), then merged by a second kernel (attentionPath).
 void attentionOp(const Node& n) {
   requireFloatInputs(n, 4);  // the key mask is read as integers
-  // Logical dims [B, heads, rows, size] and element strides (b, head, row) of q, k and v.
-  auto view = [&](size_t i, const char* swapped, Dims& d) {
-    d = n.shape(n.in(i));
-    if (const auto* cs = n.ex.cacheStrides(n.in(i))) return *cs;  // an in-place cache, [B, H, T, D]
-    Dims st = contiguousStrides(d);
-    if (n.attrInt(swapped, 0)) {
-      std::swap(d[1], d[2]);
-      std::swap(st[1], st[2]);
-    }
-    return Dims{st[0], st[1], st[2]};
-  };
-  Dims q, k, v;
-  const Dims qs = view(0, "q_bshd", q), ks = view(1, "k_bthd", k), vs = view(2, "v_bthd", v);
+  const AttentionViews a = attentionViews(n);
+  const Dims &q = a.q, &k = a.k, &v = a.v;
   const int64_t B = q[0], H = q[1], S = q[2], D = q[3], Hkv = k[1], T = k[2], Dv = v[3];
   if (D > 256 || Dv > 256) throw Error("tl.Attention's kernels take head sizes up to 256", ExitCode::BadInput);
   const int64_t rows = B * H * S;
@@ -988,42 +1085,19 @@ void attentionOp(const Node& n) {
   if (n.hasIn(3)) ms = broadcastStrides(n.shape(n.in(3)), {B, H, S, T});
   const bool bshd = n.attrInt("out_bshd", 0) != 0;
   const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
-  const bool gpu = n.ex.device().gpuKernels();
-  // Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide). Decode
-  // rows (heads up to 128, multiples of 4) take their keys an item each, split into chunks
-  // of at least 64 keys, up to 1024 work-groups (flash-decoding). Over more than 256 keys,
-  // a grouped-query layer's decode rows go a work-group per (kv head, chunk of 64 keys),
-  // its 2 to 16 query rows together (kernels/attention.cl's GQA_MAXR), so the cache is read
-  // once per kv head: on the H100 TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over
-  // fewer keys that kernel's few work-groups each take several blocks one after another,
-  // and the step was twice as slow; with a work-group per block and the merge it was still
-  // 22% slower at 128 keys, and one split a row (no merge) 14% slower (docs/tl-bench.md).
-  // Each only where it was built: devices with little local memory lack some (ATT_FITS).
-  const auto built = [&](const std::string& k) { return n.ex.kernels().has(k); };
-  const std::string decKernel = D == Dv && (D == 64 || D == 128) ? "attention_dec" + std::to_string(D) + "_f32" : "attention_dec_f32";
-  const bool tiled = gpu && S > 4 && D <= 128 && Dv <= 128 && built("attention_tile_f32");
-  const bool dec = gpu && !tiled && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0 && built(decKernel);
-  const int64_t groupRows = H / Hkv * S;
-  const bool gqa = dec && T > 256 && groupRows >= 2 && groupRows <= 16 && built("attention_gqa_f32");
-  const int64_t groups = gqa ? B * Hkv : rows;  // work-groups per split
-  constexpr int64_t kMaxGroups = 1024;  // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
-  int64_t splits = dec    ? std::clamp<int64_t>(gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(groups, 1)))
-                   : gpu && !tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
-                                   : 1;
-  const int64_t chunk = gqa ? ((T + splits - 1) / splits + 63) / 64 * 64 : (T + splits - 1) / splits;
-  if (gqa) splits = (T + chunk - 1) / chunk;  // whole blocks of 64 keys, no split left empty
+  const AttentionPath p = attentionPath(n, a);
   const std::string part = n.proto.name() + "#splits";
-  if (splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * splits * (Dv + 2) * 4));
-  Launch l = n.launch(tiled ? "attention_tile_f32" : gqa ? "attention_gqa_f32" : dec ? decKernel : gpu ? "attention_wg_f32" : "attention_f32");
+  if (p.splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * p.splits * (Dv + 2) * 4));
+  Launch l = n.launch(p.kernel);
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
-  if (gpu && !tiled) {
-    if (splits > 1) l.mem(part); else l.nullMem();
+  if (p.gpu && !p.tiled) {
+    if (p.splits > 1) l.mem(part); else l.nullMem();
   }
   l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
   l.f32(n.attrFloat("scale", 1.0f)).f32(n.attrFloat("softcap", 0.0f)).i32(n.hasIn(3) ? 1 : 0);
-  for (const Dims* st : std::initializer_list<const Dims*>{&qs, &ks, &vs, &ms, &os})
+  for (const Dims* st : std::initializer_list<const Dims*>{&a.qs, &a.ks, &a.vs, &ms, &os})
     for (int64_t x : *st) l.i32(x);
   const int64_t zeroRows = n.attrInt("zero_masked_rows", 0);
   l.i32(zeroRows).i32(n.attrInt("causal", 0)).f32(n.attrFloat("mask_value", -INFINITY));
@@ -1035,17 +1109,30 @@ void attentionOp(const Node& n) {
   }
   // Over an in-place cache the causal offset is its true length (padding follows it).
   if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
-  if (!gpu) return l.run3d(static_cast<size_t>(rows), 1, 1, 1, 1);
-  if (tiled) return l.run3d(static_cast<size_t>(B * H * ((S + 15) / 16)) * 64, 1, 1, 64, 1);
-  l.i32(splits).i32(chunk).run3d(static_cast<size_t>(groups) * 64, static_cast<size_t>(splits), 1, 64, 1);
-  if (splits > 1)
+  if (!p.gpu) return l.run3d(static_cast<size_t>(rows), 1, 1, 1, 1);
+  if (p.tiled) return l.run3d(static_cast<size_t>(B * H * ((S + 15) / 16)) * 64, 1, 1, 64, 1);
+  l.i32(p.splits).i32(p.chunk);
+  if (p.dec) {
+    const onnx::NodeProto* r = joinedRope(n, a, p);
+    if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
+      const Dims ps = ropePositionStrides(n, *r, q);
+      l.mem(r->input(0)).mem(r->input(3)).mem(r->input(6)).mem(n.in(1)).mem(n.in(2));
+      l.mem(r->input(1)).i32(ps[0]).i32(ps[2]).mem(r->input(2)).i32(attrInt(*r, "rotary_dim").value_or(D));
+      l.f32(attrFloat(*r, "cos_scale").value_or(1.0f)).f32(attrFloat(*r, "sin_scale").value_or(1.0f));
+      l.writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
+    } else {
+      l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
+    }
+  }
+  l.run3d(static_cast<size_t>(p.groups) * 64, static_cast<size_t>(p.splits), 1, 64, 1);
+  if (p.splits > 1)
     n.launch("attention_combine_f32")
         .mem(part)
         .mem(n.out(0))
         .i32(H)
         .i32(S)
         .i32(Dv)
-        .i32(splits)
+        .i32(p.splits)
         .i32(os[0])
         .i32(os[1])
         .i32(os[2])
