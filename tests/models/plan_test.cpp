@@ -205,22 +205,42 @@ Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq) {
   return model;
 }
 
-// Greedy tokens after "def "; from step `plainFrom` on without command buffers.
-std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays = nullptr, int64_t plainFrom = -1) {
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  Device device(selectDevice(""), false);
-  device.setGpuKernels(gpu);
-  Executor ex(device, model, graph, analysis);
-  CausalLm lm(ex, graph, analysis);
+// A model's executor and causal LM on the default device, in one kernel family.
+struct Decoder {
+  static Device& family(Device& d, bool gpu) {
+    d.setGpuKernels(gpu);
+    return d;
+  }
+  Decoder(Model& m, bool gpu, bool profiling)
+      : graph(m.proto.graph()), analysis(inferShapes(m, graph)), device(selectDevice(""), profiling),
+        ex(family(device, gpu), m, graph, analysis), lm(ex, graph, analysis) {}
+  Graph graph;
+  ShapeAnalysis analysis;
+  Device device;
+  Executor ex;
+  CausalLm lm;
+};
+
+// Greedy tokens after "def "; from step `plainFrom` on without command buffers. `ahead`:
+// all but the last step a step ahead (CausalLm::generateGreedy), the last step by step.
+std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays = nullptr, int64_t plainFrom = -1,
+                            bool ahead = false) {
+  Decoder d(model, gpu, false);
+  CausalLm& lm = d.lm;
   std::vector<int64_t> out;
   int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
-  for (int64_t i = 0; i < n; ++i) {
-    if (i == plainFrom) device.setCommandBuffers(false);
+  if (ahead) {
+    out.push_back(next);
+    const auto rest = lm.generateGreedy(next, n - 2);
+    out.insert(out.end(), rest.begin(), rest.end());
+    out.push_back(lm.stepGreedy({out.back()}));
+  }
+  for (int64_t i = 0; i < n && !ahead; ++i) {
+    if (i == plainFrom) d.device.setCommandBuffers(false);
     out.push_back(next);
     next = lm.stepGreedy({next});
   }
-  if (replays) *replays = ex.replays();
+  if (replays) *replays = d.ex.replays();
   return out;
 }
 
@@ -249,20 +269,9 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
 TEST(KvInPlace, GenerationAheadOfTheTokensEqualsStepByStep) {
   Model planned = inPlaceBytellama(64, KvLayout::Sequence, 400);
   for (bool gpu : {false, true}) {
-    const auto want = greedy(planned, 300, gpu);
-    Graph graph(planned.proto.graph());
-    ShapeAnalysis analysis = inferShapes(planned, graph);
-    Device device(selectDevice(""), false);
-    device.setGpuKernels(gpu);
-    Executor ex(device, planned, graph, analysis);
-    CausalLm lm(ex, graph, analysis);
-    const int64_t first = lm.stepGreedy({'d', 'e', 'f', ' '});
-    std::vector<int64_t> got{first};
-    const auto rest = lm.generateGreedy(first, 299);
-    got.insert(got.end(), rest.begin(), rest.end());
-    EXPECT_EQ(got, want) << (gpu ? "gpu" : "cpu");
-    EXPECT_GE(ex.replays(), 290) << "replayed steps";
-    EXPECT_EQ(lm.stepGreedy({rest.back()}), greedy(planned, 301, gpu).back()) << "the step after it";
+    int64_t replays = 0;
+    EXPECT_EQ(greedy(planned, 300, gpu, &replays, -1, true), greedy(planned, 300, gpu)) << (gpu ? "gpu" : "cpu");
+    EXPECT_GE(replays, 290) << "replayed steps";
   }
 }
 
@@ -282,12 +291,10 @@ TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
 TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
   for (bool gpu : {false, true}) {
     Model model = inPlaceBytellama(16, KvLayout::Sequence, 512);
-    Graph graph(model.proto.graph());
-    ShapeAnalysis analysis = inferShapes(model, graph);
-    Device device(selectDevice(""), true);
-    device.setGpuKernels(gpu);
-    Executor ex(device, model, graph, analysis);
-    CausalLm lm(ex, graph, analysis);
+    Decoder d(model, gpu, true);
+    const ShapeAnalysis& analysis = d.analysis;
+    Executor& ex = d.ex;
+    CausalLm& lm = d.lm;
     int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
     int64_t caches = 0, rowBytes = 0;
     for (const auto& name : lm.cacheInputs()) {
