@@ -1,0 +1,183 @@
+// tl-ctxswap's building blocks (issue 11): chunk compression, bit allocation, chunk files.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "cli/error.h"
+#include "ctxswap/chunk_file.h"
+#include "ctxswap/kv_chunk.h"
+#include "ctxswap/tolerance.h"
+
+namespace tl {
+namespace {
+
+// 16 tokens x 24 channels whose ranges differ by orders of magnitude, as k's do.
+std::vector<float> chunkValues(int64_t tokens, int64_t channels, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(tokens * channels));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < channels; ++c) v[t * channels + c] = normal(rng) * std::pow(10.0f, static_cast<float>(c % 4) - 2) + c;
+  return v;
+}
+
+// Each value comes back within half a step of its channel's grid, at every width.
+TEST(KvChunk, ChannelWiseRoundTripWithinHalfAStep) {
+  const int64_t tokens = 16, channels = 24;
+  const auto v = chunkValues(tokens, channels, 1);
+  size_t last = SIZE_MAX;
+  for (int bits : {8, 4, 2}) {
+    const KvChunk c = compressChunk(v.data(), tokens, channels, bits);
+    EXPECT_EQ(c.codes.size(), static_cast<size_t>(tokens * channels * bits / 8));
+    EXPECT_LT(c.bytes(), last);
+    last = c.bytes();
+    const auto back = decompressChunk(c);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        const size_t i = static_cast<size_t>(t * channels + ch);
+        EXPECT_LE(std::fabs(back[i] - v[i]), 0.5f * c.step[ch] * 1.0001f + 1e-6f) << bits << " bits, (" << t << ", " << ch << ")";
+      }
+    // the extremes of each channel are exact grid points
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      float lo = v[ch];
+      for (int64_t t = 1; t < tokens; ++t) lo = std::min(lo, v[t * channels + ch]);
+      EXPECT_FLOAT_EQ(c.lo[ch], lo);
+    }
+  }
+}
+
+TEST(KvChunk, ConstantChannelsAndFewerBits) {
+  std::vector<float> v(8 * 3, 0.25f);
+  for (int t = 0; t < 8; ++t) v[t * 3 + 1] = static_cast<float>(t);
+  const KvChunk c8 = compressChunk(v.data(), 8, 3, 8);
+  const auto back = decompressChunk(c8);
+  for (size_t i = 0; i < v.size(); ++i) {  // constant channels exact, the ramp within half a step
+    if (i % 3 == 1) {
+      EXPECT_NEAR(back[i], v[i], 0.5f * c8.step[1]) << i;
+    } else {
+      EXPECT_FLOAT_EQ(back[i], v[i]) << i;
+    }
+  }
+  const KvChunk c2 = recompressChunk(c8, 2);
+  EXPECT_EQ(c2.bits, 2);
+  const auto two = decompressChunk(c2);
+  EXPECT_FLOAT_EQ(two[0], 0.25f);
+  EXPECT_NEAR(two[7 * 3 + 1], 7.0f, 1e-5);
+  EXPECT_THROW(compressChunk(v.data(), 8, 3, 3), Error);
+  EXPECT_THROW(compressChunk(v.data(), 0, 3, 8), Error);
+}
+
+TEST(Tolerance, DensityIsMassOverTheRowsThatSeeEachToken) {
+  // 4 tokens, 1 layer, 2 heads: token t is seen by 4 - t rows of each head.
+  const std::vector<double> mass = {8, 6, 4, 2};
+  const auto d = chunkDensities(mass, 2, 1, 2);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_DOUBLE_EQ(d[0], (8.0 / (2 * 4) + 6.0 / (2 * 3)) / 2);
+  EXPECT_DOUBLE_EQ(d[1], (4.0 / (2 * 2) + 2.0 / (2 * 1)) / 2);
+  EXPECT_EQ(chunkDensities(mass, 3, 1, 1).size(), 2u);  // a short last chunk
+  EXPECT_THROW(chunkDensities(mass, 0, 1, 1), Error);
+}
+
+// The ratio is met, the densest chunks keep the most bits, and no allocation within the
+// ratio keeps more information (checked against every assignment of widths to ranks).
+TEST(Tolerance, AllocationMeetsTheRatioAndKeepsTheMostInformation) {
+  std::mt19937 rng(3);
+  std::exponential_distribution<double> skew(1.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> d(static_cast<size_t>(5 + trial));
+    for (auto& x : d) x = skew(rng);
+    for (double ratio : {0.25, 0.4, 0.5, 0.75, 1.0}) {
+      const auto bits = allocateBits(d, ratio, {8, 4, 2});
+      ASSERT_EQ(bits.size(), d.size());
+      const double used = std::accumulate(bits.begin(), bits.end(), 0.0) / (8.0 * static_cast<double>(d.size()));
+      EXPECT_LE(used, ratio + 1e-9);
+      double kept = 0;
+      for (size_t i = 0; i < d.size(); ++i) {
+        kept += d[i] * bits[i] / 8.0;
+        for (size_t j = 0; j < d.size(); ++j) {
+          if (d[i] > d[j]) {
+            EXPECT_GE(bits[i], bits[j]) << "denser chunk with fewer bits";
+          }
+        }
+      }
+      // uniform widths within the ratio keep no more
+      for (int w : {8, 4, 2}) {
+        if (w / 8.0 <= ratio + 1e-9) {
+          EXPECT_GE(kept + 1e-12, std::accumulate(d.begin(), d.end(), 0.0) * w / 8.0);
+        }
+      }
+    }
+  }
+  const std::vector<double> d = {5, 1, 1, 1};
+  EXPECT_EQ(allocateBits(d, 1.0, {8, 4, 2}), (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(allocateBits(d, 0.25, {8, 4, 2}), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(allocateBits(d, 0.4375, {8, 4, 2}), (std::vector<int>{8, 2, 2, 2}));  // one dense chunk: all its bits
+  EXPECT_THROW(allocateBits(d, 0.2, {8, 4, 2}), Error);
+  EXPECT_THROW(allocateBits(d, 0.5, {2, 4, 8}), Error);
+}
+
+std::string tempDir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tl_ctxswap_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+TEST(ChunkFile, RoundTripAndEveryDefectDetected) {
+  const auto v = chunkValues(16, 24, 5);
+  const KvChunk c = compressChunk(v.data(), 16, 24, 4);
+  const std::string dir = tempDir("file"), path = dir + "/chunk-3.kv";
+  const ChunkId id{0x1234abcdull, 7, 3, 48};
+  std::string error;
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  KvChunk back;
+  ASSERT_EQ(readChunkFile(path, id, &back), ChunkRead::Ok);
+  EXPECT_EQ(back.bits, 4);
+  EXPECT_EQ(decompressChunk(back), decompressChunk(c));
+  EXPECT_EQ(readChunkFile(dir + "/none.kv", id, &back), ChunkRead::Missing);
+  EXPECT_EQ(readChunkFile(path, ChunkId{1, 7, 3, 48}, &back), ChunkRead::OtherModel);
+  EXPECT_EQ(readChunkFile(path, ChunkId{id.model, 8, 3, 48}, &back), ChunkRead::Mismatch);
+  EXPECT_EQ(readChunkFile(path, ChunkId{id.model, 7, 3, 32}, &back), ChunkRead::Mismatch);
+  const auto size = std::filesystem::file_size(path);
+  for (size_t at : {size_t{0}, size_t{20}, size_t{60}, static_cast<size_t>(size) - 20, static_cast<size_t>(size) - 1}) {
+    ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    const char byte = static_cast<char>(f.get() ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(byte);
+    f.close();
+    EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt) << "byte " << at << " flipped";
+  }
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
+  std::filesystem::resize_file(path, size - 9);
+  EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt) << "truncated";
+  std::filesystem::remove_all(dir);
+}
+
+// A swap directory that refuses the write (missing, or not a directory: what a full or
+// read-only disk looks like to the caller): false and a line naming the file, nothing
+// thrown, no temporary file left.
+TEST(ChunkFile, RefusedWriteIsAnErrorNotACrash) {
+  const auto v = chunkValues(16, 4, 9);
+  const KvChunk c = compressChunk(v.data(), 16, 4, 8);
+  const std::string dir = tempDir("refused"), file = dir + "/not-a-dir";
+  std::ofstream(file) << "x";
+  for (const std::string& path : {file + "/c.kv", dir + "/missing/c.kv"}) {
+    std::string error;
+    EXPECT_FALSE(writeChunkFile(path, ChunkId{}, c, &error)) << path;
+    EXPECT_NE(error.find(path + ": cannot create"), std::string::npos) << error;
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tl
