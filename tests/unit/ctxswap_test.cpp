@@ -13,6 +13,7 @@
 #include "ctxswap/chunk_file.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/tolerance.h"
+#include "ctxswap/trace.h"
 
 namespace tl {
 namespace {
@@ -177,6 +178,94 @@ TEST(ChunkFile, RefusedWriteIsAnErrorNotACrash) {
   }
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+TEST(Trace, ReproducibleAndPoisson) {
+  TraceOptions opt;
+  opt.contexts = 6;
+  opt.calls = 4000;
+  opt.rate = 0.5;
+  const std::vector<int64_t> texts = {5000, 300};
+  const auto a = synthesizeTrace(opt, texts), b = synthesizeTrace(opt, texts);
+  ASSERT_EQ(a.size(), 4000u);
+  EXPECT_EQ(traceText(opt, a), traceText(opt, b));
+  opt.seed = 2;
+  EXPECT_NE(traceText(opt, synthesizeTrace(opt, texts)), traceText(opt, a));
+  EXPECT_NEAR(a.back().time / 4000, 2.0, 0.1);  // mean gap 1 / rate
+  std::vector<int64_t> at(6, -1);
+  for (const auto& c : a) {
+    const TaskLength& t = llmsTasks()[c.context];  // context c has task c here
+    EXPECT_GE(c.length, t.lo);
+    EXPECT_LE(c.length, t.hi);
+    EXPECT_EQ(c.text, c.context % 2);
+    if (at[c.context] >= 0) {
+      EXPECT_EQ(c.offset, at[c.context]) << "a context reads its text in consecutive slices";
+    }
+    at[c.context] = (c.offset + c.length) % texts[c.text];
+  }
+}
+
+// How often a call stays with the context before it, and how often each context comes.
+std::vector<double> shares(const std::vector<TraceCall>& calls, int64_t contexts, double* stay) {
+  std::vector<double> s(static_cast<size_t>(contexts), 0.0);
+  int64_t same = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    s[calls[i].context] += 1.0 / static_cast<double>(calls.size());
+    if (i && calls[i].context == calls[i - 1].context) ++same;
+  }
+  *stay = static_cast<double>(same) / static_cast<double>(calls.size() - 1);
+  return s;
+}
+
+TEST(Trace, PatternsShapeWhoIsCalled) {
+  TraceOptions opt;
+  opt.contexts = 6;
+  opt.calls = 6000;
+  double stay = 0;
+  for (double s : shares(synthesizeTrace(opt, {1000}), 6, &stay)) EXPECT_NEAR(s, 1.0 / 6, 0.03);
+  EXPECT_NEAR(stay, 1.0 / 6, 0.03);
+  opt.pattern = SwitchPattern::Markov;
+  shares(synthesizeTrace(opt, {1000}), 6, &stay);
+  EXPECT_GT(stay, 0.3) << "the last context is the likeliest next";
+  opt.pattern = SwitchPattern::Gaussian;  // tasks' mean deltas 350, 1500, 200, 750, 300, 55
+  const auto g = shares(synthesizeTrace(opt, {1000}), 6, &stay);
+  EXPECT_GT(g[0], g[1]) << "the moderate workload comes more than the largest";
+  EXPECT_GT(g[3], g[1]);
+  EXPECT_GT(g[0], g[5]) << "and more than the smallest";
+}
+
+TEST(Trace, FileRoundTripAndBadLines) {
+  TraceOptions opt;
+  opt.calls = 50;
+  opt.scale = 0.1;
+  const auto calls = synthesizeTrace(opt, {100000});
+  for (const auto& c : calls) EXPECT_LE(c.length, 200);  // scaled
+  const auto back = parseTrace(traceText(opt, calls));
+  ASSERT_EQ(back.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_NEAR(back[i].time, calls[i].time, 5e-4);
+    EXPECT_EQ(back[i].context, calls[i].context);
+    EXPECT_EQ(back[i].offset, calls[i].offset);
+    EXPECT_EQ(back[i].length, calls[i].length);
+  }
+  const std::string head = "# tl-ctxswap trace 1 pattern=random\n";
+  for (const std::string& bad : {head + "1.0\t0\t0\t0\t5\n0.5\t1\t0\t0\t5\t1\n", head + "1.0\t0\t0\t0\t0\t1\n",
+                                 head + "1.0\t0\t0\t0\t5\t1\textra\n", std::string("1.0\t0\t0\t0\t5\t1\n"), std::string()}) {
+    try {
+      parseTrace(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::BadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("line"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parsePattern("zipf"), Error);
 }
 
 }  // namespace
