@@ -11,6 +11,7 @@
 
 #include "cli/error.h"
 #include "ctxswap/chunk_file.h"
+#include "ctxswap/chunk_memory.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/tolerance.h"
 #include "ctxswap/trace.h"
@@ -266,6 +267,51 @@ TEST(Trace, FileRoundTripAndBadLines) {
     }
   }
   EXPECT_THROW(parsePattern("zipf"), Error);
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+TEST(ChunkMemory, LctruOrderLocksAndTheBudget) {
+  ChunkMemory m(1000);
+  m.claim({1, 0}, 200, 8);
+  m.claim({1, 1}, 100, 4);
+  m.claim({2, 0}, 200, 8);
+  m.claim({2, 1}, 50, 2);
+  m.claim({3, 0}, 100, 4);
+  EXPECT_EQ(m.used(), 650u);
+  m.touch({1, 0});  // now the most recent 8-bit chunk
+  std::vector<ChunkKey> out;
+  ASSERT_TRUE(m.reclaim(350, &out));  // 1000 - 650 = 350 free already
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(m.reclaim(500, &out));  // 150 more: the least recent 8-bit chunk
+  EXPECT_EQ(out, (std::vector<ChunkKey>{{2, 0}}));
+  ASSERT_TRUE(m.reclaim(700, &out));  // 350 more: both 8-bit chunks, then
+  EXPECT_EQ(out, (std::vector<ChunkKey>{{2, 0}, {1, 0}}));
+  ASSERT_TRUE(m.reclaim(800, &out));  // 450 more: then the least recent 4-bit one
+  EXPECT_EQ(out, (std::vector<ChunkKey>{{2, 0}, {1, 0}, {1, 1}}));
+  m.lock(1);  // a call runs on context 1: its chunks stay
+  ASSERT_TRUE(m.reclaim(700, &out));  // 350 more: every other chunk, heaviest and oldest first
+  EXPECT_EQ(out, (std::vector<ChunkKey>{{2, 0}, {3, 0}, {2, 1}}));
+  EXPECT_FALSE(m.reclaim(800, &out));  // 1's 300 bytes are locked
+  EXPECT_TRUE(out.empty());
+  m.unlock(1);
+  EXPECT_TRUE(m.reclaim(1000, &out));
+  EXPECT_EQ(out.size(), 5u);
+  EXPECT_FALSE(m.reclaim(1001, &out));
+  EXPECT_THROW(m.claim({4, 0}, 400, 8), Error);  // over the budget until reclaimed
+  EXPECT_EQ(m.used(), 650u);
+  m.release({2, 0});
+  m.release({2, 0});  // twice is harmless
+  m.claim({4, 0}, 400, 8);
+  EXPECT_EQ(m.used(), 850u);
+  m.claim({4, 0}, 100, 2);  // recompressed in place
+  EXPECT_EQ(m.used(), 550u);
+  EXPECT_TRUE(m.holds({4, 0}));
+  EXPECT_FALSE(m.holds({2, 0}));
 }
 
 }  // namespace
