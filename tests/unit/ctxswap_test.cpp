@@ -13,6 +13,7 @@
 #include "ctxswap/chunk_file.h"
 #include "ctxswap/chunk_memory.h"
 #include "ctxswap/kv_chunk.h"
+#include "ctxswap/load_plan.h"
 #include "ctxswap/tolerance.h"
 #include "ctxswap/trace.h"
 
@@ -312,6 +313,36 @@ TEST(ChunkMemory, LctruOrderLocksAndTheBudget) {
   EXPECT_EQ(m.used(), 550u);
   EXPECT_TRUE(m.holds({4, 0}));
   EXPECT_FALSE(m.holds({2, 0}));
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+TEST(LoadPlan, RecomputesTheHeaviestChunksForTheShortestLoad) {
+  const LinearCost line = fitLinear({1, 2, 4}, {3, 5, 9});  // 1 + 2x
+  EXPECT_NEAR(line.fixed, 1, 1e-12);
+  EXPECT_NEAR(line.per, 2, 1e-12);
+  EXPECT_THROW(fitLinear({1, 1}, {2, 3}), Error);
+  // reads at 1 s a byte, recompute 3 s a chunk: chunks of 8, 2, 4, 2 bytes (16 to read)
+  const std::vector<size_t> bytes = {8, 2, 4, 2};
+  const LoadPlan p = planLoad(bytes, {0, 3}, {0, 1});
+  // recompute the 8-byte chunk (3 s) while reading 8 bytes (8 s); the 8 and 4 (6 s, 4 s):
+  // 6 s; three (9 s, 2 s): 9 s. Best: two.
+  EXPECT_EQ(p.recompute, (std::vector<bool>{true, false, true, false}));
+  EXPECT_DOUBLE_EQ(p.seconds, 6);
+  // against every split, none is faster
+  for (int mask = 0; mask < 16; ++mask) {
+    double re = 0, io = 0;
+    for (int i = 0; i < 4; ++i) (mask >> i & 1 ? re : io) += mask >> i & 1 ? 1 : static_cast<double>(bytes[i]);
+    EXPECT_GE(std::max(3 * re, io) + 1e-12, p.seconds) << mask;
+  }
+  // a slow processor reads everything; a slow disk recomputes everything
+  EXPECT_EQ(planLoad(bytes, {0, 100}, {0, 1}).recompute, std::vector<bool>(4, false));
+  EXPECT_EQ(planLoad(bytes, {0, 0.1}, {5, 10}).recompute, std::vector<bool>(4, true));
+  EXPECT_DOUBLE_EQ(planLoad({}, {1, 1}, {1, 1}).seconds, 0);
 }
 
 }  // namespace
