@@ -1,6 +1,7 @@
 #include "ctxswap/recompute.h"
 
 #include <cstring>
+#include <iterator>
 
 #include "cli/error.h"
 
@@ -30,8 +31,8 @@ ContextKv emptyContextKv(const CausalLm& lm) {
   return kv;
 }
 
-ContextKv recomputeRows(Executor& ex, const CausalLm& lm, const std::vector<int64_t>& tokens, int64_t first,
-                        int64_t count, const ContextKv& past) {
+ContextRun runContext(Executor& ex, const CausalLm& lm, const std::vector<int64_t>& tokens, int64_t first,
+                      int64_t count, const ContextKv& past, const std::vector<std::string>& wanted) {
   if (past.tokens != first) throw Error("recompute from token " + std::to_string(first) + " needs the rows before it");
   if (count < 1 || first < 0 || first + count > static_cast<int64_t>(tokens.size()))
     throw Error("rows " + std::to_string(first) + ".." + std::to_string(first + count) + " are outside the context");
@@ -51,15 +52,25 @@ ContextKv recomputeRows(Executor& ex, const CausalLm& lm, const std::vector<int6
     }
     inputs.push_back(makeTensor(name, DType::Int64, dims, values.data()));
   }
-  const auto out = ex.run(inputs, lm.cacheOutputs());
-  ContextKv kv = past;
-  kv.tokens = count;
-  for (size_t i = 0; i < out.size(); ++i) {
+  std::vector<std::string> names = lm.cacheOutputs();
+  names.insert(names.end(), wanted.begin(), wanted.end());
+  auto out = ex.run(inputs, names);
+  ContextRun r;
+  r.rows = past;
+  r.rows.tokens = count;
+  for (size_t i = 0; i < lm.cacheOutputs().size(); ++i) {
     const auto& d = out[i].dims;
     if (d.size() != 4 || d[2] != first + count) throw Error("cache output '" + out[i].name + "' is not [1, heads, past + new, size]");
-    kv.caches[i] = rows(reinterpret_cast<const float*>(out[i].bytes.data()), kv.heads[i], d[2], kv.size[i], first, count);
+    r.rows.caches[i] = rows(reinterpret_cast<const float*>(out[i].bytes.data()), r.rows.heads[i], d[2], r.rows.size[i], first, count);
   }
-  return kv;
+  r.wanted.assign(std::make_move_iterator(out.begin() + static_cast<std::ptrdiff_t>(lm.cacheOutputs().size())),
+                  std::make_move_iterator(out.end()));
+  return r;
+}
+
+ContextKv recomputeRows(Executor& ex, const CausalLm& lm, const std::vector<int64_t>& tokens, int64_t first,
+                        int64_t count, const ContextKv& past) {
+  return runContext(ex, lm, tokens, first, count, past, {}).rows;
 }
 
 std::vector<float> chunkValues(const ContextKv& kv, int64_t first, int64_t count) {

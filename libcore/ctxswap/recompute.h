@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "lm/causal_lm.h"
@@ -20,6 +21,16 @@ struct ContextKv {
 
 // An empty ContextKv shaped for the model behind `lm`.
 ContextKv emptyContextKv(const CausalLm& lm);
+
+// One run of the model on tokens [first, first + count) of a context with `past`
+// (past.tokens == first) as its caches: the new rows, and the tensors in `wanted` (the
+// logits, attention probabilities) by name.
+struct ContextRun {
+  ContextKv rows;
+  std::vector<Tensor> wanted;
+};
+ContextRun runContext(Executor& ex, const CausalLm& lm, const std::vector<int64_t>& tokens, int64_t first,
+                      int64_t count, const ContextKv& past, const std::vector<std::string>& wanted);
 
 // The rows of tokens [first, first + count) recomputed from the context's tokens, given
 // the rows before them (past.tokens == first): one run of the model with those rows as its

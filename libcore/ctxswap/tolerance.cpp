@@ -36,20 +36,20 @@ std::vector<int> allocateBits(const std::vector<double>& density, double ratio, 
   for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + density[order[i]];
   // counts[w]: chunks at levels[w], in rank order; the last level takes the rest.
   std::vector<int64_t> best, counts(levels.size(), 0);
-  double bestInfo = -1;
+  double bestLoss = 0;
   const double budget = ratio * full * static_cast<double>(n) + 1e-9;
   auto search = [&](auto&& self, size_t w, int64_t from) -> void {
     if (w + 1 == levels.size()) {
       counts[w] = n - from;
-      double bits = 0, info = 0;
+      double bits = 0, loss = 0;
       int64_t at = 0;
       for (size_t i = 0; i < levels.size(); ++i) {
         bits += static_cast<double>(levels[i]) * static_cast<double>(counts[i]);
-        info += levels[i] / full * (prefix[at + counts[i]] - prefix[at]);
+        loss += (prefix[at + counts[i]] - prefix[at]) / static_cast<double>((int64_t{1} << levels[i]) - 1);
         at += counts[i];
       }
-      if (bits <= budget && info > bestInfo) {
-        bestInfo = info;
+      if (bits <= budget && (best.empty() || loss < bestLoss)) {
+        bestLoss = loss;
         best = counts;
       }
       return;

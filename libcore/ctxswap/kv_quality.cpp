@@ -1,0 +1,90 @@
+#include "ctxswap/kv_quality.h"
+
+#include <algorithm>
+
+#include "cli/error.h"
+#include "ctxswap/kv_chunk.h"
+#include "ctxswap/recompute.h"
+#include "ctxswap/tolerance.h"
+#include "sample/sampler.h"
+
+namespace tl {
+
+namespace {
+
+// The attention probabilities of each layer: Softmax outputs of rank 4 (the exporters'
+// [batch, heads, rows, keys]).
+std::vector<std::string> attentionProbabilities(const Executor& ex) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ex.graph().nodeCount(); ++i) {
+    const auto& n = ex.graph().node(i);
+    if (n.op_type() == "Softmax" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+        ex.analysis().at(n.output(0)).dims.size() == 4)
+      out.push_back(n.output(0));
+  }
+  return out;
+}
+
+}  // namespace
+
+PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt) {
+  if (lm.vocab() != 256) throw Error("bits per byte need a byte-level model (vocab 256)");
+  if (opt.window < 2 || opt.chunk < 1) throw Error("the window must be at least 2 tokens and the chunk at least 1", ExitCode::Usage);
+  const std::vector<std::string> probs = opt.mode == KvMode::Tolerance ? attentionProbabilities(ex) : std::vector<std::string>{};
+  if (opt.mode == KvMode::Tolerance && probs.empty())
+    throw Error("tolerance-aware compression reads the attention probabilities: give the unfused model");
+  std::vector<std::string> wanted = {"logits"};
+  wanted.insert(wanted.end(), probs.begin(), probs.end());
+  PerplexityResult r;
+  double bits = 0;
+  for (size_t at = 0; at + 1 < text.size(); at += static_cast<size_t>(opt.window)) {
+    const int64_t len = static_cast<int64_t>(std::min(text.size() - at, static_cast<size_t>(opt.window)));
+    std::vector<int64_t> toks(static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i) toks[i] = static_cast<unsigned char>(text[at + i]);
+    ContextKv exact = emptyContextKv(lm);  // Fp32's past
+    std::vector<KvChunk> stored;          // the completed chunks at 8 bits
+    std::vector<int> kept;                // and the bits each is read at
+    std::vector<double> mass;             // attention each token drew, over layers, heads and rows
+    int64_t heads = 1;
+    for (int64_t p = 0; p < len; p += opt.chunk) {
+      const int64_t n = std::min(opt.chunk, len - p);
+      ContextKv past = emptyContextKv(lm);
+      if (opt.mode == KvMode::Fp32) {
+        past = exact;
+      } else {
+        for (size_t c = 0; c < stored.size(); ++c)
+          appendChunk(past, decompressChunk(kept[c] == 8 ? stored[c] : recompressChunk(stored[c], kept[c])), stored[c].tokens);
+      }
+      const ContextRun run = runContext(ex, lm, toks, p, n, past, wanted);
+      const float* logits = reinterpret_cast<const float*>(run.wanted[0].bytes.data());
+      for (int64_t i = 0; i < n && p + i + 1 < len; ++i) {
+        bits += negLog2Prob(logits + i * 256, 256, toks[static_cast<size_t>(p + i + 1)]);
+        ++r.scored;
+      }
+      const std::vector<float> rows = chunkValues(run.rows, 0, n);
+      if (opt.mode == KvMode::Fp32) {
+        appendChunk(exact, rows, n);
+        continue;
+      }
+      stored.push_back(compressChunk(rows.data(), n, static_cast<int64_t>(rows.size()) / n, 8));
+      kept.push_back(8);
+      if (opt.mode != KvMode::Tolerance) continue;
+      mass.resize(static_cast<size_t>(p + n), 0.0);
+      for (size_t l = 1; l < run.wanted.size(); ++l) {  // [1, H, n, p + n]
+        const auto& d = run.wanted[l].dims;
+        heads = d[1];
+        const float* a = reinterpret_cast<const float*>(run.wanted[l].bytes.data());
+        for (int64_t h = 0; h < d[1]; ++h)
+          for (int64_t row = 0; row < d[2]; ++row)
+            for (int64_t t = 0; t < d[3]; ++t) mass[t] += a[(h * d[2] + row) * d[3] + t];
+      }
+      kept = allocateBits(chunkDensities(mass, opt.chunk, static_cast<int64_t>(probs.size()), heads), opt.ratio, {8, 4, 2});
+    }
+    ++r.windows;
+  }
+  if (!r.scored) throw Error("the text has fewer than 2 bytes");
+  r.bitsPerByte = bits / static_cast<double>(r.scored);
+  return r;
+}
+
+}  // namespace tl
