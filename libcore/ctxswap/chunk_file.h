@@ -14,10 +14,9 @@
 //   52      -     lo (channels floats), step (channels floats), codes (kv_chunk.h)
 //   end-8   8     FNV-1a 64 of every byte before it
 //
-// A file is written under a temporary name in the same directory, synced, renamed over
-// the final name and the directory synced, so a crash leaves the old file or the new one,
-// never a torn one. A read checks every field against what the caller expects and the
-// checksum; any mismatch is reported, never used: the caller recomputes the chunk.
+// Written durably (durable_file.h: a crash leaves the old file or the new one, never a
+// torn one). A read checks every field against what the caller expects and the checksum;
+// any mismatch is reported, never used: the caller recomputes the chunk.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include "cli/error.h"
 #include "ctxswap/chunk_file.h"
 #include "ctxswap/chunk_memory.h"
+#include "ctxswap/context_log.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/load_plan.h"
 #include "ctxswap/tolerance.h"
@@ -354,6 +355,44 @@ TEST(LoadPlan, RecomputesTheHeaviestChunksForTheShortestLoad) {
   EXPECT_EQ(planLoad(bytes, {0, 100}, {0, 1}).recompute, std::vector<bool>(4, false));
   EXPECT_EQ(planLoad(bytes, {0, 0.1}, {5, 10}).recompute, std::vector<bool>(4, true));
   EXPECT_DOUBLE_EQ(planLoad({}, {1, 1}, {1, 1}).seconds, 0);
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// A restart finds every context whose record is whole and this model's; a damaged record
+// and another model's are passed over, each named; a temporary file a crash left, and
+// files not ours, are ignored.
+TEST(ContextLog, RecoveryAfterACrash) {
+  const std::string dir = tempDir("log");
+  std::string error;
+  const ContextRecord a{3, "uid:1000", {104, 105, 33}}, b{7, "uid:1001", {}}, c{9, "uid:1000", {1, 2}};
+  ASSERT_TRUE(writeContextRecord(dir, 42, a, &error)) << error;
+  ASSERT_TRUE(writeContextRecord(dir, 42, b, &error)) << error;
+  ASSERT_TRUE(writeContextRecord(dir, 42, c, &error)) << error;
+  ASSERT_TRUE(writeContextRecord(dir, 43, ContextRecord{11, "x", {5}}, &error)) << error;  // another model
+  {
+    std::fstream f(contextLogPath(dir, 9), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x7f');
+  }
+  std::ofstream(dir + "/ctx-12.log.tmp") << "half a record";
+  std::ofstream(dir + "/notes.txt") << "not ours";
+  std::vector<std::string> skipped;
+  const auto got = recoverContexts(dir, 42, &skipped);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].id, 3u);
+  EXPECT_EQ(got[0].owner, "uid:1000");
+  EXPECT_EQ(got[0].tokens, a.tokens);
+  EXPECT_EQ(got[1].id, 7u);
+  EXPECT_TRUE(got[1].tokens.empty());
+  EXPECT_EQ(skipped, (std::vector<std::string>{"ctx-11.log: another model's", "ctx-9.log: checksum mismatch"}));
+  EXPECT_EQ(chunkFilePath(dir, 3, 2), dir + "/ctx-3-chunk-2.kv");
+  EXPECT_THROW(recoverContexts(dir + "/none", 42, &skipped), Error);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
