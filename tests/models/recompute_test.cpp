@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <cmath>
 #include <string>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
+#include "ctxswap/calibrate.h"
 #include "ctxswap/kv_quality.h"
 #include "ctxswap/recompute.h"
 #include "lm/perplexity.h"
@@ -81,6 +84,23 @@ TEST(KvQuality, ChunkCompressionOfTheHeldOutText) {
   EXPECT_NEAR(fp32, whole, 1e-4);
   EXPECT_NEAR(eight, fp32, 0.01 * fp32);
   EXPECT_LE(tolerant, 1.01 * eight);
+}
+
+// Calibration runs the recomputes and reads it times and leaves no files behind (what the
+// lines say about speed is the bench's business, not a test's).
+TEST(Calibrate, LinesThroughMeasuredLoads) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(model, {});
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  Device device(selectDevice(""), false);
+  Executor ex(device, model, graph, analysis);
+  CausalLm lm(ex, graph, analysis);
+  const auto dir = test::tempDir("tl_calibrate");
+  const LoadCosts c = calibrateLoad(ex, lm, dir.string(), 16);
+  for (double x : {c.recompute.fixed, c.recompute.per, c.read.fixed, c.read.per}) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_THROW(calibrateLoad(ex, lm, (dir / "missing").string(), 16), Error);
 }
 
 }  // namespace

@@ -1,0 +1,25 @@
+// The cost models of a load (load_plan.h), measured once per device and model (LLMS 3.3 i,
+// `tl-ctxswap calibrate` in issue 11): recompute seconds against chunks, reads against
+// bytes, each a least-squares line through a few measured points.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ctxswap/load_plan.h"
+#include "lm/causal_lm.h"
+#include "runtime/executor.h"
+
+namespace tl {
+
+struct LoadCosts {
+  LinearCost recompute;  // seconds for x chunks of `chunk` tokens
+  LinearCost read;       // seconds to read m bytes of chunk files from `dir`
+};
+
+// Times recomputing 1, 2, 4 and 8 chunks after a context of 8 chunks, and reading chunk
+// files of those many chunks (written to `dir` at 8 bits, then removed). Each point is the
+// fastest of `runs`. The reads go through the page cache unless the caller drops it.
+LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir, int64_t chunk, int runs = 3);
+
+}  // namespace tl
