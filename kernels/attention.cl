@@ -126,23 +126,14 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 // (keys [off, off + S)) come from its inputs xk (rotated) and xv, contiguous [B, Hkv, S,
 // D], never from the caches, and one work-group per kv head writes them into the caches
 // kc and vc (k and v themselves) for the next steps. The RoPE's position ids (row s of
-// batch b at pos[b * pbs + s * pss]), inv_freq and attributes follow (rope_at's positions
-// form). xq == 0: the RoPE ran.
+// batch b at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's
+// rope_pos_at). xq == 0: the RoPE ran.
 #define ATT_FRESH_ARGS                                                                                         \
   __global const float *xq, __global const float *xk, __global const float *xv, __global float *kc,            \
       __global float *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
       float cscale, float sscale
-// Element d of the head row x (D floats) of batch b's row s, rotated as rope_at does.
-inline float att_rope(__global const float* x, int d, int rot, __global const long* pos, int p,
-                      __global const float* inv_freq, float cscale, float sscale) {
-  const int mid = rot / 2;
-  if (d >= rot) return x[d];
-  const float partner = d < mid ? -x[d + mid] : x[d - mid];
-  float c;
-  const float sn = sincos((float)pos[p] * inv_freq[d % mid], &c);
-  return x[d] * (c * cscale) + partner * (sn * sscale);
-}
-#define ATT_ROPE(x, d, b, s) att_rope(x, d, rot, pos, (b) * pbs + (s) * pss, inv_freq, cscale, sscale)
+// Element d of the head row x of batch b's row s, rotated (common.cl's rope_pos_at).
+#define ATT_ROPE(x, d, b, s) rope_pos_at(x, d, d, rot, (float)pos[(b) * pbs + (s) * pss], inv_freq, cscale, sscale)
 #define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
 // Element d of new row j of kv head g in batch b: the key rotated, the value.
 #define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + (((b) * Hkv + (g)) * S + (j)) * D, d, b, j)

@@ -15,6 +15,20 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
   return off;
 }
 
+// Element i of a head row at x (dim d of it) under the rotate-half rotary embedding, its
+// angle pos * inv_freq[d mod rot/2] (tl-fuse rope-positions' form, cos and sin times their
+// scales); past `rot` the head passes through. tl.RoPE's kernels (elementwise.cl's
+// rope_at) and the decode attention kernels that do a RoPE's work both use it.
+inline float rope_pos_at(__global const float* x, int i, int d, int rot, float pos, __global const float* inv_freq,
+                         float cscale, float sscale) {
+  const int mid = rot / 2;
+  if (d >= rot) return x[i];
+  const float partner = d < mid ? -x[i + mid] : x[i - mid];
+  float c;
+  const float sn = sincos(pos * inv_freq[d % mid], &c);  // one range reduction for both
+  return x[i] * (c * cscale) + partner * (sn * sscale);
+}
+
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).
 #define RED_WG 64
 

@@ -129,13 +129,10 @@ inline float rope_at(__global const float* x, __global const float* cosv, __glob
                      int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg) {
   const int d = i % D, mid = rot / 2;
   if (d >= rot) return x[i];
+  if (tg.positions)
+    return rope_pos_at(x, i, d, rot, (float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, tg.cscale,
+                       tg.sscale);
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
-  if (tg.positions) {
-    const float a = (float)((__global const long*)cosv)[strided_offset(i, dims, cs)] * sinv[d % mid];
-    float c;
-    const float sn = sincos(a, &c);  // one range reduction for both
-    return x[i] * (c * tg.cscale) + partner * (sn * tg.sscale);
-  }
   return x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
 
