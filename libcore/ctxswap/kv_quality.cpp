@@ -44,6 +44,8 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
     ContextKv exact = emptyContextKv(lm);  // Fp32's past
     std::vector<KvChunk> stored;          // the completed chunks at 8 bits
     std::vector<int> kept;                // and the bits each is read at
+    std::vector<std::vector<float>> read;  // its values at those bits, remade when they change
+    std::vector<int> readBits;
     std::vector<double> mass;             // attention each token drew, over layers, heads and rows
     int64_t heads = 1;
     for (int64_t p = 0; p < len; p += opt.chunk) {
@@ -52,8 +54,15 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
       if (opt.mode == KvMode::Fp32) {
         past = exact;
       } else {
-        for (size_t c = 0; c < stored.size(); ++c)
-          appendChunk(past, decompressChunk(kept[c] == 8 ? stored[c] : recompressChunk(stored[c], kept[c])), stored[c].tokens);
+        read.resize(stored.size());
+        readBits.resize(stored.size(), 0);
+        for (size_t c = 0; c < stored.size(); ++c) {
+          if (readBits[c] != kept[c]) {
+            read[c] = decompressChunk(kept[c] == 8 ? stored[c] : recompressChunk(stored[c], kept[c]));
+            readBits[c] = kept[c];
+          }
+          appendChunk(past, read[c], stored[c].tokens);
+        }
       }
       const ContextRun run = runContext(ex, lm, toks, p, n, past, wanted);
       const float* logits = reinterpret_cast<const float*>(run.wanted[0].bytes.data());

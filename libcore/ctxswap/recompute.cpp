@@ -56,7 +56,9 @@ ContextRun runContext(Executor& ex, const CausalLm& lm, const std::vector<int64_
   names.insert(names.end(), wanted.begin(), wanted.end());
   auto out = ex.run(inputs, names);
   ContextRun r;
-  r.rows = past;
+  r.rows.heads = past.heads;  // the shape, not the past's rows
+  r.rows.size = past.size;
+  r.rows.caches.resize(past.caches.size());
   r.rows.tokens = count;
   for (size_t i = 0; i < lm.cacheOutputs().size(); ++i) {
     const auto& d = out[i].dims;
