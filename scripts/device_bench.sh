@@ -21,9 +21,11 @@
 #                                            one (command buffers) and the planned one launch by launch, beside
 #                                            PyTorch eager fp16; tl-plan --emit text totals (max-seq 2048)
 #   scripts/device_bench.sh ab NAME [DEPTHS]   builds compared on one planned model (made as `planned` does):
-#                                            tl-bench tg128 at DEPTHS (default 128,2048) with PyTorch eager
-#                                            fp16 beside it, then each $B/tl-bench-X (other builds' tl-bench,
-#                                            copied there by hand) on the same model, rows named NAME-planned-X
+#                                            tl-bench tg128 at each of DEPTHS in turn (default 128,2048; a
+#                                            depth named again is another round) with PyTorch eager fp16
+#                                            beside its first run at a depth, then each $B/tl-bench-X (other
+#                                            builds' tl-bench, copied there by hand) on the same model, rows
+#                                            named NAME-planned-X
 #   scripts/device_bench.sh lmhead NAME [DEPTHS] [SCHEME]  NAME quantized e0m4 with its lm_head in
 #                                            SCHEME (default q8; --lm-head-scheme), fused and planned as
 #                                            `planned` does, and tl-bench tg128 at DEPTHS
@@ -146,9 +148,11 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
   ab)
     [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
     fuse_and_plan "$2"
+    seen=""  # depths that had PyTorch beside them: once per depth, with its first run
     for d in $(echo "${3:-128,2048}" | tr , ' '); do
+      case " $seen " in *" $d "*) peer="" ;; *) peer="--peer"; seen="${seen:-} $d" ;; esac
       $B/tl-bench "$p" --name "$2-planned" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA \
-        --peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16" 2>/dev/null
+        ${peer:+--peer "python3 scripts/bench_torch.py $W/$2-fp32 --name $2 --dtype fp16"} 2>/dev/null | grep "^| " || true
       for b in $B/tl-bench-*; do
         [ -x "$b" ] || continue  # no other build copied there
         $b "$p" --name "$2-planned-${b##*/tl-bench-}" -p '' -n 128 -d "$d" -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2"

@@ -2,7 +2,8 @@
 through the first GPU's driver and lists each kernel whose PTX has a local depot: private
 arrays or spills the compiler put in memory, a load and a store per access (on the H100
 attention_gqa_f32's accumulators were, docs/tl-bench.md session 9). NVIDIA only (its
-program binaries are PTX). Run on the device: python3 scripts/kernel_spills.py [LOCAL_MEM]"""
+program binaries are PTX). Run on the device: python3 scripts/kernel_spills.py [LOCAL_MEM [PTX_FILE]];
+PTX_FILE receives the whole PTX (to read what a kernel compiled to: fences, atomics)."""
 import ctypes
 import glob
 import re
@@ -34,6 +35,8 @@ cl.clGetProgramInfo(vp(prog), CL_PROGRAM_BINARY_SIZES, ctypes.sizeof(size), ctyp
 buf = ctypes.create_string_buffer(size.value)
 ptrs = (ctypes.c_char_p * 1)(ctypes.cast(buf, ctypes.c_char_p))
 cl.clGetProgramInfo(vp(prog), CL_PROGRAM_BINARIES, ctypes.sizeof(ptrs), ptrs, None)
+if len(sys.argv) > 2:
+    open(sys.argv[2], "wb").write(buf.raw.rstrip(b"\0"))
 entry, found = None, 0
 for line in buf.raw.decode(errors="replace").splitlines():
     m = re.match(r"\s*\.entry (\w+)", line)
