@@ -320,13 +320,13 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 }
 
-// What every 4-column decode kernel starts with: arguments, local memory, the columns'
-// pointers, the accumulators.
-#define QGEMV_HEAD(NAME, ROWS)                                                                      \
+// What every 4-column decode kernel starts with: arguments (MORE(): a variant's own,
+// after a comma), local memory, the columns' pointers, the accumulators.
+#define QGEMV_HEAD_MORE(NAME, ROWS, MORE)                                                           \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS) {                                                                \
+            int groups, GEMV_ARGS MORE()) {                                                         \
     __local float red[GEMV_VALUES * GEMV_WG], part[GEMV_VALUES * 8];                                \
     const int t = get_local_id(0);                                                                  \
     COLS4(GEMV_POINTERS, _)                                                                         \
@@ -334,6 +334,8 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
     const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     float4 ss = 0.0f;
+#define GEMV_NOTHING()
+#define QGEMV_HEAD(NAME, ROWS) QGEMV_HEAD_MORE(NAME, ROWS, GEMV_NOTHING)
 // Row m of A as 8 floats at word i, or as the one float at k (tails); 0 past M.
 #define A_WORD(m) (rows > m && M > m ? vload8(i, A + (m) * K) : 0.0f)
 #define A_CODE(m) (rows > m && M > m ? (float8)(A[(m) * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f)
@@ -413,16 +415,19 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define A8(m) \
   (rows > m && M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
 
-#define QGEMV16(NAME, ROWS, LEVELS8)                                                                \
-  QGEMV_HEAD(NAME, ROWS)                                                                            \
+// MORE, BLOCK and ROW0 make variants: arguments, what each block of 32 codes starts with
+// (macros without arguments, named), and row 0's 8 floats at step j of the block.
+#define QGEMV16_FROM(NAME, ROWS, LEVELS8, MORE, BLOCK, ROW0)                                        \
+  QGEMV_HEAD_MORE(NAME, ROWS, MORE)                                                                 \
     __global const float4* a4 = (__global const float4*)A;                                          \
     __global const float4* nw4 = (__global const float4*)NW;                                        \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
+      BLOCK()                                                                                       \
       COLS4(GEMV16_LOAD, _)                                                                         \
       float blk[4 * GEMV_COLS] = {0.0f}, sa[4] = {0.0f};                                            \
       for (int j = 0; j < 4; ++j) {                                                                 \
-        float8 a0 = A8(0), a1 = A8(1), a2 = A8(2), a3 = A8(3);                                      \
+        float8 a0 = ROW0, a1 = A8(1), a2 = A8(2), a3 = A8(3);                                       \
         NORM_ROWS(((float8)(nw4[8 * i + 2 * j], nw4[8 * i + 2 * j + 1])))                          \
         sa[0] += DOT8(a0, (float8)1.0f);                                                            \
         if (rows > 1) { sa[1] += DOT8(a1, (float8)1.0f); sa[2] += DOT8(a2, (float8)1.0f); sa[3] += DOT8(a3, (float8)1.0f); } \
@@ -432,6 +437,7 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
     }                                                                                               \
     gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
+#define QGEMV16(NAME, ROWS, LEVELS8) QGEMV16_FROM(NAME, ROWS, LEVELS8, GEMV_NOTHING, GEMV_NOTHING, A8(0))
 #define E0M4_LEVELS8(x) e0m4_levels8(x)
 #define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
 QGEMV16(qgemv16_e0m4, 4, E0M4_LEVELS8)
@@ -439,18 +445,49 @@ QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
 QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
 
+// One row whose A is a decode attention's output still in its splits (lowering's
+// mergedAttention): each split of query head h left (max, sum, partial output of Dv) in
+// `att_part` (kernels/attention.cl's decode kernels), and the block of 32 values at k = 32i
+// (head k / Dv) is merged as it is read, as attention_combine_f32 would have written it.
+// That saves the merge's launch a layer; it reads the splits' bytes once per work-group,
+// so lowering takes it only for up to MERGE_SPLITS splits.
+#define MERGE_SPLITS 4
+#define MERGE_ARGS() , __global const float *att_part, int splits, int Dv, int zero_rows
+#define MERGE_BLOCK()                                                                               \
+  __global const float* pr = att_part + (long)(32 * i / Dv) * splits * (Dv + 2);                    \
+  const int d0 = 32 * i % Dv;                                                                       \
+  float mw[MERGE_SPLITS], mx = -INFINITY, ml = 0.0f;                                                \
+  for (int p = 0; p < MERGE_SPLITS; ++p)                                                            \
+    if (p < splits) mx = fmax(mx, pr[p * (Dv + 2)]);                                                \
+  for (int p = 0; p < MERGE_SPLITS; ++p) {                                                          \
+    const float mp = p < splits ? pr[p * (Dv + 2)] : -INFINITY;                                     \
+    mw[p] = mp == -INFINITY ? 0.0f : exp(mp - mx);                                                  \
+    if (p < splits) ml += pr[p * (Dv + 2) + 1] * mw[p];                                             \
+  }                                                                                                 \
+  const int mzero = zero_rows && !(ml > 0.0f);
+inline float8 merged8(__global const float* pr, const float* mw, int splits, int Dv, int d, float l, int zero) {
+  float8 a = 0.0f;
+  for (int p = 0; p < MERGE_SPLITS; ++p)
+    if (p < splits) a += mw[p] * vload8(0, pr + p * (Dv + 2) + 2 + d);
+  return zero ? (float8)0.0f : a / l;
+}
+#define MERGED_ROW0 merged8(pr, mw, splits, Dv, d0 + 8 * j, ml, mzero)
+QGEMV16_FROM(qgemv16_merge_e0m4_m1, 1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
+QGEMV16_FROM(qgemv16_merge_int4_m1, 1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
+
 // Decode of one row on GPUs (M == 1; e0m4, int4 with K % 32 == 0, group % 32 == 0) over
 // many columns: as qgemv16_*_m1, but a work-group takes COLS columns, so half as many
 // groups each live twice as long, and the 32 floats of A and of the norm's weights an
 // item reads per block serve COLS columns. With a GLU the first COLS / 2 are gate columns
 // and the rest their up columns, N / 2 further on. On the H100 at 8 columns: 2048 x 11264
 // 18.5 -> 14.5 µs, 2048 x 32000 39.1 -> 34.1, but 2048 x 2560 8.6 -> 10.3 (too few
-// groups to fill the device), so lowering takes it only for wide weights.
-#define QGEMV_WIDE(NAME, COLS, LEVELS8)                                                            \
+// groups to fill the device), so lowering takes it only for wide weights. MORE, BLOCK and
+// AJ make variants as QGEMV16_FROM's do (AJ: A's 8 floats at step j of block i).
+#define QGEMV_WIDE_FROM(NAME, COLS, LEVELS8, MORE, BLOCK, AJ)                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS) {                                                                \
+            int groups, GEMV_ARGS MORE()) {                                                         \
     __local float red[(COLS + 1) * GEMV_WG], part[(COLS + 1) * 8];                                  \
     const int t = get_local_id(0), grp = get_group_id(0), width = glu ? N / 2 : N;                  \
     int col[COLS]; /* indices, not pointers: a third of the registers */                            \
@@ -464,9 +501,10 @@ QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
     __global const float8* nw8 = (__global const float8*)NW;                                        \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
+      BLOCK()                                                                                       \
       float8 a[4];                                                                                  \
       for (int j = 0; j < 4; ++j) {                                                                 \
-        a[j] = a8[4 * i + j];                                                                       \
+        a[j] = AJ;                                                                                  \
         if (NW) {                                                                                   \
           ss += DOT8(a[j], a[j]);                                                                   \
           a[j] *= nw8[4 * i + j];                                                                   \
@@ -502,8 +540,11 @@ QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
       if (t < COLS / 2 && j < width) STORE_GLU(0, j, red[t] * inv, red[t + COLS / 2] * inv, width);  \
     }                                                                                               \
   }
+#define QGEMV_WIDE(NAME, COLS, LEVELS8) QGEMV_WIDE_FROM(NAME, COLS, LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
 QGEMV_WIDE(qgemv_wide_e0m4, 8, E0M4_LEVELS8)
 QGEMV_WIDE(qgemv_wide_int4, 8, INT4_LEVELS8)
+QGEMV_WIDE_FROM(qgemv_wide_merge_e0m4, 8, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
+QGEMV_WIDE_FROM(qgemv_wide_merge_int4, 8, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 
 // W4A8 decode, 4 columns per work-group as above: int8 activations times int4 weights,
 // 8 at a time in integers, each 8-code dot scaled by its group's scale; the row scale

@@ -116,6 +116,8 @@ class Executor {
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
+  // Has a later node of this run lowered again (its launch depends on what this one chose).
+  void relower(size_t node) { dirty_.at(node) = 1; }
   bool dryRun() const { return dry_; }
   // An in-place KV cache tensor's element strides between batches, heads and tokens
   // (tl.plan.kv: its input and output are one buffer); nullptr for any other tensor.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "cli/error.h"
 #include "graph/attributes.h"
@@ -793,29 +794,60 @@ void triluOp(const Node& n) {
       .run1d(c);
 }
 
-// tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). GPUs: a
-// work-group per 4 columns for decode (M <= 4, group % 8 == 0), with the RMSNorm prologue
-// and GLU epilogue inside; dequantizing tiles otherwise; CPUs: a column and 4 (decode) or
-// 8 rows per work item. W4A8 first quantizes A's rows to int8.
-void qmatmulOp(const Node& n) {
-  const std::string scheme = n.attrString("scheme", "");
-  const int64_t K = n.attrInt("K", 0), N = n.attrInt("N", 0), G = n.attrInt("group", 0);
-  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
-  const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
-  const bool gpu = n.ex.device().gpuKernels();
-  const bool w4a8 = scheme == "w4a8", gemv = gpu && M <= 4 && G % 8 == 0;
-  const bool cols4 = !gpu && M <= 4 && !w4a8;  // 4 rows: fewer registers, faster decode
-  const bool gemv16 = gemv && (scheme == "e0m4" || scheme == "int4") && K % 32 == 0 && G % 32 == 0;
-  const bool oneRow = gemv && M == 1;  // kernels compiled for one row
-  const bool native = gemv && !w4a8;   // the kernel normalizes A and applies the GLU itself
+// Which kernel a tl.QMatMul runs at this binding. GPUs: a work-group per 4 columns for
+// decode (M <= 4, group % 8 == 0), with the RMSNorm prologue and GLU epilogue inside;
+// dequantizing tiles otherwise; CPUs: a column and 4 (decode) or 8 rows per work item.
+struct QMatMulPath {
+  std::string scheme, kernel;
+  int64_t K = 0, N = 0, G = 0, M = 0;
+  bool gpu = false, w4a8 = false, gemv = false, cols4 = false, gemv16 = false, oneRow = false, native = false, wide = false;
+};
+QMatMulPath qmatmulPath(const Node& n) {
+  QMatMulPath q;
+  q.scheme = n.attrString("scheme", "");
+  q.K = n.attrInt("K", 0), q.N = n.attrInt("N", 0), q.G = n.attrInt("group", 0);
+  q.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(q.K, 1);
+  q.gpu = n.ex.device().gpuKernels();
+  q.w4a8 = q.scheme == "w4a8", q.gemv = q.gpu && q.M <= 4 && q.G % 8 == 0;
+  q.cols4 = !q.gpu && q.M <= 4 && !q.w4a8;  // 4 rows: fewer registers, faster decode
+  q.gemv16 = q.gemv && (q.scheme == "e0m4" || q.scheme == "int4") && q.K % 32 == 0 && q.G % 32 == 0;
+  q.oneRow = q.gemv && q.M == 1;  // kernels compiled for one row
+  q.native = q.gemv && !q.w4a8;   // the kernel normalizes A and applies the GLU itself
   // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
   // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
+  q.wide = q.gemv16 && q.oneRow && q.N / 4 > 16 * static_cast<int64_t>(n.ex.device().info().computeUnits);
+  q.kernel = (q.wide     ? "qgemv_wide_"
+              : q.gemv16 ? "qgemv16_"
+              : q.gemv   ? "qgemv_"
+              : q.gpu    ? "qmatmul_tiles_"
+              : q.cols4  ? "qgemv_cols_"
+                         : "qmatmul_cols_") +
+             q.scheme + (q.oneRow && !q.wide ? "_m1" : "");
+  return q;
+}
+
+// A decode attention whose splits a one-row tl.QMatMul merges as it reads its A
+// (mergedAttention): the splits' scratch and what the merge needs.
+struct MergedSplits {
+  std::string part;
+  int64_t splits = 0, Dv = 0, zeroRows = 0;
+};
+std::optional<MergedSplits> mergedAttention(const Node& n, const QMatMulPath& q);
+std::string mergeKernel(const QMatMulPath& q) {
+  return (q.wide ? "qgemv_wide_merge_" : "qgemv16_merge_") + q.scheme + (q.wide ? "" : "_m1");
+}
+
+// tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table; qmatmulPath the
+// kernels). W4A8 first quantizes A's rows to int8.
+void qmatmulOp(const Node& n) {
+  const QMatMulPath q = qmatmulPath(n);
+  const std::string& scheme = q.scheme;
+  const int64_t K = q.K, N = q.N, G = q.G, M = q.M;
+  const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
+  const bool gpu = q.gpu, w4a8 = q.w4a8, gemv = q.gemv, cols4 = q.cols4, native = q.native, wide = q.wide;
   constexpr int64_t kWideCols = 8;
-  const bool wide = gemv16 && oneRow && N / 4 > 16 * static_cast<int64_t>(n.ex.device().info().computeUnits);
-  const std::string kernel =
-      (wide ? "qgemv_wide_"
-       : gemv16 ? "qgemv16_" : gemv ? "qgemv_" : gpu ? "qmatmul_tiles_" : cols4 ? "qgemv_cols_" : "qmatmul_cols_") +
-      scheme + (oneRow && !wide ? "_m1" : "");
+  const auto merged = mergedAttention(n, q);
+  const std::string kernel = merged ? mergeKernel(q) : q.kernel;
   const auto product = [&](const std::string& a, const MatMulOut& o) {
     Launch l = n.launch(kernel);
     if (w4a8) {
@@ -832,6 +864,7 @@ void qmatmulOp(const Node& n) {
     const auto up = [](int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); };
     if (native) {
       const int kind = setGemvArgs(l, n);
+      if (merged) l.mem(merged->part).i32(merged->splits).i32(merged->Dv).i32(merged->zeroRows);
       if (wide) return l.run3d((kind ? up(N / 2, kWideCols / 2) : up(N, kWideCols)) * 64, 1, 1, 64, 1);
       return l.run3d((kind ? up(N / 2, 2) : up(N, 4)) * 64, 1, 1, 64, 1);  // 4 weight columns per work-group
     }
@@ -1071,9 +1104,67 @@ void swigluOp(const Node& n) {
   glu(n, n.in(0), n.in(1), n.out(0), elementCount(n.shape(n.out(0))), 1);
 }
 
+// The one tl.Attention output that tl.QMatMul `n` reads as its A, through views alone,
+// with no other reader and not a graph output: the attention's index, or -1.
+int attentionBehind(const Node& n) {
+  const Graph& g = n.ex.graph();
+  const auto& outputs = g.proto().output();
+  for (std::string t = n.in(0);;) {
+    if (g.consumers(t).size() != 1 ||
+        std::any_of(outputs.begin(), outputs.end(), [&](const onnx::ValueInfoProto& o) { return o.name() == t; }))
+      return -1;
+    const int at = g.producer(t);
+    if (at < 0) return -1;
+    const auto& p = g.node(static_cast<size_t>(at));
+    if (p.domain() == "tl" && p.op_type() == "Attention") return p.output(0) == t ? at : -1;
+    if (!isView(p, n.ex.analysis())) return -1;
+    t = p.input(0);
+  }
+}
+
+// The reverse: the tl.QMatMul reading this tl.Attention's output so, or -1.
+int attentionReader(const Node& n) {
+  const Graph& g = n.ex.graph();
+  for (std::string t = n.out(0);;) {
+    const auto& readers = g.consumers(t);
+    if (readers.size() != 1) return -1;
+    const auto& r = g.node(readers[0]);
+    if (r.domain() == "tl" && r.op_type() == "QMatMul" && r.input(0) == t) {
+      const Node q{n.ex, readers[0], r};
+      return attentionBehind(q) == static_cast<int>(n.index) ? static_cast<int>(readers[0]) : -1;
+    }
+    if (!isView(r, n.ex.analysis())) return -1;
+    t = r.output(0);
+  }
+}
+
+// Whether the one-row decode GEMV of tl.QMatMul `n` merges the splits of the attention
+// behind it (kernels/qmatmul.cl's *_merge_*): query rows of one batch row and
+// position, the rows' kernel (not grouped-query), 2 to 4 splits (its MERGE_SPLITS: every
+// work-group reads them all), heads a multiple of 32 wide, no norm prologue. The attention
+// then writes its splits and launches no merge: a launch fewer a layer, where a decode
+// step's host time on the H100 is about 10 µs a launch. Both nodes ask; the attention
+// has its reader lowered again whenever it is (the answer changes with the keys' count).
+std::optional<MergedSplits> mergedAttention(const Node& n, const QMatMulPath& q) {
+  constexpr int64_t kMergeSplits = 4;  // kernels/qmatmul.cl's MERGE_SPLITS
+  if (!q.gemv16 || !q.oneRow || !q.native || !matmulOptional(n.proto, MatMulInput::NormScale).empty())
+    return std::nullopt;
+  const int at = attentionBehind(n);
+  if (at < 0) return std::nullopt;
+  const Node a{n.ex, static_cast<size_t>(at), n.ex.graph().node(static_cast<size_t>(at))};
+  const AttentionViews v = attentionViews(a);
+  const AttentionPath p = attentionPath(a, v);
+  const int64_t H = v.q[1], Dv = v.v[3];
+  if (!p.dec || p.gqa || p.splits < 2 || p.splits > kMergeSplits || v.q[0] * v.q[2] != 1 || Dv % 32 || H * Dv != q.K ||
+      !n.ex.kernels().has(mergeKernel(q)))
+    return std::nullopt;
+  return MergedSplits{a.proto.name() + "#splits", p.splits, Dv, a.attrInt("zero_masked_rows", 0)};
+}
+
 // tl.Attention (docs/ops.md): CPUs an item per query row; GPUs a work-group per row and
 // split of the keys, the splits chosen so that a decode step's few rows still fill the
-// device (about 128 groups), then merged by a second kernel (attentionPath).
+// device (about 128 groups), then merged by a second kernel, or by the GEMV that reads
+// the output (mergedAttention).
 void attentionOp(const Node& n) {
   requireFloatInputs(n, 4);  // the key mask is read as integers
   const AttentionViews a = attentionViews(n);
@@ -1125,6 +1216,12 @@ void attentionOp(const Node& n) {
     }
   }
   l.run3d(static_cast<size_t>(p.groups) * 64, static_cast<size_t>(p.splits), 1, 64, 1);
+  const int reader = attentionReader(n);
+  if (reader >= 0) {
+    n.ex.relower(static_cast<size_t>(reader));
+    const Node r{n.ex, static_cast<size_t>(reader), n.ex.graph().node(static_cast<size_t>(reader))};
+    if (mergedAttention(r, qmatmulPath(r))) return;
+  }
   if (p.splits > 1)
     n.launch("attention_combine_f32")
         .mem(part)

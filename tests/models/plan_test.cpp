@@ -16,6 +16,7 @@
 #include "fuse/fuse.h"
 #include "plan/kv_cache.h"
 #include "plan/memory_plan.h"
+#include "quant/quantize_model.h"
 #include "lm/causal_lm.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
@@ -281,6 +282,43 @@ TEST(KvInPlace, GenerationAheadOfTheTokensEqualsStepByStep) {
 TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
   Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256);
   EXPECT_EQ(greedy(planned, 40, false, nullptr, 20), greedy(planned, 40, false));
+}
+
+// A decode attention over 2 to 4 splits of the keys launches no merge: the o-projection's
+// one-row GEMV merges the splits as it reads them (lowering's mergedAttention). bytellama
+// e0m4, fused (its caches copied: lengths exact), teacher-forced over 300 tokens: in the
+// GPU family the attention launches once a layer at 128-256 keys and twice past that (the
+// grouped-query kernel and its merge), and every step's logits equal the CPU family's
+// within fp32 tolerance.
+TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  quantizeModel(model, QuantOptions{}, false);
+  runFusePasses(model, {});
+  Decoder gpu(model, true, true), cpu(model, false, false);
+  int64_t layers = 0;
+  for (const auto& n : gpu.graph.proto().node()) layers += n.domain() == "tl" && n.op_type() == "Attention";
+  ASSERT_GT(layers, 0);
+  std::mt19937 rng(5);
+  int64_t merged = 0, separate = 0;
+  for (int64_t step = 0; step < 300; ++step) {
+    const std::vector<int64_t> token = {static_cast<int64_t>(rng() % 256)};
+    const std::vector<float> want = cpu.lm.step(token), got = gpu.lm.step(token);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "step " << step << " logit " << i;
+    int64_t attentions = 0;
+    for (const auto& t : gpu.ex.profile()) attentions += t.op == "Attention";
+    const int64_t keys = step + 1;
+    if (keys >= 128 && keys <= 256) {
+      EXPECT_EQ(attentions, layers) << "keys " << keys;
+      merged += attentions == layers;
+    } else if (keys > 256) {
+      EXPECT_EQ(attentions, 2 * layers) << "keys " << keys;
+      separate += attentions == 2 * layers;
+    }
+  }
+  EXPECT_EQ(merged, 129);
+  EXPECT_EQ(separate, 44);
 }
 
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
