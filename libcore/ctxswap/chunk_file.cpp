@@ -67,7 +67,7 @@ ChunkRead readChunkFile(const std::string& path, const ChunkId& id, KvChunk* chu
     return ChunkRead::Corrupt;
   const uint64_t channels = getLE<uint32_t>(b.data() + 40), codeBytes = getLE<uint32_t>(b.data() + 48);
   const uint32_t tokens = getLE<uint32_t>(b.data() + 36), bits = getLE<uint32_t>(b.data() + 44);
-  if ((bits != 8 && bits != 4 && bits != 2) || tokens == 0 || channels == 0 ||
+  if ((bits != 32 && bits != 8 && bits != 4 && bits != 2) || tokens == 0 || channels == 0 ||
       codeBytes != (tokens * channels * bits + 7) / 8 || b.size() != kHeader + 8 * channels + codeBytes)
     return ChunkRead::Corrupt;
   if (getLE<uint64_t>(b.data() + 12) != id.model) return ChunkRead::OtherModel;

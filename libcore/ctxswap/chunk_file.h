@@ -9,7 +9,7 @@
 //   32      4     first token
 //   36      4     tokens
 //   40      4     channels
-//   44      4     bits (8, 4 or 2)
+//   44      4     bits (32, 8, 4 or 2)
 //   48      4     code bytes
 //   52      -     lo (channels floats), step (channels floats), codes (kv_chunk.h)
 //   end-8   8     FNV-1a 64 of every byte before it

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cli/error.h"
 
@@ -10,8 +11,8 @@ namespace tl {
 namespace {
 
 void checkBits(int bits) {
-  if (bits != 8 && bits != 4 && bits != 2)
-    throw Error("a KV chunk is stored at 8, 4 or 2 bits a value, not " + std::to_string(bits));
+  if (bits != 32 && bits != 8 && bits != 4 && bits != 2)
+    throw Error("a KV chunk is stored at 32 (floats), 8, 4 or 2 bits a value, not " + std::to_string(bits));
 }
 
 // Codes never straddle a byte: 8 / bits of them share one.
@@ -32,6 +33,10 @@ KvChunk compressChunk(const float* values, int64_t tokens, int64_t channels, int
   c.lo.assign(static_cast<size_t>(channels), 0.0f);
   c.step.assign(static_cast<size_t>(channels), 0.0f);
   c.codes.assign(static_cast<size_t>((tokens * channels * bits + 7) / 8), 0);
+  if (bits == 32) {
+    std::memcpy(c.codes.data(), values, c.codes.size());
+    return c;
+  }
   const int top = (1 << bits) - 1;
   for (int64_t ch = 0; ch < channels; ++ch) {
     float lo = values[ch], hi = values[ch];
@@ -54,6 +59,10 @@ KvChunk compressChunk(const float* values, int64_t tokens, int64_t channels, int
 
 std::vector<float> decompressChunk(const KvChunk& c) {
   std::vector<float> out(static_cast<size_t>(c.tokens * c.channels));
+  if (c.bits == 32) {
+    std::memcpy(out.data(), c.codes.data(), c.codes.size());
+    return out;
+  }
   for (int64_t t = 0; t < c.tokens; ++t)
     for (int64_t ch = 0; ch < c.channels; ++ch) {
       const int64_t i = t * c.channels + ch;

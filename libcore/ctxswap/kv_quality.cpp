@@ -10,23 +10,6 @@
 
 namespace tl {
 
-namespace {
-
-// The attention probabilities of each layer: Softmax outputs of rank 4 (the exporters'
-// [batch, heads, rows, keys]).
-std::vector<std::string> attentionProbabilities(const Executor& ex) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < ex.graph().nodeCount(); ++i) {
-    const auto& n = ex.graph().node(i);
-    if (n.op_type() == "Softmax" && (n.domain().empty() || n.domain() == "ai.onnx") &&
-        ex.analysis().at(n.output(0)).dims.size() == 4)
-      out.push_back(n.output(0));
-  }
-  return out;
-}
-
-}  // namespace
-
 PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt) {
   if (lm.vocab() != 256) throw Error("bits per byte need a byte-level model (vocab 256)");
   if (opt.window < 2 || opt.chunk < 1) throw Error("the window must be at least 2 tokens and the chunk at least 1", ExitCode::Usage);
@@ -78,15 +61,7 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
       stored.push_back(compressChunk(rows.data(), n, static_cast<int64_t>(rows.size()) / n, 8));
       kept.push_back(8);
       if (opt.mode != KvMode::Tolerance) continue;
-      mass.resize(static_cast<size_t>(p + n), 0.0);
-      for (size_t l = 1; l < run.wanted.size(); ++l) {  // [1, H, n, p + n]
-        const auto& d = run.wanted[l].dims;
-        heads = d[1];
-        const float* a = reinterpret_cast<const float*>(run.wanted[l].bytes.data());
-        for (int64_t h = 0; h < d[1]; ++h)
-          for (int64_t row = 0; row < d[2]; ++row)
-            for (int64_t t = 0; t < d[3]; ++t) mass[t] += a[(h * d[2] + row) * d[3] + t];
-      }
+      heads = addKeyMass(run, 1, &mass);
       kept = allocateBits(chunkDensities(mass, opt.chunk, static_cast<int64_t>(probs.size()), heads), opt.ratio, {8, 4, 2});
     }
     ++r.windows;

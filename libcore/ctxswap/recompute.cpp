@@ -75,6 +75,31 @@ ContextKv recomputeRows(Executor& ex, const CausalLm& lm, const std::vector<int6
   return runContext(ex, lm, tokens, first, count, past, {}).rows;
 }
 
+std::vector<std::string> attentionProbabilities(const Executor& ex) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ex.graph().nodeCount(); ++i) {
+    const auto& n = ex.graph().node(i);
+    if (n.op_type() == "Softmax" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+        ex.analysis().at(n.output(0)).dims.size() == 4)
+      out.push_back(n.output(0));
+  }
+  return out;
+}
+
+int64_t addKeyMass(const ContextRun& run, size_t from, std::vector<double>* mass) {
+  int64_t heads = 1;
+  for (size_t l = from; l < run.wanted.size(); ++l) {  // [1, H, rows, keys]
+    const auto& d = run.wanted[l].dims;
+    heads = d[1];
+    if (mass->size() < static_cast<size_t>(d[3])) mass->resize(static_cast<size_t>(d[3]), 0.0);
+    const float* a = reinterpret_cast<const float*>(run.wanted[l].bytes.data());
+    for (int64_t h = 0; h < d[1]; ++h)
+      for (int64_t row = 0; row < d[2]; ++row)
+        for (int64_t t = 0; t < d[3]; ++t) (*mass)[static_cast<size_t>(t)] += a[(h * d[2] + row) * d[3] + t];
+  }
+  return heads;
+}
+
 std::vector<float> chunkValues(const ContextKv& kv, int64_t first, int64_t count) {
   if (first < 0 || first + count > kv.tokens) throw Error("a chunk past the context's rows");
   int64_t channels = 0;

@@ -39,6 +39,15 @@ ContextRun runContext(Executor& ex, const CausalLm& lm, const std::vector<int64_
 ContextKv recomputeRows(Executor& ex, const CausalLm& lm, const std::vector<int64_t>& tokens, int64_t first,
                         int64_t count, const ContextKv& past);
 
+// The attention probabilities of each layer: Softmax outputs of rank 4 (the exporters'
+// [batch, heads, rows, keys]), which an unfused model has. What runContext can ask for to
+// learn the attention each key draws.
+std::vector<std::string> attentionProbabilities(const Executor& ex);
+// Adds the attention mass each key drew in a run (its wanted tensors from index `from`:
+// attentionProbabilities' outputs) to mass[key], growing it to the run's keys; returns
+// the heads per layer.
+int64_t addKeyMass(const ContextRun& run, size_t from, std::vector<double>* mass);
+
 // Rows [first, first + count) as a chunk's values (kv_chunk.h: token-major, each token's
 // channels the caches' heads x size in order), and rows appended from such values.
 std::vector<float> chunkValues(const ContextKv& kv, int64_t first, int64_t count);

@@ -1,0 +1,341 @@
+#include "ctxswap/context_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include "cli/error.h"
+#include "ctxswap/chunk_file.h"
+#include "ctxswap/context_log.h"
+#include "ctxswap/load_plan.h"
+#include "ctxswap/recompute.h"
+#include "ctxswap/tolerance.h"
+
+namespace tl {
+
+namespace {
+
+int64_t channelsOf(const ContextKv& kv) {
+  int64_t c = 0;
+  for (size_t i = 0; i < kv.caches.size(); ++i) c += kv.heads[i] * kv.size[i];
+  return c;
+}
+
+void appendRows(ContextKv& kv, const ContextKv& rows) { appendChunk(kv, chunkValues(rows, 0, rows.tokens), rows.tokens); }
+
+// The most likely token after the last row of a run's logits [1, rows, vocab].
+int64_t lastArgmax(const Tensor& logits, int64_t vocab) {
+  const float* p = reinterpret_cast<const float*>(logits.bytes.data()) + (elementCount(logits.dims) - vocab);
+  return std::max_element(p, p + vocab) - p;
+}
+
+}  // namespace
+
+Policy parsePolicy(const std::string& name) {
+  for (Policy p : {Policy::Llms, Policy::VllmS, Policy::VllmSq, Policy::Swap, Policy::Lmk})
+    if (name == policyName(p)) return p;
+  throw Error("unknown policy '" + name + "' (llms, vllm-s, vllm-sq, swap, lmk)", ExitCode::Usage);
+}
+
+const char* policyName(Policy p) {
+  switch (p) {
+    case Policy::Llms: return "llms";
+    case Policy::VllmS: return "vllm-s";
+    case Policy::VllmSq: return "vllm-sq";
+    case Policy::Swap: return "swap";
+    case Policy::Lmk: return "lmk";
+  }
+  return "?";
+}
+
+ContextStore::ContextStore(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, StoreOptions opt)
+    : ex_(ex), lm_(lm), model_(modelFingerprint), opt_(std::move(opt)), memory_(opt_.budget) {
+  emptyContextKv(lm_);  // throws for a model without caches
+  if (opt_.chunk < 1) throw Error("--chunk must be at least 1 token", ExitCode::Usage);
+  if (opt_.policy == Policy::Llms) {
+    probs_ = attentionProbabilities(ex_);
+    if (probs_.empty())
+      throw Error("the llms policy ranks chunks by the attention their keys draw: give the unfused model (its Softmax outputs)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opt_.swapDir, ec);
+  if (ec) throw Error(opt_.swapDir + ": cannot create the swap directory: " + ec.message());
+  for (auto& r : recoverContexts(opt_.swapDir, model_, &notes_)) {
+    Context c;
+    c.owner = r.owner;
+    c.tokens = std::move(r.tokens);
+    c.chunks.resize(c.tokens.size() / static_cast<size_t>(opt_.chunk));
+    for (size_t i = 0; i < c.chunks.size(); ++i) {
+      Chunk& ch = c.chunks[i];
+      ch.bits = storedBits();
+      const std::string path = chunkFilePath(opt_.swapDir, r.id, static_cast<uint32_t>(i));
+      ch.diskBytes = static_cast<size_t>(std::filesystem::file_size(path, ec));
+      ch.onDisk = !ec;  // its header says the rest when it is read
+    }
+    next_ = std::max(next_, r.id + 1);
+    contexts_[r.id] = std::move(c);
+  }
+}
+
+int ContextStore::storedBits() const { return opt_.policy == Policy::Llms || opt_.policy == Policy::VllmSq ? 8 : 32; }
+
+ContextStore::Context& ContextStore::owned(uint64_t id, const std::string& owner) {
+  auto it = contexts_.find(id);
+  if (it == contexts_.end()) throw Error("context " + std::to_string(id) + " does not exist (deleted, or never made)");
+  if (it->second.owner != owner) throw Error("context " + std::to_string(id) + " belongs to another client");
+  return it->second;
+}
+
+uint64_t ContextStore::create(const std::string& owner, const std::vector<int64_t>& system) {
+  const auto mine = std::count_if(contexts_.begin(), contexts_.end(), [&](const auto& c) { return c.second.owner == owner; });
+  if (mine >= opt_.maxContextsPerOwner)
+    throw Error("this client has " + std::to_string(mine) + " contexts, the most it may hold: delete one first");
+  if (static_cast<int64_t>(system.size()) > opt_.maxTokens)
+    throw Error("a system prompt of " + std::to_string(system.size()) + " tokens, over the " + std::to_string(opt_.maxTokens) + " a context may hold");
+  for (int64_t t : system)
+    if (t < 0 || t >= lm_.vocab()) throw Error("token " + std::to_string(t) + " is outside the vocabulary");
+  const uint64_t id = next_++;
+  Context& c = contexts_[id];
+  c.owner = owner;
+  c.tokens = system;
+  writeRecord(id, c);
+  return id;
+}
+
+void ContextStore::remove(uint64_t id, const std::string& owner) {
+  Context& c = owned(id, owner);
+  std::error_code ec;
+  for (size_t i = 0; i < c.chunks.size(); ++i) {
+    if (c.chunks[i].held) memory_.release({id, static_cast<uint32_t>(i)});
+    std::filesystem::remove(chunkFilePath(opt_.swapDir, id, static_cast<uint32_t>(i)), ec);
+  }
+  std::filesystem::remove(contextLogPath(opt_.swapDir, id), ec);
+  contexts_.erase(id);
+}
+
+CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate) {
+  Context& c = owned(id, owner);
+  if (generate < 0) throw Error("-n must be at least 0", ExitCode::Usage);
+  if (prompt.empty() && c.tokens.empty()) throw Error("a call on an empty context needs a prompt");
+  for (int64_t t : prompt)
+    if (t < 0 || t >= lm_.vocab()) throw Error("token " + std::to_string(t) + " is outside the vocabulary");
+  const size_t total = c.tokens.size() + prompt.size() + static_cast<size_t>(generate);
+  if (static_cast<int64_t>(total) > opt_.maxTokens)
+    throw Error("the context would hold " + std::to_string(total) + " tokens, over the " + std::to_string(opt_.maxTokens) + " allowed");
+  memory_.lock(id);
+  struct Unlock {
+    ChunkMemory& m;
+    uint64_t id;
+    ~Unlock() { m.unlock(id); }
+  } unlock{memory_, id};
+
+  CallResult r;
+  const auto start = std::chrono::steady_clock::now();
+  ContextKv past = ready(id, c, &r.load);
+  r.load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<int64_t> all = c.tokens;
+  all.insert(all.end(), prompt.begin(), prompt.end());
+  std::vector<std::string> wanted = {"logits"};
+  wanted.insert(wanted.end(), probs_.begin(), probs_.end());
+  std::vector<double> mass = c.mass;
+  int64_t heads = c.heads;
+  // The rows after the last whole chunk, then the prompt's, in one run.
+  ContextRun run = runContext(ex_, lm_, all, past.tokens, static_cast<int64_t>(all.size()) - past.tokens, past, wanted);
+  for (int64_t i = 0; i < generate; ++i) {
+    if (!probs_.empty()) heads = addKeyMass(run, 1, &mass);
+    appendRows(past, run.rows);
+    const int64_t next = lastArgmax(run.wanted[0], lm_.vocab());
+    r.reply.push_back(next);
+    all.push_back(next);
+    if (i + 1 < generate) run = runContext(ex_, lm_, all, static_cast<int64_t>(all.size()) - 1, 1, past, wanted);
+  }
+  if (generate == 0) {
+    if (!probs_.empty()) heads = addKeyMass(run, 1, &mass);
+    appendRows(past, run.rows);
+  }
+  c.tokens = std::move(all);
+  c.mass = std::move(mass);
+  c.heads = heads;
+  keep(id, c, past);
+  writeRecord(id, c);
+  return r;
+}
+
+ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
+  const size_t n = c.chunks.size();
+  std::vector<bool> recompute(n, false);
+  std::vector<uint32_t> readable;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (c.chunks[i].held) continue;
+    if (opt_.policy == Policy::Lmk || !c.chunks[i].onDisk) recompute[i] = true;
+    else readable.push_back(i);
+  }
+  if (opt_.policy == Policy::Llms && !readable.empty()) {  // eq. 4: recompute the heaviest where that is faster
+    std::vector<size_t> bytes;
+    for (uint32_t i : readable) bytes.push_back(c.chunks[i].diskBytes);
+    const LoadPlan plan = planLoad(bytes, opt_.costs.recompute, opt_.costs.read);
+    std::vector<uint32_t> kept;
+    for (size_t j = 0; j < readable.size(); ++j) {
+      if (plan.recompute[j]) recompute[readable[j]] = true;
+      else kept.push_back(readable[j]);
+    }
+    readable = kept;
+  }
+  // The reads go on on their own thread, in chunk order, while this one recomputes.
+  std::vector<std::promise<std::optional<KvChunk>>> promised(readable.size());
+  std::vector<std::future<std::optional<KvChunk>>> reads;
+  for (auto& p : promised) reads.push_back(p.get_future());
+  std::thread reader([&] {
+    for (size_t j = 0; j < readable.size(); ++j) {
+      const uint32_t i = readable[j];
+      KvChunk k;
+      const ChunkId cid{model_, id, i, static_cast<uint32_t>(i * static_cast<uint32_t>(opt_.chunk))};
+      const bool ok = readChunkFile(chunkFilePath(opt_.swapDir, id, i), cid, &k) == ChunkRead::Ok &&
+                      k.tokens == opt_.chunk;
+      promised[j].set_value(ok ? std::optional<KvChunk>(std::move(k)) : std::nullopt);
+    }
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() { t.join(); }
+  } join{reader};
+
+  ContextKv past = emptyContextKv(lm_);
+  const int64_t channels = channelsOf(past);
+  size_t nextRead = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    Chunk& ch = c.chunks[i];
+    std::optional<KvChunk> got;
+    if (ch.held) {
+      memory_.touch({id, i});
+      got = ch.data;
+      ++stats->inMemory;
+    } else if (!recompute[i]) {
+      got = reads[nextRead++].get();
+      if (got) ++stats->read;
+      else ch.onDisk = false;  // missing, damaged or another model's: never used
+    }
+    if (got && got->channels == channels) {
+      appendChunk(past, decompressChunk(*got), opt_.chunk);
+      if (!ch.held) hold(id, c, i, std::move(*got), true);
+      continue;
+    }
+    const ContextKv rows = recomputeRows(ex_, lm_, c.tokens, static_cast<int64_t>(i) * opt_.chunk, opt_.chunk, past);
+    const std::vector<float> values = chunkValues(rows, 0, opt_.chunk);
+    appendChunk(past, values, opt_.chunk);
+    ++stats->recomputed;
+    hold(id, c, i, compressChunk(values.data(), opt_.chunk, channels, ch.bits), ch.onDisk);
+  }
+  return past;
+}
+
+void ContextStore::keep(uint64_t id, Context& c, const ContextKv& rows) {
+  const int64_t channels = channelsOf(rows);
+  for (size_t i = c.chunks.size(); i < static_cast<size_t>(rows.tokens / opt_.chunk); ++i) {
+    const std::vector<float> values = chunkValues(rows, static_cast<int64_t>(i) * opt_.chunk, opt_.chunk);
+    c.chunks.emplace_back();
+    c.chunks.back().bits = storedBits();
+    hold(id, c, static_cast<uint32_t>(i), compressChunk(values.data(), opt_.chunk, channels, storedBits()), false);
+  }
+  if (opt_.policy == Policy::Llms && !c.chunks.empty()) {
+    std::vector<double> density =
+        chunkDensities(c.mass, opt_.chunk, static_cast<int64_t>(probs_.size()), c.heads);
+    density.resize(c.chunks.size(), 0.0);  // recovered contexts' earlier tokens drew no recorded mass
+    const std::vector<int> bits = allocateBits(density, opt_.ratio, {8, 4, 2});
+    for (uint32_t i = 0; i < c.chunks.size(); ++i) {
+      Chunk& ch = c.chunks[i];
+      if (bits[i] >= ch.bits) continue;  // a chunk never gains bits back (its 8-bit values are gone)
+      ch.bits = bits[i];
+      if (ch.held) hold(id, c, i, recompressChunk(ch.data, bits[i]), false);
+      else ch.onDisk = false;  // its file has more bits: reloaded through a recompute
+    }
+  }
+  if (opt_.policy == Policy::Lmk) return;
+  for (uint32_t i = 0; i < c.chunks.size(); ++i)  // ahead-of-time swap-out: reclaiming them later costs nothing
+    if (c.chunks[i].held && !c.chunks[i].onDisk) writeChunk(id, c, i);
+}
+
+void ContextStore::hold(uint64_t id, Context& c, uint32_t index, KvChunk data, bool fileMatches) {
+  Chunk& ch = c.chunks[index];
+  const ChunkKey key{id, index};
+  if (ch.held) memory_.release(key);
+  ch.held = false;
+  ch.onDisk = ch.onDisk && fileMatches;
+  ch.data = std::move(data);
+  if (makeRoom(ch.data.bytes())) {
+    memory_.claim(key, ch.data.bytes(), ch.data.bits);
+    ch.held = true;
+    peak_ = std::max(peak_, memory_.used());
+    return;
+  }
+  // Not even the other contexts' chunks make room (this context alone fills the budget):
+  // the chunk goes to its file, or is recomputed when next needed.
+  if (opt_.policy != Policy::Lmk && !ch.onDisk) writeChunk(id, c, index);
+  ch.data = KvChunk{};
+}
+
+bool ContextStore::makeRoom(size_t bytes) {
+  std::vector<ChunkKey> victims;
+  if (!memory_.reclaim(bytes, &victims)) return false;
+  if (opt_.policy == Policy::Swap || opt_.policy == Policy::Lmk) {  // whole contexts go
+    std::vector<ChunkKey> all;
+    for (const ChunkKey& v : victims) {
+      const Context& c = contexts_.at(v.context);
+      for (uint32_t i = 0; i < c.chunks.size(); ++i)
+        if (c.chunks[i].held && std::find(all.begin(), all.end(), ChunkKey{v.context, i}) == all.end()) all.push_back({v.context, i});
+    }
+    victims = std::move(all);
+  }
+  for (const ChunkKey& v : victims) swapOut(v);
+  return true;
+}
+
+void ContextStore::swapOut(const ChunkKey& k) {
+  Context& c = contexts_.at(k.context);
+  Chunk& ch = c.chunks[k.index];
+  if (opt_.policy != Policy::Lmk && !ch.onDisk) writeChunk(k.context, c, k.index);  // a refused write: recomputed later
+  memory_.release(k);
+  ch.held = false;
+  ch.data = KvChunk{};
+}
+
+bool ContextStore::writeChunk(uint64_t id, Context& c, uint32_t index) {
+  Chunk& ch = c.chunks[index];
+  const std::string path = chunkFilePath(opt_.swapDir, id, index);
+  std::string error;
+  if (!writeChunkFile(path, {model_, id, index, index * static_cast<uint32_t>(opt_.chunk)}, ch.data, &error)) {
+    ++refused_;
+    return false;
+  }
+  std::error_code ec;
+  ch.diskBytes = static_cast<size_t>(std::filesystem::file_size(path, ec));
+  ch.onDisk = !ec;
+  return ch.onDisk;
+}
+
+void ContextStore::writeRecord(uint64_t id, const Context& c) {
+  std::string error;
+  if (!writeContextRecord(opt_.swapDir, model_, {id, c.owner, c.tokens}, &error)) ++refused_;
+}
+
+std::vector<ContextStore::Info> ContextStore::list() const {
+  std::vector<Info> out;
+  for (const auto& [id, c] : contexts_) {
+    Info i;
+    i.id = id;
+    i.owner = c.owner;
+    i.tokens = static_cast<int64_t>(c.tokens.size());
+    for (const Chunk& ch : c.chunks) {
+      if (ch.held) ++i.inMemory[ch.bits];
+      if (ch.onDisk) ++i.onDisk[ch.bits];
+    }
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+}  // namespace tl

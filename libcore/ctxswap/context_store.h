@@ -1,0 +1,129 @@
+// LLM contexts under a memory budget (LLMS 3, issue 11): what tl-ctxswap's service and its
+// replays run on. A context is its token log (kept, and written to the swap directory at
+// the end of every call) and its KV rows in chunks of `chunk` tokens, all layers of those
+// tokens a chunk (kv_chunk.h). Chunks are claimed in memory under the budget, reclaimed
+// (their files written ahead of time, so reclaiming costs nothing), loaded back (read, or
+// recomputed from the tokens) when their context is called, and never used when their file
+// is missing, damaged or another model's (recomputed instead). The rows after the last
+// whole chunk are not kept: each call recomputes them with its prompt.
+//
+// Policies (LLMS 5.1's baselines and the full design):
+//   llms     chunks written at 8 bits, then 8, 4 or 2 by tolerance (eq. 1-3) at a global
+//            ratio; reclaim in LCTRU order; a load reads some chunks and recomputes the
+//            heaviest others, split by eq. 4 with the reads overlapped;
+//   vllm-s   chunks uncompressed (fp32), swapped, least recently used first;
+//   vllm-sq  chunks at 8 bits, swapped, least recently used first;
+//   swap     whole contexts uncompressed: a reclaim takes every chunk of the context;
+//   lmk      whole contexts killed: nothing is written, a load recomputes everything.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ctxswap/calibrate.h"
+#include "ctxswap/chunk_memory.h"
+#include "ctxswap/kv_chunk.h"
+#include "ctxswap/recompute.h"
+#include "lm/causal_lm.h"
+#include "runtime/executor.h"
+
+namespace tl {
+
+enum class Policy { Llms, VllmS, VllmSq, Swap, Lmk };
+Policy parsePolicy(const std::string& name);  // throws tl::Error (usage) for others
+const char* policyName(Policy p);
+
+struct StoreOptions {
+  Policy policy = Policy::Llms;
+  size_t budget = size_t{256} << 20;  // bytes of KV chunks held in memory
+  std::string swapDir;                // chunk files and token logs
+  int64_t chunk = 16;                 // tokens a chunk
+  double ratio = 0.5;                 // llms: mean bits / 8 over a context's chunks
+  LoadCosts costs;                    // llms: the load split's cost lines (calibrate.h)
+  int64_t maxContextsPerOwner = 16, maxTokens = 4096;
+};
+
+// What making a context ready for a call took (LLMS's context switch): its chunks found in
+// memory, read from files, recomputed, and the seconds until its rows were in place.
+struct SwitchStats {
+  double seconds = 0;
+  int64_t inMemory = 0, read = 0, recomputed = 0;
+};
+
+struct CallResult {
+  std::vector<int64_t> reply;  // greedy tokens
+  SwitchStats load;
+};
+
+class ContextStore {
+ public:
+  // Recovers the contexts recorded in opt.swapDir for this model (context_log.h); the
+  // ones skipped, and why, are in recoveryNotes(). Throws tl::Error for a model without
+  // KV cache inputs or a swap directory that cannot be read or created.
+  ContextStore(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, StoreOptions opt);
+
+  // A new context of `owner`, its log starting with `system` (may be empty).
+  uint64_t create(const std::string& owner, const std::vector<int64_t>& system);
+  // Appends the prompt to the context, generates `generate` tokens greedily after it, and
+  // keeps them. Throws tl::Error (bad input) for an unknown context, another owner's, or a
+  // context that would pass maxTokens; the store is unchanged then.
+  CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate);
+  void remove(uint64_t id, const std::string& owner);
+
+  struct Info {
+    uint64_t id = 0;
+    std::string owner;
+    int64_t tokens = 0;
+    std::map<int, int64_t> inMemory, onDisk;  // chunks by bits
+  };
+  std::vector<Info> list() const;
+  size_t memoryUsed() const { return memory_.used(); }
+  size_t peakMemory() const { return peak_; }
+  const std::vector<std::string>& recoveryNotes() const { return notes_; }
+  // Writes that the file system refused (a full or read-only swap directory): the chunks
+  // stayed in memory or will be recomputed.
+  int64_t refusedWrites() const { return refused_; }
+
+ private:
+  struct Chunk {
+    bool held = false;     // in memory, as `data`
+    KvChunk data;
+    int bits = 8;          // the bits it is kept at
+    bool onDisk = false;   // a file written for its current bits (or found at recovery)
+    size_t diskBytes = 0;  // that file's bytes (for the load split)
+  };
+  struct Context {
+    std::string owner;
+    std::vector<int64_t> tokens;
+    std::vector<Chunk> chunks;  // whole chunks only
+    std::vector<double> mass;   // attention each token drew so far (llms)
+    int64_t heads = 1;
+  };
+  Context& owned(uint64_t id, const std::string& owner);
+  ContextKv ready(uint64_t id, Context& c, SwitchStats* stats);
+  void keep(uint64_t id, Context& c, const ContextKv& rows);
+  // Holds a chunk's data in memory where the budget allows, else writes it out;
+  // fileMatches: its file (if any) holds these very bits.
+  void hold(uint64_t id, Context& c, uint32_t index, KvChunk data, bool fileMatches);
+  bool makeRoom(size_t bytes);
+  void swapOut(const ChunkKey& k);
+  bool writeChunk(uint64_t id, Context& c, uint32_t index);
+  void writeRecord(uint64_t id, const Context& c);
+  int storedBits() const;
+
+  Executor& ex_;
+  CausalLm& lm_;
+  uint64_t model_;
+  StoreOptions opt_;
+  std::vector<std::string> probs_;  // attentionProbabilities (llms)
+  std::map<uint64_t, Context> contexts_;
+  ChunkMemory memory_;
+  uint64_t next_ = 1;
+  size_t peak_ = 0;
+  int64_t refused_ = 0;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace tl
