@@ -24,17 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // bytellama unfused (the llms policy reads its Softmax outputs) on the default device.
-struct Engine {
-  Engine()
-      : model(loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string())),
-        graph(model.proto.graph()), analysis(inferShapes(model, graph)), device(selectDevice(""), false),
-        ex(device, model, graph, analysis), lm(ex, graph, analysis) {}
-  Model model;
-  Graph graph;
-  ShapeAnalysis analysis;
-  Device device;
-  Executor ex;
-  CausalLm lm;
+struct Engine : test::LoadedLm {
+  Engine() : LoadedLm(test::sourceDir() / "models/bytellama-past/model.onnx") {}
 };
 
 constexpr uint64_t kModel = 0x7e57;

@@ -17,18 +17,6 @@
 namespace tl {
 namespace {
 
-struct Loaded {
-  explicit Loaded(const std::filesystem::path& path)
-      : model(loadModel(path.string())), graph(model.proto.graph()), analysis(inferShapes(model, graph)),
-        device(selectDevice(""), false), ex(device, model, graph, analysis), lm(ex, graph, analysis) {}
-  Model model;
-  Graph graph;
-  ShapeAnalysis analysis;
-  Device device;
-  Executor ex;
-  CausalLm lm;
-};
-
 std::string greedy(CausalLm& lm, const std::string& prompt, int n) {
   std::vector<int64_t> toks(prompt.begin(), prompt.end());
   Sampler s(SamplingOptions{});
@@ -43,8 +31,8 @@ std::string greedy(CausalLm& lm, const std::string& prompt, int n) {
 }
 
 TEST(Generate, CachedEqualsRecomputedAndLooksLikePython) {
-  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
   ASSERT_TRUE(past.lm.hasCache());
   ASSERT_FALSE(nopast.lm.hasCache());
   const std::string a = greedy(past.lm, "def ", 80), b = greedy(nopast.lm, "def ", 80);
@@ -56,8 +44,8 @@ TEST(Generate, CachedEqualsRecomputedAndLooksLikePython) {
 
 TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
   // bytellama's two exports share their trained weights (the tiny random ones do not).
-  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
   const std::vector<int64_t> toks{5, 77, 200, 13, 42, 9};
   auto a = past.lm.step(toks, true), b = nopast.lm.step(toks, true);
   ASSERT_EQ(a.size(), b.size());
@@ -65,7 +53,7 @@ TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
 }
 
 TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
-  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
   past.lm.step({'d', 'e', 'f', ' '});
   for (int i = 0; i < 3; ++i) {
     const int64_t before = past.ex.syncs();
@@ -75,8 +63,8 @@ TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
 }
 
 TEST(Generate, GreedyOnTheDeviceEqualsTheHostArgmax) {
-  Loaded a(test::sourceDir() / "models/bytellama-past/model.onnx");
-  Loaded b(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm a(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm b(test::sourceDir() / "models/bytellama-past/model.onnx");
   Sampler s(SamplingOptions{});
   const std::vector<int64_t> prompt{'d', 'e', 'f', ' '};
   int64_t x = s.sample(a.lm.step(prompt)), y = b.lm.stepGreedy(prompt);
@@ -125,8 +113,8 @@ TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
 // decode step's row) and on the device when it is not (a 300-token prefill's 300 x 300):
 // both give the logits of the model without a cache, and each step runs where it should.
 TEST(Generate, HostMaskMovesToTheDeviceAndBack) {
-  Loaded past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  Loaded nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
   past.device.setProfiling(true);
   auto ran = [&](const char* op) {
     for (const auto& t : past.ex.profile())
