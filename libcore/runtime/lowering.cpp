@@ -841,7 +841,6 @@ std::string mergeKernel(const QMatMulPath& q) {
 // kernels). W4A8 first quantizes A's rows to int8.
 void qmatmulOp(const Node& n) {
   const QMatMulPath q = qmatmulPath(n);
-  const std::string& scheme = q.scheme;
   const int64_t K = q.K, N = q.N, G = q.G, M = q.M;
   const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
   const bool gpu = q.gpu, w4a8 = q.w4a8, gemv = q.gemv, cols4 = q.cols4, native = q.native, wide = q.wide;

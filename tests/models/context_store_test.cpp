@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <string>
 
 #include "cli/error.h"
 #include "cli/test_support.h"
 #include "ctxswap/context_log.h"
 #include "ctxswap/context_store.h"
+#include "ctxswap/replay.h"
+#include "ctxswap/trace.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "onnx/model_io.h"
@@ -172,6 +175,45 @@ TEST(ContextStore, ForeignDeletedAndOversizeRequests) {
   store.remove(mine, "app");
   EXPECT_NE(message([&] { store.call(mine, "app", bytes("b"), 2); }).find("does not exist"), std::string::npos);
   EXPECT_FALSE(fs::exists(contextLogPath(opt.swapDir, mine)));
+}
+
+// A synthesized trace (random pattern, 6 contexts, 36 calls, Table 3's delta lengths at a
+// tenth) replayed under each policy with a budget of two average contexts: the budget
+// holds, and the uncompressed policies answer every call as with memory to spare. Prints
+// each policy's switching latency (not asserted: speed is not a test's business).
+TEST(ContextStore, ReplayOfATraceUnderEachPolicy) {
+  Engine e;
+  const std::string text = test::readFile(test::sharedModels() / "bytellama-heldout.txt");
+  TraceOptions t;
+  t.contexts = 6;
+  t.calls = 36;
+  t.scale = 0.1;
+  t.generate = 4;
+  const std::vector<TraceCall> calls = synthesizeTrace(t, {static_cast<int64_t>(text.size())});
+  StoreOptions opt;
+  opt.costs.recompute = {1e-3, 3e-3};
+  opt.costs.read = {1e-4, 2e-9};
+  opt.policy = Policy::VllmS;  // uncompressed, and with memory to spare nothing leaves it
+  opt.budget = size_t{1} << 30;
+  opt.swapDir = freshDir("replay-roomy").string();
+  const ReplayResult roomy = replayTrace(e.ex, e.lm, kModel, calls, {text}, opt);
+  EXPECT_EQ(roomy.summary.read + roomy.summary.recomputed, 0);
+  int64_t tokens = 0;
+  for (const TraceCall& c : calls) tokens += c.length + c.generate;
+  const size_t perChunk = 16 * 1024 * 4 + 8 * 1024;  // uncompressed
+  const size_t budget = static_cast<size_t>(2 * tokens / t.contexts / 16) * perChunk;
+  for (Policy p : {Policy::Llms, Policy::VllmS, Policy::VllmSq, Policy::Swap, Policy::Lmk}) {
+    opt.policy = p;
+    opt.budget = p == Policy::Llms || p == Policy::VllmSq ? budget / 3 : budget;
+    opt.swapDir = freshDir(std::string("replay-") + policyName(p)).string();
+    const ReplayResult r = replayTrace(e.ex, e.lm, kModel, calls, {text}, opt);
+    EXPECT_LE(r.peakMemory, opt.budget) << policyName(p);
+    EXPECT_GT(r.summary.read + r.summary.recomputed, 0) << policyName(p);
+    if (p == Policy::VllmS || p == Policy::Swap || p == Policy::Lmk) EXPECT_EQ(r.replies, roomy.replies) << policyName(p);
+    std::cout << policyName(p) << ": budget " << opt.budget << " B, switch mean " << r.summary.mean * 1e3 << " ms, p50 "
+              << r.summary.p50 * 1e3 << " ms, p99 " << r.summary.p99 * 1e3 << " ms; chunks in memory "
+              << r.summary.inMemory << ", read " << r.summary.read << ", recomputed " << r.summary.recomputed << "\n";
+  }
 }
 
 }  // namespace

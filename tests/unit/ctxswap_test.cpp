@@ -15,6 +15,7 @@
 #include "ctxswap/context_log.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/load_plan.h"
+#include "ctxswap/replay.h"
 #include "ctxswap/tolerance.h"
 #include "ctxswap/trace.h"
 
@@ -29,6 +30,37 @@ std::vector<float> chunkValues(int64_t tokens, int64_t channels, uint32_t seed) 
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t c = 0; c < channels; ++c) v[t * channels + c] = normal(rng) * std::pow(10.0f, static_cast<float>(c % 4) - 2) + c;
   return v;
+}
+
+// At 32 bits a chunk holds the floats themselves, and its file reads them back.
+TEST(KvChunk, ThirtyTwoBitsKeepTheFloats) {
+  const auto v = chunkValues(16, 24, 3);
+  const KvChunk c = compressChunk(v.data(), 16, 24, 32);
+  EXPECT_EQ(c.codes.size(), v.size() * 4);
+  EXPECT_EQ(decompressChunk(c), v);
+  EXPECT_EQ(decompressChunk(recompressChunk(c, 8)).size(), v.size());
+  const std::string path = (std::filesystem::temp_directory_path() / "tl-kvchunk-32.kv").string();
+  std::string error;
+  ASSERT_TRUE(writeChunkFile(path, {1, 2, 3, 48}, c, &error)) << error;
+  KvChunk back;
+  ASSERT_EQ(readChunkFile(path, {1, 2, 3, 48}, &back), ChunkRead::Ok);
+  EXPECT_EQ(decompressChunk(back), v);
+  std::filesystem::remove(path);
+}
+
+// Switching latency statistics: nearest-rank percentiles, the mean, the chunks' sources.
+TEST(Replay, SwitchSummaryNearestRank) {
+  std::vector<SwitchStats> s;
+  for (int i = 1; i <= 200; ++i) s.push_back({i * 1e-3, 1, i % 2, 0});
+  const SwitchSummary m = summarizeSwitches(s);
+  EXPECT_EQ(m.calls, 200);
+  EXPECT_DOUBLE_EQ(m.p50, 100e-3);
+  EXPECT_DOUBLE_EQ(m.p99, 198e-3);
+  EXPECT_DOUBLE_EQ(m.max, 200e-3);
+  EXPECT_NEAR(m.mean, 100.5e-3, 1e-12);
+  EXPECT_EQ(m.inMemory, 200);
+  EXPECT_EQ(m.read, 100);
+  EXPECT_EQ(summarizeSwitches({}).calls, 0);
 }
 
 // Each value comes back within half a step of its channel's grid, at every width.

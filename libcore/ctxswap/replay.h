@@ -1,0 +1,38 @@
+// A trace's calls run on a ContextStore (LLMS 5, issue 11's bench): back to back, so that
+// hours of calls replay in minutes, each call's context switch measured.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ctxswap/context_store.h"
+#include "ctxswap/trace.h"
+
+namespace tl {
+
+// Context switching latency over a replay's calls (seconds), and where the chunks came from.
+struct SwitchSummary {
+  int64_t calls = 0;
+  double mean = 0, p50 = 0, p99 = 0, max = 0;
+  int64_t inMemory = 0, read = 0, recomputed = 0;
+};
+SwitchSummary summarizeSwitches(const std::vector<SwitchStats>& switches);
+
+struct ReplayResult {
+  std::vector<SwitchStats> switches;           // per call, in trace order
+  std::vector<std::vector<int64_t>> replies;   // per call
+  SwitchSummary summary;
+  size_t peakMemory = 0;                       // KV bytes held at most (the budget bounds it)
+  int64_t refusedWrites = 0;
+};
+
+// Runs the calls on a store with `opt` (a fresh swap directory gives a fresh run): each
+// trace context is made at its first call (owner "app", no system prompt), and each
+// call's prompt is its LENGTH bytes of texts[TEXT] from OFFSET (wrapping at the end), fed
+// as tokens: a byte-level model. Throws tl::Error for another model, or a call naming a
+// text that is not there.
+ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const std::vector<TraceCall>& calls,
+                         const std::vector<std::string>& texts, const StoreOptions& opt);
+
+}  // namespace tl
