@@ -85,6 +85,20 @@ std::vector<int64_t> parseIntList(const std::string& flag, const std::string& te
   return out;
 }
 
+size_t parseByteSize(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const std::string unit = end ? end : "";
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB") scale = 1024.0;
+  else if (unit == "MiB") scale = 1024.0 * 1024;
+  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
+  if (text.empty() || end == text.c_str() || scale == 0 || !(v > 0))
+    throw Error(flag + " expects a size such as 256MiB, 512KiB or a count of bytes, got '" + text + "'", ExitCode::Usage);
+  return static_cast<size_t>(v * scale);
+}
+
 void writeFileAtomically(const std::string& path, const std::string& data) {
   namespace fs = std::filesystem;
   fs::path target(path);

@@ -55,6 +55,10 @@ std::vector<std::string> splitCommas(const std::string& text);
 // "1,2,3" -> {1, 2, 3}; "" -> {}. Throws tl::Error (usage) naming `flag` for anything else.
 std::vector<int64_t> parseIntList(const std::string& flag, const std::string& text);
 
+// "256MiB", "512KiB", "2GiB", "1000" (bytes) -> bytes. Throws tl::Error (usage) naming
+// `flag` for anything else.
+size_t parseByteSize(const std::string& flag, const std::string& text);
+
 // Writes data to a file through a temporary renamed into place: a failure leaves
 // nothing half-written. Throws tl::Error naming the path.
 void writeFileAtomically(const std::string& path, const std::string& data);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 
 #include "cli/error.h"
 #include "ctxswap/chunk_file.h"
@@ -24,7 +25,51 @@ double fastest(int runs, F&& f) {
   return best;
 }
 
+// A cost line through the points: the least-squares one, or where its fixed cost comes out
+// below 0 (page-cache reads are all per byte), the best line through the origin.
+LinearCost costLine(const std::vector<double>& x, const std::vector<double>& y) {
+  LinearCost c = fitLinear(x, y);
+  if (c.fixed >= 0) return c;
+  double xy = 0, xx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    xy += x[i] * y[i];
+    xx += x[i] * x[i];
+  }
+  return {0.0, xx > 0 ? xy / xx : 0.0};
+}
+
 }  // namespace
+
+std::string costsText(const LoadCosts& c, int64_t chunk) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "# tl-ctxswap costs 1 chunk=%lld\nrecompute %.9g %.9g\nread %.9g %.9g\n",
+                static_cast<long long>(chunk), c.recompute.fixed, c.recompute.per, c.read.fixed, c.read.per);
+  return buf;
+}
+
+LoadCosts parseCosts(const std::string& text, int64_t chunk) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("# tl-ctxswap costs 1 chunk=", 0) != 0)
+    throw Error("line 1: not a tl-ctxswap costs file (its first line is '# tl-ctxswap costs 1 chunk=N')");
+  const std::string size = line.substr(27);
+  if (size != std::to_string(chunk))
+    throw Error("line 1: these costs were measured for chunks of " + size + " tokens, not " + std::to_string(chunk));
+  LoadCosts c;
+  bool seen[2] = {false, false};
+  for (int n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    std::istringstream f(line);
+    std::string what, rest;
+    LinearCost l;
+    if (!(f >> what >> l.fixed >> l.per) || (f >> rest) || (what != "recompute" && what != "read") || l.fixed < 0 || l.per < 0)
+      throw Error("line " + std::to_string(n) + ": expected 'recompute|read FIXED_S PER_S', got '" + line + "'");
+    (what == "recompute" ? c.recompute : c.read) = l;
+    seen[what == "read"] = true;
+  }
+  if (!seen[0] || !seen[1]) throw Error("the costs file needs a recompute line and a read line");
+  return c;
+}
 
 LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir, int64_t chunk, int runs) {
   if (chunk < 1 || runs < 1) throw Error("calibration needs a positive chunk size and run count", ExitCode::Usage);
@@ -55,7 +100,7 @@ LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir
     }));
   }
   for (int64_t c = 0; c < most; ++c) std::remove(chunkFilePath(dir, 0, static_cast<uint32_t>(c)).c_str());
-  return {fitLinear(chunks, reSeconds), fitLinear(bytes, readSeconds)};
+  return {costLine(chunks, reSeconds), costLine(bytes, readSeconds)};
 }
 
 }  // namespace tl

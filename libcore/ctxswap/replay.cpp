@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "cli/error.h"
@@ -28,6 +29,25 @@ SwitchSummary summarizeSwitches(const std::vector<SwitchStats>& switches) {
   s.p99 = rank(0.99);
   s.max = t.back();
   return s;
+}
+
+std::string replayTable(const std::vector<PolicyReplay>& runs) {
+  std::string out =
+      "| policy | budget KiB | calls | switch mean ms | p50 ms | p99 ms | max ms | chunks in memory | read | recomputed | "
+      "peak KiB | refused writes | mean / first row's |\n"
+      "| :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const PolicyReplay& p : runs) {
+    const SwitchSummary& s = p.result.summary;
+    const double first = runs.front().result.summary.mean;
+    char row[512];
+    std::snprintf(row, sizeof row, "| %s | %.1f | %lld | %.3f | %.3f | %.3f | %.3f | %lld | %lld | %lld | %.1f | %lld | %.2fx |\n",
+                  policyName(p.policy), p.budget / 1024.0, static_cast<long long>(s.calls), s.mean * 1e3, s.p50 * 1e3,
+                  s.p99 * 1e3, s.max * 1e3, static_cast<long long>(s.inMemory), static_cast<long long>(s.read),
+                  static_cast<long long>(s.recomputed), p.result.peakMemory / 1024.0,
+                  static_cast<long long>(p.result.refusedWrites), first > 0 ? s.mean / first : 0.0);
+    out += row;
+  }
+  return out;
 }
 
 ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const std::vector<TraceCall>& calls,

@@ -35,4 +35,14 @@ struct ReplayResult {
 ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const std::vector<TraceCall>& calls,
                          const std::vector<std::string>& texts, const StoreOptions& opt);
 
+// One policy's replay, and the table of several (markdown): per policy the budget, the
+// calls, the switching latency (mean, p50, p99, max, in ms), where the chunks came from,
+// the most KV bytes held, the refused writes, and its mean over the first row's.
+struct PolicyReplay {
+  Policy policy = Policy::Llms;
+  size_t budget = 0;
+  ReplayResult result;
+};
+std::string replayTable(const std::vector<PolicyReplay>& runs);
+
 }  // namespace tl

@@ -1,0 +1,171 @@
+// tl-ctxswap: LLM contexts under a memory budget (LLMS), and the bench that replays its
+// experiments.
+//
+//   tl-ctxswap trace --texts a.txt,b.txt --pattern markov --contexts 8 --calls 200 -o t.trace
+//   tl-ctxswap calibrate --model m.onnx -o costs.txt
+//   tl-ctxswap replay t.trace --model m.onnx --texts a.txt,b.txt --budget 2MiB --policy llms,vllm-sq,lmk
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/error.h"
+#include "cli/tool.h"
+#include "ctxswap/calibrate.h"
+#include "ctxswap/context_store.h"
+#include "ctxswap/durable_file.h"
+#include "ctxswap/replay.h"
+#include "ctxswap/trace.h"
+#include "graph/graph.h"
+#include "lm/causal_lm.h"
+#include "onnx/model_io.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "shape/shape_inference.h"
+
+namespace {
+
+std::string readText(tl::Tool& tool, const std::string& path) {
+  tool.blame(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw tl::Error("cannot read the file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> readTexts(tl::Tool& tool, const std::string& list) {
+  std::vector<std::string> texts;
+  for (const auto& path : tl::splitCommas(list)) {
+    texts.push_back(readText(tool, path));
+    if (texts.back().empty()) throw tl::Error("the text is empty");
+  }
+  if (texts.empty()) throw tl::Error("--texts names no file", tl::ExitCode::Usage);
+  return texts;
+}
+
+// A byte-level causal LM with caches, ready on a device; its fingerprint is its file's.
+struct Engine {
+  Engine(const std::string& path, const std::string& device)
+      : model(tl::loadModel(path)), graph(model.proto.graph()), analysis(tl::inferShapes(model, graph)),
+        dev(tl::selectDevice(device), false), ex(dev, model, graph, analysis), lm(ex, graph, analysis) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fingerprint = tl::fnv1a(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    if (!lm.hasCache()) throw tl::Error("the model has no past_key_values inputs: export it with its cache (*-past)");
+  }
+  tl::Model model;
+  tl::Graph graph;
+  tl::ShapeAnalysis analysis;
+  tl::Device dev;
+  tl::Executor ex;
+  tl::CausalLm lm;
+  uint64_t fingerprint = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tl::Tool tool("tl-ctxswap",
+                "tl-ctxswap: LLM contexts under a memory budget (LLMS, docs/tl-ctxswap.md). A context is\n"
+                "its token log and its KV rows in chunks of --chunk tokens; chunks are held in memory up\n"
+                "to --budget, written to --swap-dir ahead of time, and loaded back by reading or\n"
+                "recomputing them when their context is called (the context switch). Policies: llms\n"
+                "(chunks at 8, 4 or 2 bits by the attention they draw, LCTRU reclaim, reads overlapped\n"
+                "with recompute), vllm-s (uncompressed chunks swapped), vllm-sq (8-bit chunks swapped),\n"
+                "swap (whole contexts swapped), lmk (whole contexts killed and recomputed).\n\n"
+                "Verbs:\n"
+                "  trace      synthesize a trace of calls (LLMS 4: Poisson arrivals; random, markov or\n"
+                "             gaussian context switching; Table 3's prompt growth) as a file\n"
+                "  calibrate  measure the load's cost lines on this device and model (recompute\n"
+                "             seconds per chunk, read seconds per byte) as a file for replay --costs\n"
+                "  replay     run a trace's calls back to back under each --policy with one budget;\n"
+                "             a table of context switching latency per policy\n\n"
+                "  tl-ctxswap trace --texts a.txt --pattern markov --contexts 8 --calls 200 -o t.trace\n"
+                "  tl-ctxswap calibrate --model m.onnx -o costs.txt\n"
+                "  tl-ctxswap replay t.trace --model m.onnx --texts a.txt --budget 2MiB --costs costs.txt\n");
+  auto& app = tool.app();
+  // Every output is text, and each verb names its own inputs: the shared model input,
+  // --emit and -f do not apply.
+  for (const char* o : {"input", "--emit", "--force"}) app.remove_option(app.get_option(o));
+  app.require_subcommand(1);
+
+  tl::TraceOptions topt;
+  std::string texts, pattern = "random";
+  auto* trace = app.add_subcommand("trace", "synthesize a trace of calls (file format: docs/tl-ctxswap.md)")->fallthrough();
+  trace->add_option("--texts", texts, "comma-separated text files the prompts are slices of")->required();
+  trace->add_option("--pattern", pattern, "which context each call is for: random, markov or gaussian")
+      ->check(CLI::IsMember({"random", "markov", "gaussian"}))
+      ->capture_default_str();
+  trace->add_option("--contexts", topt.contexts, "contexts")->check(CLI::PositiveNumber)->capture_default_str();
+  trace->add_option("--calls", topt.calls, "calls")->check(CLI::PositiveNumber)->capture_default_str();
+  trace->add_option("--rate", topt.rate, "calls a second (Poisson)")->check(CLI::PositiveNumber)->capture_default_str();
+  trace->add_option("--scale", topt.scale, "Table 3's delta lengths times this")->check(CLI::PositiveNumber)->capture_default_str();
+  trace->add_option("--generate", topt.generate, "tokens each call generates")->check(CLI::NonNegativeNumber)->capture_default_str();
+  trace->add_option("--seed", topt.seed, "random seed")->capture_default_str();
+
+  std::string model, device, swapDir = "ctxswap-swap", policies = "llms,vllm-s,vllm-sq,swap,lmk", budget = "2MiB", costs;
+  tl::StoreOptions sopt;
+  const auto engineOptions = [&](CLI::App* verb) {
+    verb->add_option("--model", model, "a byte-level causal LM exported with its cache (*-past)")->required();
+    verb->add_option("--device", device, "device by index or name substring (tl-run --list-devices)");
+    verb->add_option("--chunk", sopt.chunk, "tokens a KV chunk")->check(CLI::PositiveNumber)->capture_default_str();
+    verb->add_option("--swap-dir", swapDir, "where chunk files go (a folder per policy under it)")->capture_default_str();
+  };
+  auto* calibrate = app.add_subcommand("calibrate", "measure the load's cost lines (file: docs/tl-ctxswap.md)")->fallthrough();
+  engineOptions(calibrate);
+  std::string traceFile;
+  auto* replay = app.add_subcommand("replay", "run a trace under each policy: context switching latency")->fallthrough();
+  replay->add_option("trace", traceFile, "the trace file (tl-ctxswap trace)")->required();
+  engineOptions(replay);
+  replay->add_option("--texts", texts, "the trace's text files, in the order it was made from")->required();
+  replay->add_option("--policy", policies, "comma-separated: llms, vllm-s, vllm-sq, swap, lmk")->capture_default_str();
+  replay->add_option("--budget", budget, "KV bytes held in memory (KiB, MiB, GiB)")->capture_default_str();
+  replay->add_option("--ratio", sopt.ratio, "llms: mean bits / 8 over a context's chunks")->check(CLI::Range(0.25, 1.0))->capture_default_str();
+  replay->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
+  replay->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
+
+  return tool.run(argc, argv, [&] {
+    if (trace->parsed()) {
+      topt.pattern = tl::parsePattern(pattern);
+      std::vector<int64_t> sizes;
+      for (const auto& t : readTexts(tool, texts)) sizes.push_back(static_cast<int64_t>(t.size()));
+      tool.writeOutput(tl::traceText(topt, tl::synthesizeTrace(topt, sizes)), false);
+      return;
+    }
+    if (calibrate->parsed()) {
+      tool.blame(model);
+      Engine e(model, device);
+      std::error_code ec;
+      std::filesystem::create_directories(swapDir, ec);
+      if (ec) throw tl::Error(swapDir + ": cannot create the swap directory: " + ec.message());
+      tool.writeOutput(tl::costsText(tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk), sopt.chunk), false);
+      return;
+    }
+    std::vector<tl::Policy> chosen;
+    for (const auto& p : tl::splitCommas(policies)) chosen.push_back(tl::parsePolicy(p));
+    sopt.budget = tl::parseByteSize("--budget", budget);
+    const std::vector<tl::TraceCall> calls = tl::parseTrace(readText(tool, traceFile));
+    const std::vector<std::string> corpus = readTexts(tool, texts);
+    tool.blame(model);
+    Engine e(model, device);
+    if (costs.empty()) {
+      sopt.costs = tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk);
+      std::cerr << tl::costsText(sopt.costs, sopt.chunk);
+    } else {
+      sopt.costs = tl::parseCosts(readText(tool, costs), sopt.chunk);
+      tool.blame(model);
+    }
+    std::vector<tl::PolicyReplay> runs;
+    for (tl::Policy p : chosen) {
+      sopt.policy = p;
+      sopt.swapDir = (std::filesystem::path(swapDir) / tl::policyName(p)).string();
+      std::error_code ec;
+      std::filesystem::remove_all(sopt.swapDir, ec);  // a replay starts from no contexts
+      if (ec) throw tl::Error(sopt.swapDir + ": cannot clear the swap directory: " + ec.message());
+      runs.push_back({p, sopt.budget, tl::replayTrace(e.ex, e.lm, e.fingerprint, calls, corpus, sopt)});
+      std::cerr << "tl-ctxswap: " << tl::policyName(p) << " replayed " << calls.size() << " calls\n";
+    }
+    tool.writeOutput(tl::replayTable(runs), false);
+  });
+}
