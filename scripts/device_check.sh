@@ -10,7 +10,7 @@ if [ "${1:-}" = "--prepare" ]; then
   cd "$(dirname "$0")/.."
   rm -rf devdata && mkdir -p devdata/models
   ../shared/scripts/device-bundle.sh devdata/bin build/bin/tl-run build/bin/tl-shape build/bin/tl-quant \
-    build/bin/tl-bench build/bin/tl-fuse build/bin/tl-plan build/bin/tl_model_tests >/dev/null
+    build/bin/tl-bench build/bin/tl-fuse build/bin/tl-plan build/bin/tl-ctxswap build/bin/tl_model_tests >/dev/null
   for d in ../shared/models/*-*past; do
     [ "$(basename "$d")" = bytellama-past ] && continue  # tracked as models/bytellama-past
     cp -r "$d" devdata/models/

@@ -204,8 +204,13 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
     ~Join() { t.join(); }
   } join{reader};
 
+  // The chunks' values, token-major, become the context's rows once at the end (growing
+  // the rows a chunk at a time copied them all each time: quadratic in the context).
   ContextKv past = emptyContextKv(lm_);
   const int64_t channels = channelsOf(past);
+  const size_t chunkFloats = static_cast<size_t>(opt_.chunk * channels);
+  std::vector<float> values;
+  values.reserve(n * chunkFloats);
   size_t nextRead = 0;
   for (uint32_t i = 0; i < n; ++i) {
     Chunk& ch = c.chunks[i];
@@ -220,16 +225,20 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
       else ch.onDisk = false;  // missing, damaged or another model's: never used
     }
     if (got && got->channels == channels) {
-      appendChunk(past, decompressChunk(*got), opt_.chunk);
+      const std::vector<float> v = decompressChunk(*got);
+      values.insert(values.end(), v.begin(), v.end());
       if (!ch.held) hold(id, c, i, std::move(*got), true);
       continue;
     }
-    const ContextKv rows = recomputeRows(ex_, lm_, c.tokens, static_cast<int64_t>(i) * opt_.chunk, opt_.chunk, past);
-    const std::vector<float> values = chunkValues(rows, 0, opt_.chunk);
-    appendChunk(past, values, opt_.chunk);
+    ContextKv before = emptyContextKv(lm_);
+    if (i > 0) appendChunk(before, values, static_cast<int64_t>(i) * opt_.chunk);
+    const ContextKv rows = recomputeRows(ex_, lm_, c.tokens, static_cast<int64_t>(i) * opt_.chunk, opt_.chunk, before);
+    const std::vector<float> v = chunkValues(rows, 0, opt_.chunk);
+    values.insert(values.end(), v.begin(), v.end());
     ++stats->recomputed;
-    hold(id, c, i, compressChunk(values.data(), opt_.chunk, channels, ch.bits), ch.onDisk);
+    hold(id, c, i, compressChunk(v.data(), opt_.chunk, channels, ch.bits), ch.onDisk);
   }
+  if (n > 0) appendChunk(past, values, static_cast<int64_t>(n) * opt_.chunk);
   return past;
 }
 
