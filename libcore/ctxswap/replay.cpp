@@ -64,9 +64,10 @@ ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, 
     std::vector<int64_t> prompt;
     for (int64_t k = 0; k < c.length; ++k)
       prompt.push_back(static_cast<unsigned char>(text[static_cast<size_t>((c.offset + k) % static_cast<int64_t>(text.size()))]));
+    const std::string owner = "app" + std::to_string(c.context);  // an app a context, as LLMS's
     auto id = ids.find(c.context);
-    if (id == ids.end()) id = ids.emplace(c.context, store.create("app", {})).first;
-    CallResult got = store.call(id->second, "app", prompt, c.generate);
+    if (id == ids.end()) id = ids.emplace(c.context, store.create(owner, {})).first;
+    CallResult got = store.call(id->second, owner, prompt, c.generate);
     r.switches.push_back(got.load);
     r.replies.push_back(std::move(got.reply));
   }

@@ -28,7 +28,8 @@ struct ReplayResult {
 };
 
 // Runs the calls on a store with `opt` (a fresh swap directory gives a fresh run): each
-// trace context is made at its first call (owner "app", no system prompt), and each
+// trace context is made at its first call (by an app of its own, "appN", with no system
+// prompt), and each
 // call's prompt is its LENGTH bytes of texts[TEXT] from OFFSET (wrapping at the end), fed
 // as tokens: a byte-level model. Throws tl::Error for another model, or a call naming a
 // text that is not there.
