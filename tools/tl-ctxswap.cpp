@@ -1,9 +1,15 @@
-// tl-ctxswap: LLM contexts under a memory budget (LLMS), and the bench that replays its
-// experiments.
+// tl-ctxswap: LLM contexts under a memory budget (LLMS) as a service, and the bench that
+// replays its experiments.
 //
+//   tl-ctxswap serve --model m.onnx --budget 256MiB --swap-dir DIR &
+//   id=$(tl-ctxswap new --system "# notes"); tl-ctxswap call $id "def fib(" -n 64; tl-ctxswap ls
 //   tl-ctxswap trace --texts a.txt,b.txt --pattern markov --contexts 8 --calls 200 -o t.trace
 //   tl-ctxswap calibrate --model m.onnx -o costs.txt
 //   tl-ctxswap replay t.trace --model m.onnx --texts a.txt,b.txt --budget 2MiB --policy llms,vllm-sq,lmk
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +21,7 @@
 #include "ctxswap/context_store.h"
 #include "ctxswap/durable_file.h"
 #include "ctxswap/replay.h"
+#include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
@@ -63,6 +70,20 @@ struct Engine {
   uint64_t fingerprint = 0;
 };
 
+void makeDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw tl::Error(dir + ": cannot create the swap directory: " + ec.message());
+}
+
+std::atomic<bool> stopServing{false};
+extern "C" void onStopSignal(int) { stopServing = true; }
+
+// Prints a service's error line as this tool's error (exit 1).
+void failOn(const tl::JsonLine& l) {
+  if (auto e = l.strings.find("error"); e != l.strings.end()) throw tl::Error(e->second);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,13 +95,22 @@ int main(int argc, char** argv) {
                 "(chunks at 8, 4 or 2 bits by the attention they draw, LCTRU reclaim, reads overlapped\n"
                 "with recompute), vllm-s (uncompressed chunks swapped), vllm-sq (8-bit chunks swapped),\n"
                 "swap (whole contexts swapped), lmk (whole contexts killed and recomputed).\n\n"
-                "Verbs:\n"
+                "Verbs (the service; LLMS Table 1's newLLMCtx, callLLM, delLLMCtx):\n"
+                "  serve      hold contexts for the apps that call it, on a Unix socket (owner-only)\n"
+                "  new        make a context (--system PROMPT); prints its id\n"
+                "  call       ID PROMPT [-n N]: append the prompt, stream N greedy tokens of reply\n"
+                "  del        ID: delete a context; ls: this app's contexts; stats: the service's memory\n"
+                "Contexts belong to the user who made them (the socket's peer credentials) and the\n"
+                "--app name given, and survive a crash of the service: they are in --swap-dir.\n\n"
+                "Verbs (the bench):\n"
                 "  trace      synthesize a trace of calls (LLMS 4: Poisson arrivals; random, markov or\n"
                 "             gaussian context switching; Table 3's prompt growth) as a file\n"
                 "  calibrate  measure the load's cost lines on this device and model (recompute\n"
                 "             seconds per chunk, read seconds per byte) as a file for replay --costs\n"
                 "  replay     run a trace's calls back to back under each --policy with one budget;\n"
                 "             a table of context switching latency per policy\n\n"
+                "  tl-ctxswap serve --model m.onnx --budget 256MiB --swap-dir ~/.tl-ctxswap &\n"
+                "  id=$(tl-ctxswap new --system '# notes'); tl-ctxswap call $id 'def fib(' -n 64\n"
                 "  tl-ctxswap trace --texts a.txt --pattern markov --contexts 8 --calls 200 -o t.trace\n"
                 "  tl-ctxswap calibrate --model m.onnx -o costs.txt\n"
                 "  tl-ctxswap replay t.trace --model m.onnx --texts a.txt --budget 2MiB --costs costs.txt\n");
@@ -125,7 +155,100 @@ int main(int argc, char** argv) {
   replay->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
   replay->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
 
+  const std::string defaultSocket = "/tmp/tl-ctxswap-" + std::to_string(::getuid()) + ".sock";
+  std::string socket = defaultSocket, appName, system, prompt, servePolicy = "llms";
+  int64_t callId = 0, generate = 16;
+  const auto client = [&](CLI::App* verb) {
+    verb->add_option("--socket", socket, "the service's socket")->capture_default_str();
+    verb->add_option("--app", appName, "which of this user's apps: its contexts are its own");
+  };
+  auto* serveVerb = app.add_subcommand("serve", "hold contexts on a Unix socket until SIGTERM or SIGINT")->fallthrough();
+  engineOptions(serveVerb);
+  client(serveVerb);
+  serveVerb->add_option("--policy", servePolicy, "llms, vllm-s, vllm-sq, swap or lmk")->capture_default_str();
+  serveVerb->add_option("--budget", budget, "KV bytes held in memory (KiB, MiB, GiB)")->capture_default_str();
+  serveVerb->add_option("--ratio", sopt.ratio, "llms: mean bits / 8 over a context's chunks")->check(CLI::Range(0.25, 1.0))->capture_default_str();
+  serveVerb->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
+  serveVerb->add_option("--max-contexts", sopt.maxContextsPerOwner, "contexts an app may hold")->check(CLI::PositiveNumber)->capture_default_str();
+  serveVerb->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
+  auto* newVerb = app.add_subcommand("new", "make a context; prints its id")->fallthrough();
+  client(newVerb);
+  newVerb->add_option("--system", system, "the context's first text");
+  auto* callVerb = app.add_subcommand("call", "append a prompt to a context and stream the reply")->fallthrough();
+  client(callVerb);
+  callVerb->add_option("id", callId, "the context")->required();
+  callVerb->add_option("prompt", prompt, "the text to append")->required();
+  callVerb->add_option("-n", generate, "tokens to generate (greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  auto* delVerb = app.add_subcommand("del", "delete a context")->fallthrough();
+  client(delVerb);
+  delVerb->add_option("id", callId, "the context")->required();
+  auto* lsVerb = app.add_subcommand("ls", "this app's contexts: tokens, chunks in memory and on disk by bits")->fallthrough();
+  client(lsVerb);
+  auto* statsVerb = app.add_subcommand("stats", "the service's contexts and KV memory")->fallthrough();
+  client(statsVerb);
+
   return tool.run(argc, argv, [&] {
+    const auto ask = [&](tl::JsonWriter w, const std::function<void(const tl::JsonLine&)>& onLine) {
+      tool.blame(socket);
+      if (!appName.empty()) w.str("app", appName);
+      tl::request(socket, w.line(), [&](const tl::JsonLine& l) {
+        failOn(l);
+        onLine(l);
+      });
+    };
+    if (newVerb->parsed()) {
+      ask(tl::JsonWriter().str("verb", "new").str("system", system),
+          [&](const tl::JsonLine& l) { tool.writeOutput(std::to_string(l.ints.at("id")) + "\n", false); });
+      return;
+    }
+    if (callVerb->parsed()) {
+      std::string reply;
+      ask(tl::JsonWriter().str("verb", "call").num("id", callId).str("prompt", prompt).num("n", generate),
+          [&](const tl::JsonLine& l) {
+            if (auto t = l.ints.find("token"); t != l.ints.end()) {
+              reply += static_cast<char>(t->second);
+              if (tool.output() == "-") std::cout << static_cast<char>(t->second) << std::flush;
+            }
+          });
+      if (tool.output() == "-") std::cout << "\n";
+      else tool.writeOutput(reply, false);
+      return;
+    }
+    if (delVerb->parsed()) {
+      ask(tl::JsonWriter().str("verb", "del").num("id", callId), [](const tl::JsonLine&) {});
+      return;
+    }
+    if (lsVerb->parsed() || statsVerb->parsed()) {
+      std::string out = lsVerb->parsed() ? "id\ttokens\tin memory (bits:chunks)\ton disk\n" : "";
+      ask(tl::JsonWriter().str("verb", lsVerb->parsed() ? "ls" : "stats"), [&](const tl::JsonLine& l) {
+        if (lsVerb->parsed() && l.ints.count("id"))
+          out += std::to_string(l.ints.at("id")) + "\t" + std::to_string(l.ints.at("tokens")) + "\t" +
+                 l.strings.at("memory") + "\t" + l.strings.at("disk") + "\n";
+        if (statsVerb->parsed())
+          for (const auto& [k, v] : l.ints) out += k + "\t" + std::to_string(v) + "\n";
+      });
+      tool.writeOutput(out, false);
+      return;
+    }
+    if (serveVerb->parsed()) {
+      tool.blame(model);
+      Engine e(model, device);
+      if (e.lm.vocab() != 256) throw tl::Error("the service feeds prompt bytes as tokens: it needs a byte-level model (vocab 256)");
+      sopt.policy = tl::parsePolicy(servePolicy);
+      sopt.budget = tl::parseByteSize("--budget", budget);
+      sopt.swapDir = swapDir;
+      makeDir(swapDir);
+      sopt.costs = costs.empty() ? tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk) : tl::parseCosts(readText(tool, costs), sopt.chunk);
+      tool.blame(model);
+      tl::ContextStore store(e.ex, e.lm, e.fingerprint, sopt);
+      for (const auto& n : store.recoveryNotes()) std::cerr << "tl-ctxswap: skipped " << n << "\n";
+      std::signal(SIGTERM, onStopSignal);
+      std::signal(SIGINT, onStopSignal);
+      std::cerr << "tl-ctxswap: serving " << store.contexts() << " contexts on " << socket << "\n";
+      tool.blame(socket);
+      tl::serve(store, socket, stopServing);
+      return;
+    }
     if (trace->parsed()) {
       topt.pattern = tl::parsePattern(pattern);
       std::vector<int64_t> sizes;
@@ -136,9 +259,7 @@ int main(int argc, char** argv) {
     if (calibrate->parsed()) {
       tool.blame(model);
       Engine e(model, device);
-      std::error_code ec;
-      std::filesystem::create_directories(swapDir, ec);
-      if (ec) throw tl::Error(swapDir + ": cannot create the swap directory: " + ec.message());
+      makeDir(swapDir);
       tool.writeOutput(tl::costsText(tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk), sopt.chunk), false);
       return;
     }

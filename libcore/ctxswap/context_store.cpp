@@ -116,7 +116,8 @@ void ContextStore::remove(uint64_t id, const std::string& owner) {
   contexts_.erase(id);
 }
 
-CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate) {
+CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
+                              const std::function<void(int64_t)>& onToken) {
   Context& c = owned(id, owner);
   if (generate < 0) throw Error("-n must be at least 0", ExitCode::Usage);
   if (prompt.empty() && c.tokens.empty()) throw Error("a call on an empty context needs a prompt");
@@ -150,6 +151,7 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
     appendRows(past, run.rows);
     const int64_t next = lastArgmax(run.wanted[0], lm_.vocab());
     r.reply.push_back(next);
+    if (onToken) onToken(next);
     all.push_back(next);
     if (i + 1 < generate) run = runContext(ex_, lm_, all, static_cast<int64_t>(all.size()) - 1, 1, past, wanted);
   }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -67,9 +68,11 @@ class ContextStore {
   // A new context of `owner`, its log starting with `system` (may be empty).
   uint64_t create(const std::string& owner, const std::vector<int64_t>& system);
   // Appends the prompt to the context, generates `generate` tokens greedily after it, and
-  // keeps them. Throws tl::Error (bad input) for an unknown context, another owner's, or a
-  // context that would pass maxTokens; the store is unchanged then.
-  CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate);
+  // keeps them; onToken (when given) hears each token as it comes. Throws tl::Error (bad
+  // input) for an unknown context, another owner's, or a context that would pass
+  // maxTokens; the store is unchanged then.
+  CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
+                  const std::function<void(int64_t)>& onToken = {});
   void remove(uint64_t id, const std::string& owner);
 
   struct Info {
@@ -80,6 +83,8 @@ class ContextStore {
   };
   std::vector<Info> list() const;
   size_t memoryUsed() const { return memory_.used(); }
+  size_t budget() const { return opt_.budget; }
+  int64_t contexts() const { return static_cast<int64_t>(contexts_.size()); }
   size_t peakMemory() const { return peak_; }
   const std::vector<std::string>& recoveryNotes() const { return notes_; }
   // Writes that the file system refused (a full or read-only swap directory): the chunks

@@ -1,13 +1,20 @@
 // tl-ctxswap as a user runs it: a trace made, the costs measured, a replay's table; bad
 // input as one line, exit 1, and usage errors exit 2.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <filesystem>
 #include <sstream>
 
 #include "cli/test_support.h"
 #include "ctxswap/calibrate.h"
+#include "cli/error.h"
+#include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 
 namespace tl {
@@ -87,6 +94,110 @@ TEST(TlCtxswapCli, BadInputAndUsage) {
   const auto help = runTool("tl-ctxswap", "--help");
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_NE(help.out.find("replay"), std::string::npos);
+}
+
+// `tl-ctxswap serve` in the background: started, waited for, killed (TERM, or KILL).
+struct Service {
+  Service(const std::filesystem::path& dir, const std::string& budget) : socket((dir / "s.sock").string()) {
+    costs = (dir / "costs.txt").string();
+    test::writeFile(costs, "# tl-ctxswap costs 1 chunk=16\nrecompute 0.001 0.003\nread 0 2e-9\n");
+    args = {std::string(TL_BIN_DIR) + "/tl-ctxswap", "serve", "--model", kByte, "--budget", budget,
+            "--swap-dir", (dir / "swap").string(), "--socket", socket, "--costs", costs};
+    start();
+  }
+  void start() {
+    pid = fork();
+    if (pid == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      freopen("/dev/null", "w", stderr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 300; ++i) {  // until it answers (a killed service's socket file may still be there)
+      try {
+        request(socket, "{\"verb\":\"stats\"}", [](const JsonLine&) {});
+        return;
+      } catch (const Error&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+  int stop(int sig) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return status;
+  }
+  ~Service() { stop(SIGKILL); }
+  test::RunResult run(const std::string& verb) const { return runTool("tl-ctxswap", verb + " --socket " + socket); }
+  std::string socket, costs;
+  std::vector<std::string> args;
+  pid_t pid = -1;
+};
+
+// LLMS Table 1 through the socket: new, call (a streamed reply), ls, stats, del; another
+// app's and a deleted context's calls, a malformed request and an unknown verb get one
+// error line each, and the service goes on; TERM removes the socket.
+TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
+  const auto dir = test::tempDir("ctxswap-service");
+  Service s(dir, "1MiB");
+  ASSERT_TRUE(std::filesystem::exists(s.socket));
+  EXPECT_EQ(std::filesystem::status(s.socket).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto r = s.run("new --system '# fib'");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string id = r.out.substr(0, r.out.find('\n'));
+  r = s.run("call " + id + " 'def fib(n):' -n 12");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out.size(), 13u) << r.out;  // 12 bytes and a newline
+  r = s.run("ls");
+  EXPECT_NE(r.out.find(id + "\t28\t"), std::string::npos) << r.out;  // 5 + 11 + 12 tokens
+  EXPECT_EQ(s.run("ls --app other").out.find(id + "\t"), std::string::npos);
+  r = s.run("stats");
+  EXPECT_NE(r.out.find("budget\t1048576"), std::string::npos) << r.out;
+  expectOneLineError(s.run("call --app other " + id + " x"), 1, "belongs to another client");
+  std::vector<std::string> errors;
+  request(s.socket, "{\"verb\":", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
+  request(s.socket, "{\"verb\":\"fly\"}", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
+  request(s.socket, "{\"verb\":\"call\",\"id\":-4}", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("malformed request"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("unknown verb 'fly'"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("must not be negative"), std::string::npos) << errors[2];
+  EXPECT_EQ(s.run("del " + id).exitCode, 0);
+  expectOneLineError(s.run("call " + id + " x"), 1, "does not exist");
+  EXPECT_EQ(s.run("new").exitCode, 0) << "the service goes on";
+  const int status = s.stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(std::filesystem::exists(s.socket));
+  expectOneLineError(s.run("ls"), 1, "no service there");
+}
+
+// kill -9 between calls: the restarted service has every context that finished a call,
+// and their next replies equal an uninterrupted service's.
+TEST(TlCtxswapService, KillNineThenRestart) {
+  const auto a = test::tempDir("ctxswap-kill"), b = test::tempDir("ctxswap-nokill");
+  Service killed(a, "64KiB"), whole(b, "64KiB");  // 64 KiB: most chunks live in files
+  std::vector<std::string> ids;
+  for (Service* s : {&killed, &whole}) {
+    for (const char* sys : {"'# one'", "'# two'"}) ids.push_back(s->run(std::string("new --system ") + sys).out.substr(0, 1));
+    for (int round = 0; round < 2; ++round)
+      for (int c = 0; c < 2; ++c) ASSERT_EQ(s->run("call " + ids[ids.size() - 2 + c] + " 'def f(x): return x' -n 20").exitCode, 0);
+  }
+  killed.stop(SIGKILL);
+  killed.start();
+  const auto after = killed.run("ls").out;
+  EXPECT_NE(after.find(ids[0] + "\t"), std::string::npos) << after;
+  EXPECT_NE(after.find(ids[1] + "\t"), std::string::npos) << after;
+  for (int c = 0; c < 2; ++c) {
+    const auto got = killed.run("call " + ids[c] + " 'print(' -n 16"), want = whole.run("call " + ids[2 + c] + " 'print(' -n 16");
+    ASSERT_EQ(got.exitCode, 0) << got.err;
+    EXPECT_EQ(got.out, want.out) << "context " << ids[c];
+  }
 }
 
 }  // namespace

@@ -94,13 +94,18 @@ TEST(ContextStore, PoliciesUnderABudgetOfTwoContexts) {
                             freshDir(policyName(p)));
     EXPECT_LE(r.peak, r.budget) << policyName(p);
     EXPECT_GT(r.reads + r.recomputes, 0) << policyName(p) << ": the budget forced no load";
-    if (p == Policy::Lmk) EXPECT_EQ(r.reads, 0) << "lmk keeps no files";
-    if (p == Policy::VllmS || p == Policy::Swap) EXPECT_GT(r.reads, 0) << policyName(p);
+    if (p == Policy::Lmk) {
+      EXPECT_EQ(r.reads, 0) << "lmk keeps no files";
+    }
+    if (p == Policy::VllmS || p == Policy::Swap) {
+      EXPECT_GT(r.reads, 0) << policyName(p);
+    }
     ASSERT_EQ(r.replies.size(), roomy.replies.size());
     for (size_t i = 0; i < r.replies.size(); ++i) {
       ASSERT_EQ(r.replies[i].size(), 8u) << policyName(p);
-      if (p == Policy::VllmS || p == Policy::Swap || p == Policy::Lmk)
+      if (p == Policy::VllmS || p == Policy::Swap || p == Policy::Lmk) {
         EXPECT_EQ(r.replies[i], roomy.replies[i]) << policyName(p) << ", call " << i;
+      }
     }
   }
 }
@@ -209,7 +214,9 @@ TEST(ContextStore, ReplayOfATraceUnderEachPolicy) {
     const ReplayResult r = replayTrace(e.ex, e.lm, kModel, calls, {text}, opt);
     EXPECT_LE(r.peakMemory, opt.budget) << policyName(p);
     EXPECT_GT(r.summary.read + r.summary.recomputed, 0) << policyName(p);
-    if (p == Policy::VllmS || p == Policy::Swap || p == Policy::Lmk) EXPECT_EQ(r.replies, roomy.replies) << policyName(p);
+    if (p == Policy::VllmS || p == Policy::Swap || p == Policy::Lmk) {
+      EXPECT_EQ(r.replies, roomy.replies) << policyName(p);
+    }
     std::cout << policyName(p) << ": budget " << opt.budget << " B, switch mean " << r.summary.mean * 1e3 << " ms, p50 "
               << r.summary.p50 * 1e3 << " ms, p99 " << r.summary.p99 * 1e3 << " ms; chunks in memory "
               << r.summary.inMemory << ", read " << r.summary.read << ", recomputed " << r.summary.recomputed << "\n";

@@ -1,0 +1,40 @@
+// tl-ctxswap's service (LLMS Table 1, issue 11): a ContextStore behind a Unix socket. One
+// request a connection: the client writes one JSON line (json_line.h), the service
+// answers with one or more lines and closes. docs/tl-ctxswap.md has the protocol.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "ctxswap/context_store.h"
+#include "ctxswap/json_line.h"
+
+namespace tl {
+
+// Answers one request line from `owner` (the peer's identity: "uid:N") through `send`
+// (one line each, no newline). The request's "app" member names the app within that
+// owner, so two apps of one user keep their contexts apart:
+//   {"verb":"new","system":TEXT}                -> {"id":N}
+//   {"verb":"call","id":N,"prompt":TEXT,"n":K}  -> {"token":T} for each token, then
+//                                                 {"done":true,"switch_us":X,"in_memory":A,"read":B,"recomputed":C}
+//   {"verb":"del","id":N}                       -> {"deleted":N}
+//   {"verb":"ls"}                               -> {"id":N,"tokens":T,"memory":"8:3 4:2","disk":"8:5"} a context
+//                                                 of this app, then {"done":true}
+//   {"verb":"stats"}                            -> {"contexts":N,"memory":B,"budget":B,"peak":B,"refused_writes":N}
+// Prompts are bytes, fed as tokens (a byte-level model). Any error is one line,
+// {"error":MESSAGE}, and the service goes on.
+void answer(ContextStore& store, const std::string& owner, const std::string& line,
+            const std::function<void(const std::string&)>& send);
+
+// Serves on `socketPath` until `stop` is true: the socket is created owner-only (0600); a
+// live service already there is an error, a stale socket file is replaced and removed at
+// the end. Requests over 1 MiB, or not a line within 10 s, get an error.
+void serve(ContextStore& store, const std::string& socketPath, const std::atomic<bool>& stop);
+
+// The client: sends one request, hands each answer line to onLine. Throws tl::Error when
+// the service cannot be reached or an answer line is malformed (errors name no path: the
+// caller knows it).
+void request(const std::string& socketPath, const std::string& line, const std::function<void(const JsonLine&)>& onLine);
+
+}  // namespace tl
