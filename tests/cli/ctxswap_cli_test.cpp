@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
+#include <mutex>
 #include <thread>
 #include <filesystem>
 #include <sstream>
@@ -98,11 +100,13 @@ TEST(TlCtxswapCli, BadInputAndUsage) {
 
 // `tl-ctxswap serve` in the background: started, waited for, killed (TERM, or KILL).
 struct Service {
-  Service(const std::filesystem::path& dir, const std::string& budget) : socket((dir / "s.sock").string()) {
+  Service(const std::filesystem::path& dir, const std::string& budget, const std::vector<std::string>& more = {})
+      : socket((dir / "s.sock").string()) {
     costs = (dir / "costs.txt").string();
     test::writeFile(costs, "# tl-ctxswap costs 1 chunk=16\nrecompute 0.001 0.003\nread 0 2e-9\n");
     args = {std::string(TL_BIN_DIR) + "/tl-ctxswap", "serve", "--model", kByte, "--budget", budget,
             "--swap-dir", (dir / "swap").string(), "--socket", socket, "--costs", costs};
+    args.insert(args.end(), more.begin(), more.end());
     start();
   }
   void start() {
@@ -138,6 +142,30 @@ struct Service {
   std::vector<std::string> args;
   pid_t pid = -1;
 };
+
+// A call through the socket from app `app`: the reply's tokens.
+std::vector<int64_t> callThrough(const std::string& socket, const std::string& app, int64_t id, const std::string& prompt, int n) {
+  std::vector<int64_t> reply;
+  request(socket,
+          "{\"verb\":\"call\",\"app\":\"" + app + "\",\"id\":" + std::to_string(id) + ",\"prompt\":\"" + prompt +
+              "\",\"n\":" + std::to_string(n) + "}",
+          [&](const JsonLine& l) {
+            EXPECT_FALSE(l.strings.count("error")) << l.strings.at("error");
+            if (l.ints.count("token")) reply.push_back(l.ints.at("token"));
+          });
+  return reply;
+}
+int64_t newThrough(const std::string& socket, const std::string& app, const std::string& system) {
+  int64_t id = -1;
+  request(socket, "{\"verb\":\"new\",\"app\":\"" + app + "\",\"system\":\"" + system + "\"}",
+          [&](const JsonLine& l) { id = l.ints.count("id") ? l.ints.at("id") : -1; });
+  return id;
+}
+int64_t statsThrough(const std::string& socket, const std::string& key) {
+  int64_t v = -1;
+  request(socket, "{\"verb\":\"stats\"}", [&](const JsonLine& l) { v = l.ints.at(key); });
+  return v;
+}
 
 // LLMS Table 1 through the socket: new, call (a streamed reply), ls, stats, del; another
 // app's and a deleted context's calls, a malformed request and an unknown verb get one
@@ -198,6 +226,58 @@ TEST(TlCtxswapService, KillNineThenRestart) {
     ASSERT_EQ(got.exitCode, 0) << got.err;
     EXPECT_EQ(got.out, want.out) << "context " << ids[c];
   }
+}
+
+// 16 clients at once, each an app with its own context and 3 calls: every reply equals the
+// same calls made one client at a time on a service of its own, none crossed or lost. The
+// peak KV memory is printed (the budget bounds it by construction: ContextStore tests).
+TEST(TlCtxswapService, SixteenClientsAtOnce) {
+  const std::vector<std::string> fp32 = {"--policy", "vllm-s"};  // exact, so replies compare
+  Service together(test::tempDir("ctxswap-16"), "256KiB", fp32), alone(test::tempDir("ctxswap-1"), "256KiB", fp32);
+  const auto calls = [](const std::string& socket, int client) {
+    const std::string app = "app" + std::to_string(client);
+    const int64_t id = newThrough(socket, app, "# client " + std::to_string(client));
+    std::vector<std::vector<int64_t>> replies;
+    for (int c = 0; c < 3; ++c) replies.push_back(callThrough(socket, app, id, "def f" + std::to_string(client * 3 + c) + "(x):", 6));
+    return replies;
+  };
+  std::vector<std::vector<std::vector<int64_t>>> got(16), want(16);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 16; ++i) clients.emplace_back([&, i] { got[i] = calls(together.socket, i); });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 16; ++i) want[i] = calls(alone.socket, i);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(got[i].size(), 3u) << "client " << i;
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_EQ(got[i][c].size(), 6u) << "client " << i;
+      EXPECT_EQ(got[i][c], want[i][c]) << "client " << i << ", call " << c;
+    }
+  }
+  EXPECT_EQ(statsThrough(together.socket, "contexts"), 16);
+  std::cout << "16 clients: peak KV " << statsThrough(together.socket, "peak") << " bytes of a "
+            << statsThrough(together.socket, "budget") << " budget\n";
+}
+
+// A swap directory that refuses every write once the service runs (a file put where it
+// was: each write fails, as on a full disk) and a budget too small to keep the chunks:
+// the service goes on, counts the refused writes, recomputes what it could not keep, and
+// answers as a service with room does.
+TEST(TlCtxswapService, RefusedSwapWritesKeepServing) {
+  const std::vector<std::string> fp32 = {"--policy", "vllm-s"};
+  const auto dir = test::tempDir("ctxswap-full");
+  Service full(dir, "64KiB", fp32), roomy(test::tempDir("ctxswap-room"), "64KiB", fp32);
+  for (Service* s : {&full, &roomy}) {
+    ASSERT_EQ(newThrough(s->socket, "a", "# one"), 1);
+    ASSERT_EQ(newThrough(s->socket, "a", "# two"), 2);
+  }
+  std::filesystem::remove_all(dir / "swap");
+  test::writeFile(dir / "swap", "not a directory");
+  for (int round = 0; round < 3; ++round)
+    for (int64_t id : {1, 2})
+      EXPECT_EQ(callThrough(full.socket, "a", id, "def g(y): return y", 16), callThrough(roomy.socket, "a", id, "def g(y): return y", 16))
+          << "round " << round << ", context " << id;
+  EXPECT_GT(statsThrough(full.socket, "refused_writes"), 0);
+  EXPECT_EQ(statsThrough(roomy.socket, "refused_writes"), 0);
 }
 
 }  // namespace
