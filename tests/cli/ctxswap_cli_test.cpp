@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <set>
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <filesystem>
 #include <sstream>
@@ -278,6 +281,92 @@ TEST(TlCtxswapService, RefusedSwapWritesKeepServing) {
           << "round " << round << ", context " << id;
   EXPECT_GT(statsThrough(full.socket, "refused_writes"), 0);
   EXPECT_EQ(statsThrough(roomy.socket, "refused_writes"), 0);
+}
+
+// A context's tokens as `ls` reports them to app `app` (-1: not listed).
+int64_t tokensThrough(const std::string& socket, const std::string& app, int64_t id) {
+  int64_t tokens = -1;
+  request(socket, "{\"verb\":\"ls\",\"app\":\"" + app + "\"}", [&](const JsonLine& l) {
+    if (l.ints.count("id") && l.ints.at("id") == id) tokens = l.ints.at("tokens");
+  });
+  return tokens;
+}
+
+// kill -9 of the service at 30 random moments of a run of calls, each time restarted: every
+// context that finished a call is there after each restart, an interrupted call is either
+// wholly in its context's log or not at all (then made again), and at the end each
+// context's next reply equals an uninterrupted service's after the same calls.
+TEST(TlCtxswapService, ThirtyKillsDuringCalls) {
+  const std::vector<std::string> fp32 = {"--policy", "vllm-s"};
+  Service s(test::tempDir("ctxswap-30kills"), "96KiB", fp32);
+  std::mutex m;  // held while the service restarts
+  std::vector<int64_t> ids;
+  for (int c = 0; c < 4; ++c) ids.push_back(newThrough(s.socket, "a", "# " + std::to_string(c)));
+  std::vector<std::pair<int64_t, std::string>> done;  // the calls in the logs, in order
+  int kills = 0;
+  bool alive = true;  // (a killed process stays a zombie until waited for)
+  std::atomic<bool> finished{false};
+  std::thread killer([&] {
+    std::mt19937 rng(11);
+    while (kills < 30 && !finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 120)(rng)));
+      std::lock_guard<std::mutex> lock(m);
+      if (alive && kill(s.pid, SIGKILL) == 0) {
+        alive = false;
+        ++kills;
+      }
+    }
+  });
+  struct Join {  // stops the killer however the test ends
+    std::atomic<bool>& finished;
+    std::thread& t;
+    ~Join() {
+      finished = true;
+      t.join();
+    }
+  } join{finished, killer};
+  std::set<int64_t> called;
+  int interruptedIn = 0, interruptedOut = 0;
+  for (int k = 0; (kills < 30 || k < 40) && k < 2000; ++k) {
+    const int64_t id = ids[static_cast<size_t>(k % 4)];
+    const std::string prompt = "x" + std::to_string(k) + " = ";
+    int64_t before = -1;
+    for (;;) {
+      try {
+        if (before < 0) before = tokensThrough(s.socket, "a", id);
+        bool whole = false;
+        request(s.socket, "{\"verb\":\"call\",\"app\":\"a\",\"id\":" + std::to_string(id) + ",\"prompt\":\"" + prompt + "\",\"n\":4}",
+                [&](const JsonLine& l) { whole = whole || l.bools.count("done"); });
+        if (whole) break;
+      } catch (const Error&) {
+      }
+      std::lock_guard<std::mutex> lock(m);  // it died: restart, then see whether the call got in
+      if (s.pid > 0) waitpid(s.pid, nullptr, 0);
+      s.pid = -1;
+      s.start();
+      alive = true;
+      for (int64_t c : called) ASSERT_GT(tokensThrough(s.socket, "a", c), 0) << "context " << c << " lost";
+      if (before < 0) continue;
+      const int64_t now = tokensThrough(s.socket, "a", id);
+      if (now == before + static_cast<int64_t>(prompt.size()) + 4) {  // the call is in its log
+        ++interruptedIn;
+        break;
+      }
+      ASSERT_EQ(now, before) << "a call half in its context's log";
+      ++interruptedOut;
+    }
+    done.emplace_back(id, prompt);
+    called.insert(id);
+  }
+  finished = true;
+  EXPECT_GE(kills, 30);
+  std::cout << kills << " kills over " << done.size() << " calls: " << interruptedIn << " interrupted calls were in their logs, "
+            << interruptedOut << " were made again\n";
+  Service whole(test::tempDir("ctxswap-0kills"), "96KiB", fp32);
+  for (int c = 0; c < 4; ++c) ASSERT_EQ(newThrough(whole.socket, "a", "# " + std::to_string(c)), ids[static_cast<size_t>(c)]);
+  for (const auto& [id, prompt] : done) callThrough(whole.socket, "a", id, prompt, 4);
+  for (int64_t id : ids)
+    EXPECT_EQ(callThrough(s.socket, "a", id, "print(", 12), callThrough(whole.socket, "a", id, "print(", 12)) << "context " << id;
 }
 
 }  // namespace
