@@ -108,7 +108,9 @@ int main(int argc, char** argv) {
                 "  calibrate  measure the load's cost lines on this device and model (recompute\n"
                 "             seconds per chunk, read seconds per byte) as a file for replay --costs\n"
                 "  replay     run a trace's calls back to back under each --policy with one budget;\n"
-                "             a table of context switching latency per policy\n\n"
+                "             a table of context switching latency per policy\n"
+                "  sweep      traces of 2, 4, 8, ... contexts under one budget: the most each policy\n"
+                "             serves with a mean switch within --bound-ms, and a plot (--plot)\n\n"
                 "  tl-ctxswap serve --model m.onnx --budget 256MiB --swap-dir ~/.tl-ctxswap &\n"
                 "  id=$(tl-ctxswap new --system '# notes'); tl-ctxswap call $id 'def fib(' -n 64\n"
                 "  tl-ctxswap trace --texts a.txt --pattern markov --contexts 8 --calls 200 -o t.trace\n"
@@ -155,6 +157,23 @@ int main(int argc, char** argv) {
   replay->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
   replay->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
 
+  std::string counts = "2,4,8,16,32", plot;
+  double boundMs = 5;
+  int64_t callsEach = 8;
+  auto* sweep = app.add_subcommand("sweep", "the most active contexts each policy serves within a latency bound")->fallthrough();
+  engineOptions(sweep);
+  sweep->add_option("--texts", texts, "comma-separated text files the prompts are slices of")->required();
+  sweep->add_option("--contexts", counts, "the counts of contexts to try, comma-separated")->capture_default_str();
+  sweep->add_option("--pattern", pattern, "random, markov or gaussian")->check(CLI::IsMember({"random", "markov", "gaussian"}))->capture_default_str();
+  sweep->add_option("--calls", callsEach, "calls a context (a trace of n contexts has n times as many)")->check(CLI::PositiveNumber)->capture_default_str();
+  sweep->add_option("--scale", topt.scale, "Table 3's delta lengths times this")->check(CLI::PositiveNumber)->capture_default_str();
+  sweep->add_option("--generate", topt.generate, "tokens each call generates")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sweep->add_option("--seed", topt.seed, "random seed")->capture_default_str();
+  sweep->add_option("--policy", policies, "comma-separated: llms, vllm-s, vllm-sq, swap, lmk")->capture_default_str();
+  sweep->add_option("--budget", budget, "KV bytes held in memory (KiB, MiB, GiB)")->capture_default_str();
+  sweep->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
+  sweep->add_option("--bound-ms", boundMs, "the latency bound: a mean context switch in ms")->check(CLI::PositiveNumber)->capture_default_str();
+  sweep->add_option("--plot", plot, "write the sweep as an SVG plot to this file");
   const std::string defaultSocket = "/tmp/tl-ctxswap-" + std::to_string(::getuid()) + ".sock";
   std::string socket = defaultSocket, appName, system, prompt, servePolicy = "llms";
   int64_t callId = 0, generate = 16;
@@ -266,6 +285,21 @@ int main(int argc, char** argv) {
     std::vector<tl::Policy> chosen;
     for (const auto& p : tl::splitCommas(policies)) chosen.push_back(tl::parsePolicy(p));
     sopt.budget = tl::parseByteSize("--budget", budget);
+    if (sweep->parsed()) {
+      topt.pattern = tl::parsePattern(pattern);
+      topt.calls = callsEach;
+      const std::vector<int64_t> n = tl::parseIntList("--contexts", counts);
+      const std::vector<std::string> corpus = readTexts(tool, texts);
+      tool.blame(model);
+      Engine e(model, device);
+      makeDir(swapDir);
+      sopt.costs = costs.empty() ? tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk) : tl::parseCosts(readText(tool, costs), sopt.chunk);
+      tool.blame(model);
+      const auto points = tl::sweepContexts(e.ex, e.lm, e.fingerprint, topt, n, corpus, sopt, chosen, swapDir);
+      if (!plot.empty()) tl::writeFileAtomically(plot, tl::sweepSvg(points, boundMs));
+      tool.writeOutput(tl::sweepTable(points, boundMs), false);
+      return;
+    }
     const std::vector<tl::TraceCall> calls = tl::parseTrace(readText(tool, traceFile));
     const std::vector<std::string> corpus = readTexts(tool, texts);
     tool.blame(model);

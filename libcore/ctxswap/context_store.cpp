@@ -227,6 +227,7 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
       else ch.onDisk = false;  // missing, damaged or another model's: never used
     }
     if (got && got->channels == channels) {
+      if (got->bits > ch.bits) *got = recompressChunk(*got, ch.bits);  // a file from before its bits went down
       const std::vector<float> v = decompressChunk(*got);
       values.insert(values.end(), v.begin(), v.end());
       if (!ch.held) hold(id, c, i, std::move(*got), true);
@@ -261,8 +262,8 @@ void ContextStore::keep(uint64_t id, Context& c, const ContextKv& rows) {
       Chunk& ch = c.chunks[i];
       if (bits[i] >= ch.bits) continue;  // a chunk never gains bits back (its 8-bit values are gone)
       ch.bits = bits[i];
-      if (ch.held) hold(id, c, i, recompressChunk(ch.data, bits[i]), false);
-      else ch.onDisk = false;  // its file has more bits: reloaded through a recompute
+      // Its file, at more bits, stays: a load recompresses what it reads.
+      if (ch.held) hold(id, c, i, recompressChunk(ch.data, bits[i]), true);
     }
   }
   if (opt_.policy == Policy::Lmk) return;

@@ -96,7 +96,7 @@ class ContextStore {
     bool held = false;     // in memory, as `data`
     KvChunk data;
     int bits = 8;          // the bits it is kept at
-    bool onDisk = false;   // a file written for its current bits (or found at recovery)
+    bool onDisk = false;   // a usable file: at its bits or more (or found at recovery)
     size_t diskBytes = 0;  // that file's bytes (for the load split)
   };
   struct Context {

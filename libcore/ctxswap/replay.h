@@ -46,4 +46,22 @@ struct PolicyReplay {
 };
 std::string replayTable(const std::vector<PolicyReplay>& runs);
 
+// How many active contexts a budget serves (LLMS 5.2's sweep): for each count of
+// contexts a trace made as `base` says but with that many contexts and base.calls calls
+// for each, replayed under each policy on a fresh swap directory below swapRoot.
+struct SweepPoint {
+  Policy policy = Policy::Llms;
+  int64_t contexts = 0;
+  SwitchSummary summary;
+};
+std::vector<SweepPoint> sweepContexts(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const TraceOptions& base,
+                                      const std::vector<int64_t>& counts, const std::vector<std::string>& texts,
+                                      StoreOptions opt, const std::vector<Policy>& policies, const std::string& swapRoot);
+// Markdown: the mean switch (ms) per count and policy, then per policy the most contexts
+// whose mean switch stays within boundMs (0 where none does).
+std::string sweepTable(const std::vector<SweepPoint>& points, double boundMs);
+// The same as an SVG line plot: mean switch (log scale) against contexts, a line a policy,
+// the bound dashed.
+std::string sweepSvg(const std::vector<SweepPoint>& points, double boundMs);
+
 }  // namespace tl

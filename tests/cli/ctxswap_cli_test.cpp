@@ -73,6 +73,22 @@ TEST(TlCtxswapCli, CalibrateThenReplay) {
   EXPECT_NE(r.out.find("| 16 |"), std::string::npos) << "calls: " << r.out;
 }
 
+// sweep: a row a count of contexts, a column a policy, the most contexts within the bound,
+// and the plot written.
+TEST(TlCtxswapCli, Sweep) {
+  const auto dir = test::tempDir("ctxswap-sweep");
+  const std::string costs = (dir / "costs.txt").string(), plot = (dir / "sweep.svg").string();
+  test::writeFile(costs, "# tl-ctxswap costs 1 chunk=16\nrecompute 0.001 0.003\nread 0 2e-9\n");
+  const auto r = runTool("tl-ctxswap", "sweep --model " + kByte + " --texts " + kText + " --contexts 2,3 --calls 3 --scale 0.05 " +
+                                           "--generate 2 --budget 128KiB --policy llms,lmk --bound-ms 1000 --costs " + costs +
+                                           " --swap-dir " + (dir / "swap").string() + " --plot " + plot);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("| contexts | llms mean ms (p99) | lmk mean ms (p99) |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n| 3 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("within 1000 ms | 3 |"), std::string::npos) << r.out;
+  EXPECT_NE(test::readFile(plot).find("<polyline"), std::string::npos);
+}
+
 TEST(TlCtxswapCli, BadInputAndUsage) {
   const auto dir = test::tempDir("ctxswap-cli-bad");
   const std::string trace = (dir / "bad.trace").string(), costs = (dir / "costs.txt").string();

@@ -63,6 +63,31 @@ TEST(Replay, SwitchSummaryNearestRank) {
   EXPECT_EQ(summarizeSwitches({}).calls, 0);
 }
 
+// The sweep's table: a column a policy, and the most contexts whose mean switch is within
+// the bound (a count past the bound does not end the search: the most within it counts);
+// its plot has a line a policy and the bound.
+TEST(Replay, SweepTableAndPlot) {
+  const auto at = [](Policy p, int64_t n, double meanMs) {
+    SweepPoint x;
+    x.policy = p;
+    x.contexts = n;
+    x.summary.mean = meanMs * 1e-3;
+    x.summary.p99 = 2 * meanMs * 1e-3;
+    return x;
+  };
+  const std::vector<SweepPoint> points = {at(Policy::Llms, 2, 0.5), at(Policy::Lmk, 2, 3),   at(Policy::Llms, 4, 1.5),
+                                          at(Policy::Lmk, 4, 30),   at(Policy::Llms, 8, 0.9), at(Policy::Lmk, 8, 90)};
+  const std::string t = sweepTable(points, 1.0);
+  EXPECT_NE(t.find("| contexts | llms mean ms (p99) | lmk mean ms (p99) |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 4 | 1.500 (3.00) | 30.000 (60.00) |"), std::string::npos) << t;
+  EXPECT_NE(t.find("within 1 ms | 8 | 0 |"), std::string::npos) << t;
+  const std::string svg = sweepSvg(points, 1.0);
+  size_t lines = 0;
+  for (size_t at = 0; (at = svg.find("<polyline", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 2u);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
+}
+
 // Each value comes back within half a step of its channel's grid, at every width.
 TEST(KvChunk, ChannelWiseRoundTripWithinHalfAStep) {
   const int64_t tokens = 16, channels = 24;
