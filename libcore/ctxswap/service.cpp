@@ -109,7 +109,7 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
     } else {
       throw Error("unknown verb '" + verb + "' (new, call, del, ls, stats)");
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // tl::Error, and whatever else a request runs into: the service goes on
     send(JsonWriter().str("error", e.what()).line());
   }
 }
