@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
                 "Verbs (the service; LLMS Table 1's newLLMCtx, callLLM, delLLMCtx):\n"
                 "  serve      hold contexts for the apps that call it, on a Unix socket (owner-only)\n"
                 "  new        make a context (--system PROMPT); prints its id\n"
-                "  call       ID PROMPT [-n N]: append the prompt, stream N greedy tokens of reply\n"
+                "  call       ID PROMPT [-n N]: append the prompt, stream N tokens of reply (greedy,\n"
+                "             or --temperature, --top-k, --top-p, --min-p, --seed)\n"
                 "  del        ID: delete a context; ls: this app's contexts; stats: the service's memory\n"
                 "Contexts belong to the user who made them (the socket's peer credentials) and the\n"
                 "--app name given, and survive a crash of the service: they are in --swap-dir.\n\n"
@@ -197,7 +198,13 @@ int main(int argc, char** argv) {
   client(callVerb);
   callVerb->add_option("id", callId, "the context")->required();
   callVerb->add_option("prompt", prompt, "the text to append")->required();
-  callVerb->add_option("-n", generate, "tokens to generate (greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  callVerb->add_option("-n", generate, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
+  tl::SamplingOptions sampling;
+  callVerb->add_option("--temperature", sampling.temperature, "sample at this temperature (0: greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  callVerb->add_option("--top-k", sampling.topK, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  callVerb->add_option("--top-p", sampling.topP, "keep the most likely tokens up to this mass")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  callVerb->add_option("--min-p", sampling.minP, "drop tokens below min-p times the top probability")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  callVerb->add_option("--seed", sampling.seed, "the sampler's seed")->capture_default_str();
   auto* delVerb = app.add_subcommand("del", "delete a context")->fallthrough();
   client(delVerb);
   delVerb->add_option("id", callId, "the context")->required();
@@ -222,7 +229,16 @@ int main(int argc, char** argv) {
     }
     if (callVerb->parsed()) {
       std::string reply;
-      ask(tl::JsonWriter().str("verb", "call").num("id", callId).str("prompt", prompt).num("n", generate),
+      ask(tl::JsonWriter()
+              .str("verb", "call")
+              .num("id", callId)
+              .str("prompt", prompt)
+              .num("n", generate)
+              .real("temperature", sampling.temperature)
+              .num("top_k", sampling.topK)
+              .real("top_p", sampling.topP)
+              .real("min_p", sampling.minP)
+              .num("seed", static_cast<int64_t>(sampling.seed)),
           [&](const tl::JsonLine& l) {
             if (auto t = l.ints.find("token"); t != l.ints.end()) {
               reply += static_cast<char>(t->second);

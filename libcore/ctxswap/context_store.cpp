@@ -26,10 +26,10 @@ int64_t channelsOf(const ContextKv& kv) {
 
 void appendRows(ContextKv& kv, const ContextKv& rows) { appendChunk(kv, chunkValues(rows, 0, rows.tokens), rows.tokens); }
 
-// The most likely token after the last row of a run's logits [1, rows, vocab].
-int64_t lastArgmax(const Tensor& logits, int64_t vocab) {
+// The last row of a run's logits [1, rows, vocab].
+std::vector<float> lastLogits(const Tensor& logits, int64_t vocab) {
   const float* p = reinterpret_cast<const float*>(logits.bytes.data()) + (elementCount(logits.dims) - vocab);
-  return std::max_element(p, p + vocab) - p;
+  return {p, p + vocab};
 }
 
 }  // namespace
@@ -117,7 +117,7 @@ void ContextStore::remove(uint64_t id, const std::string& owner) {
 }
 
 CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
-                              const std::function<void(int64_t)>& onToken) {
+                              const std::function<void(int64_t)>& onToken, const SamplingOptions& sampling) {
   Context& c = owned(id, owner);
   if (generate < 0) throw Error("-n must be at least 0", ExitCode::Usage);
   if (prompt.empty() && c.tokens.empty()) throw Error("a call on an empty context needs a prompt");
@@ -144,12 +144,13 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   wanted.insert(wanted.end(), probs_.begin(), probs_.end());
   std::vector<double> mass = c.mass;
   int64_t heads = c.heads;
+  Sampler sampler(sampling);
   // The rows after the last whole chunk, then the prompt's, in one run.
   ContextRun run = runContext(ex_, lm_, all, past.tokens, static_cast<int64_t>(all.size()) - past.tokens, past, wanted);
   for (int64_t i = 0; i < generate; ++i) {
     if (!probs_.empty()) heads = addKeyMass(run, 1, &mass);
     appendRows(past, run.rows);
-    const int64_t next = lastArgmax(run.wanted[0], lm_.vocab());
+    const int64_t next = sampler.sample(lastLogits(run.wanted[0], lm_.vocab()));
     r.reply.push_back(next);
     if (onToken) onToken(next);
     all.push_back(next);

@@ -29,6 +29,7 @@
 #include "ctxswap/recompute.h"
 #include "lm/causal_lm.h"
 #include "runtime/executor.h"
+#include "sample/sampler.h"
 
 namespace tl {
 
@@ -67,12 +68,12 @@ class ContextStore {
 
   // A new context of `owner`, its log starting with `system` (may be empty).
   uint64_t create(const std::string& owner, const std::vector<int64_t>& system);
-  // Appends the prompt to the context, generates `generate` tokens greedily after it, and
-  // keeps them; onToken (when given) hears each token as it comes. Throws tl::Error (bad
-  // input) for an unknown context, another owner's, or a context that would pass
-  // maxTokens; the store is unchanged then.
+  // Appends the prompt to the context, generates `generate` tokens after it (greedy by
+  // default; sampled and seeded by `sampling`), and keeps them; onToken (when given) hears
+  // each token as it comes. Throws tl::Error (bad input) for an unknown context, another
+  // owner's, or a context that would pass maxTokens; the store is unchanged then.
   CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
-                  const std::function<void(int64_t)>& onToken = {});
+                  const std::function<void(int64_t)>& onToken = {}, const SamplingOptions& sampling = {});
   void remove(uint64_t id, const std::string& owner);
 
   struct Info {

@@ -1,6 +1,7 @@
 #include "ctxswap/json_line.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/error.h"
 
@@ -86,11 +87,18 @@ JsonLine parseJsonLine(const std::string& line) {
       } else {
         size_t end = r.at;
         if (end < line.size() && line[end] == '-') ++end;
+        const size_t digits = end;
         while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
-        if (end == r.at || (end == r.at + 1 && line[r.at] == '-') || end - r.at > 18)
-          r.fail("member '" + key + "': expected a string, an integer or a boolean");
-        out.ints[key] = std::stoll(line.substr(r.at, end - r.at));
-        r.at = end;
+        if (end == digits) r.fail("member '" + key + "': expected a string, a number or a boolean");
+        if (end < line.size() && (line[end] == '.' || line[end] == 'e' || line[end] == 'E')) {
+          char* stop = nullptr;
+          out.reals[key] = std::strtod(line.c_str() + r.at, &stop);
+          r.at = static_cast<size_t>(stop - line.c_str());
+        } else {
+          if (end - digits > 18) r.fail("member '" + key + "': an integer too long");
+          out.ints[key] = std::stoll(line.substr(r.at, end - r.at));
+          r.at = end;
+        }
       }
     } while (r.take(','));
     if (!r.take('}')) r.fail("expected ',' or '}'");
@@ -98,6 +106,12 @@ JsonLine parseJsonLine(const std::string& line) {
   r.space();
   if (r.at != line.size()) r.fail("text after the object");
   return out;
+}
+
+double JsonLine::number(const std::string& k, double fallback) const {
+  if (auto i = ints.find(k); i != ints.end()) return static_cast<double>(i->second);
+  if (auto r = reals.find(k); r != reals.end()) return r->second;
+  return fallback;
 }
 
 std::string jsonQuote(const std::string& bytes) {
@@ -124,6 +138,13 @@ JsonWriter& JsonWriter::member(const std::string& key, const std::string& json) 
 }
 JsonWriter& JsonWriter::str(const std::string& key, const std::string& value) { return member(key, jsonQuote(value)); }
 JsonWriter& JsonWriter::num(const std::string& key, int64_t value) { return member(key, std::to_string(value)); }
+JsonWriter& JsonWriter::real(const std::string& key, double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", value);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";  // read back as a real, not an integer
+  return member(key, s);
+}
 JsonWriter& JsonWriter::flag(const std::string& key, bool value) { return member(key, value ? "true" : "false"); }
 JsonWriter& JsonWriter::raw(const std::string& key, const std::string& json) { return member(key, json); }
 

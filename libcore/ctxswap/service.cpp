@@ -70,13 +70,21 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
       return fallback;
     };
     const std::string verb = text("verb"), app = owner + "/app:" + text("app");
-    for (const auto& k : {"id", "n"})
+    for (const auto& k : {"id", "n", "top_k", "seed"})
       if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
     if (verb == "new") {
       send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, bytesOf(text("system"))))).line());
     } else if (verb == "call") {
+      SamplingOptions s;
+      s.temperature = static_cast<float>(r.number("temperature", 0));
+      s.topK = static_cast<int>(number("top_k", false, 0));
+      s.topP = static_cast<float>(r.number("top_p", 1));
+      s.minP = static_cast<float>(r.number("min_p", 0));
+      s.seed = static_cast<uint64_t>(number("seed", false, 0));
+      if (s.temperature < 0 || s.topK < 0 || !(s.topP > 0 && s.topP <= 1) || s.minP < 0 || s.minP > 1)
+        throw Error("sampling needs temperature >= 0, top_k >= 0, 0 < top_p <= 1 and 0 <= min_p <= 1");
       const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, bytesOf(text("prompt")),
-                                      number("n", false, 16), [&](int64_t t) { send(JsonWriter().num("token", t).line()); });
+                                      number("n", false, 16), [&](int64_t t) { send(JsonWriter().num("token", t).line()); }, s);
       send(JsonWriter()
                .flag("done", true)
                .num("switch_us", static_cast<int64_t>(c.load.seconds * 1e6 + 0.5))

@@ -17,6 +17,7 @@ namespace tl {
 // owner, so two apps of one user keep their contexts apart:
 //   {"verb":"new","system":TEXT}                -> {"id":N}
 //   {"verb":"call","id":N,"prompt":TEXT,"n":K}  -> {"token":T} for each token, then
+//     (optional: "temperature", "top_k", "top_p", "min_p", "seed": sampler.h; greedy by default)
 //                                                 {"done":true,"switch_us":X,"in_memory":A,"read":B,"recomputed":C}
 //   {"verb":"del","id":N}                       -> {"deleted":N}
 //   {"verb":"ls"}                               -> {"id":N,"tokens":T,"memory":"8:3 4:2","disk":"8:5"} a context

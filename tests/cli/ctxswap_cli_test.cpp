@@ -203,6 +203,15 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   EXPECT_EQ(r.out.size(), 13u) << r.out;  // 12 bytes and a newline
   r = s.run("ls");
   EXPECT_NE(r.out.find(id + "\t28\t"), std::string::npos) << r.out;  // 5 + 11 + 12 tokens
+  // sampling: the same seed on the same context text gives the same reply
+  std::vector<std::string> sampled;
+  for (int k = 0; k < 2; ++k) {
+    const std::string other = s.run("new --system '# fib'").out;
+    sampled.push_back(s.run("call " + other.substr(0, other.find('\n')) + " 'def fib(n):' -n 24 --temperature 1.5 --seed 7").out);
+  }
+  EXPECT_EQ(sampled[0], sampled[1]);
+  EXPECT_EQ(sampled[0].size(), 25u);
+  expectOneLineError(s.run("call " + id + " x --temperature 0.5 --top-p 0"), 1, "0 < top_p <= 1");
   EXPECT_EQ(s.run("ls --app other").out.find(id + "\t"), std::string::npos);
   r = s.run("stats");
   EXPECT_NE(r.out.find("budget\t1048576"), std::string::npos) << r.out;

@@ -14,6 +14,7 @@
 #include "ctxswap/chunk_memory.h"
 #include "ctxswap/context_log.h"
 #include "ctxswap/kv_chunk.h"
+#include "ctxswap/json_line.h"
 #include "ctxswap/load_plan.h"
 #include "ctxswap/replay.h"
 #include "ctxswap/tolerance.h"
@@ -30,6 +31,27 @@ std::vector<float> chunkValues(int64_t tokens, int64_t channels, uint32_t seed) 
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t c = 0; c < channels; ++c) v[t * channels + c] = normal(rng) * std::pow(10.0f, static_cast<float>(c % 4) - 2) + c;
   return v;
+}
+
+// The service's lines: every byte through a string, integers, reals, booleans, and one
+// error for each malformed form.
+TEST(JsonLine, RoundTripAndErrors) {
+  std::string bytes;
+  for (int b = 0; b < 256; ++b) bytes += static_cast<char>(b);
+  const std::string line = JsonWriter().str("s", bytes).num("i", -42).real("r", 0.8).real("whole", 2).flag("b", true).line();
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const JsonLine j = parseJsonLine(line);
+  EXPECT_EQ(j.strings.at("s"), bytes);
+  EXPECT_EQ(j.ints.at("i"), -42);
+  EXPECT_DOUBLE_EQ(j.reals.at("r"), 0.8);
+  EXPECT_DOUBLE_EQ(j.number("whole", 0), 2.0);
+  EXPECT_DOUBLE_EQ(j.number("i", 0), -42.0);
+  EXPECT_TRUE(j.bools.at("b"));
+  EXPECT_TRUE(parseJsonLine(" { } ").strings.empty());
+  for (const char* bad : {"", "{", "{\"a\":}", "{\"a\":[1]}", "{\"a\":{}}", "{\"a\":1,\"a\":2}", "{\"a\":1} x",
+                          "{\"a\":\"\\u0100\"}", "{\"a\":\"open}", "{a:1}", "{\"a\":12345678901234567890}"}) {
+    EXPECT_THROW(parseJsonLine(bad), Error) << bad;
+  }
 }
 
 // At 32 bits a chunk holds the floats themselves, and its file reads them back.
