@@ -18,12 +18,6 @@ namespace tl {
 
 namespace {
 
-int64_t channelsOf(const ContextKv& kv) {
-  int64_t c = 0;
-  for (size_t i = 0; i < kv.caches.size(); ++i) c += kv.heads[i] * kv.size[i];
-  return c;
-}
-
 void appendRows(ContextKv& kv, const ContextKv& rows) { appendChunk(kv, chunkValues(rows, 0, rows.tokens), rows.tokens); }
 
 // The last row of a run's logits [1, rows, vocab].
@@ -210,7 +204,7 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
   // The chunks' values, token-major, become the context's rows once at the end (growing
   // the rows a chunk at a time copied them all each time: quadratic in the context).
   ContextKv past = emptyContextKv(lm_);
-  const int64_t channels = channelsOf(past);
+  const int64_t channels = kvChannels(past);
   const size_t chunkFloats = static_cast<size_t>(opt_.chunk * channels);
   std::vector<float> values;
   values.reserve(n * chunkFloats);
@@ -247,7 +241,7 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
 }
 
 void ContextStore::keep(uint64_t id, Context& c, const ContextKv& rows) {
-  const int64_t channels = channelsOf(rows);
+  const int64_t channels = kvChannels(rows);
   for (size_t i = c.chunks.size(); i < static_cast<size_t>(rows.tokens / opt_.chunk); ++i) {
     const std::vector<float> values = chunkValues(rows, static_cast<int64_t>(i) * opt_.chunk, opt_.chunk);
     c.chunks.emplace_back();

@@ -19,6 +19,12 @@ std::vector<float> rows(const float* src, int64_t heads, int64_t total, int64_t 
 
 }  // namespace
 
+int64_t kvChannels(const ContextKv& kv) {
+  int64_t c = 0;
+  for (size_t i = 0; i < kv.caches.size(); ++i) c += kv.heads[i] * kv.size[i];
+  return c;
+}
+
 ContextKv emptyContextKv(const CausalLm& lm) {
   if (!lm.hasCache()) throw Error("the model has no cache inputs: its contexts have no KV rows to keep");
   ContextKv kv;
@@ -102,8 +108,7 @@ int64_t addKeyMass(const ContextRun& run, size_t from, std::vector<double>* mass
 
 std::vector<float> chunkValues(const ContextKv& kv, int64_t first, int64_t count) {
   if (first < 0 || first + count > kv.tokens) throw Error("a chunk past the context's rows");
-  int64_t channels = 0;
-  for (size_t i = 0; i < kv.caches.size(); ++i) channels += kv.heads[i] * kv.size[i];
+  const int64_t channels = kvChannels(kv);
   std::vector<float> out(static_cast<size_t>(count * channels));
   for (int64_t t = 0; t < count; ++t) {
     float* dst = out.data() + t * channels;
@@ -118,8 +123,7 @@ std::vector<float> chunkValues(const ContextKv& kv, int64_t first, int64_t count
 
 void appendChunk(ContextKv& kv, const std::vector<float>& values, int64_t count) {
   const int64_t total = kv.tokens + count;
-  int64_t channels = 0;
-  for (size_t i = 0; i < kv.caches.size(); ++i) channels += kv.heads[i] * kv.size[i];
+  const int64_t channels = kvChannels(kv);
   if (static_cast<int64_t>(values.size()) != count * channels) throw Error("a chunk of the wrong size for this context");
   int64_t at = 0;  // the cache's first channel in a token's row
   for (size_t i = 0; i < kv.caches.size(); ++i) {

@@ -19,6 +19,9 @@ struct ContextKv {
   std::vector<std::vector<float>> caches;
 };
 
+// Floats a token holds over all the caches (heads x size each): a chunk's channels.
+int64_t kvChannels(const ContextKv& kv);
+
 // An empty ContextKv shaped for the model behind `lm`.
 ContextKv emptyContextKv(const CausalLm& lm);
 
