@@ -331,9 +331,6 @@ int main(int argc, char** argv) {
     for (tl::Policy p : chosen) {
       sopt.policy = p;
       sopt.swapDir = (std::filesystem::path(swapDir) / tl::policyName(p)).string();
-      std::error_code ec;
-      std::filesystem::remove_all(sopt.swapDir, ec);  // a replay starts from no contexts
-      if (ec) throw tl::Error(sopt.swapDir + ": cannot clear the swap directory: " + ec.message());
       runs.push_back({p, sopt.budget, tl::replayTrace(e.ex, e.lm, e.fingerprint, calls, corpus, sopt)});
       std::cerr << "tl-ctxswap: " << tl::policyName(p) << " replayed " << calls.size() << " calls\n";
     }

@@ -66,10 +66,8 @@ std::vector<SweepPoint> sweepContexts(Executor& ex, CausalLm& lm, uint64_t model
     for (Policy p : policies) {
       opt.policy = p;
       opt.swapDir = (std::filesystem::path(swapRoot) / (std::string(policyName(p)) + "-" + std::to_string(n))).string();
-      std::error_code ec;
-      std::filesystem::remove_all(opt.swapDir, ec);
-      if (ec) throw Error(opt.swapDir + ": cannot clear the swap directory: " + ec.message());
       out.push_back({p, n, replayTrace(ex, lm, modelFingerprint, calls, texts, opt).summary});
+      std::error_code ec;
       std::filesystem::remove_all(opt.swapDir, ec);
     }
   }
@@ -176,6 +174,9 @@ std::string sweepSvg(const std::vector<SweepPoint>& points, double boundMs) {
 ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const std::vector<TraceCall>& calls,
                          const std::vector<std::string>& texts, const StoreOptions& opt) {
   if (lm.vocab() != 256) throw Error("a replay feeds the trace's text bytes as tokens: it needs a byte-level model (vocab 256)");
+  std::error_code ec;
+  std::filesystem::remove_all(opt.swapDir, ec);
+  if (ec) throw Error(opt.swapDir + ": cannot clear the swap directory: " + ec.message());
   ContextStore store(ex, lm, modelFingerprint, opt);
   std::map<int64_t, uint64_t> ids;  // trace context -> store context
   ReplayResult r;

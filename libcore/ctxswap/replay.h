@@ -27,8 +27,8 @@ struct ReplayResult {
   int64_t refusedWrites = 0;
 };
 
-// Runs the calls on a store with `opt` (a fresh swap directory gives a fresh run): each
-// trace context is made at its first call (by an app of its own, "appN", with no system
+// Runs the calls on a store with `opt`, from no contexts: opt.swapDir is emptied first
+// (a replay must not recover another's contexts). Each trace context is made at its first call (by an app of its own, "appN", with no system
 // prompt), and each
 // call's prompt is its LENGTH bytes of texts[TEXT] from OFFSET (wrapping at the end), fed
 // as tokens: a byte-level model. Throws tl::Error for another model, or a call naming a
@@ -48,7 +48,8 @@ std::string replayTable(const std::vector<PolicyReplay>& runs);
 
 // How many active contexts a budget serves (LLMS 5.2's sweep): for each count of
 // contexts a trace made as `base` says but with that many contexts and base.calls calls
-// for each, replayed under each policy on a fresh swap directory below swapRoot.
+// for each, replayed under each policy in a swap directory of its own below swapRoot
+// (removed after).
 struct SweepPoint {
   Policy policy = Policy::Llms;
   int64_t contexts = 0;
