@@ -214,6 +214,18 @@ int main(int argc, char** argv) {
   client(statsVerb);
 
   return tool.run(argc, argv, [&] {
+    // The load's cost lines: --costs, or measured here (printed, to be kept for --costs).
+    const auto loadCosts = [&](Engine& e) {
+      if (!costs.empty()) {
+        const tl::LoadCosts c = tl::parseCosts(readText(tool, costs), sopt.chunk);
+        tool.blame(model);
+        return c;
+      }
+      makeDir(swapDir);  // the calibration writes its chunk files there
+      const tl::LoadCosts c = tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk);
+      std::cerr << tl::costsText(c, sopt.chunk);
+      return c;
+    };
     const auto ask = [&](tl::JsonWriter w, const std::function<void(const tl::JsonLine&)>& onLine) {
       tool.blame(socket);
       if (!appName.empty()) w.str("app", appName);
@@ -272,9 +284,7 @@ int main(int argc, char** argv) {
       sopt.policy = tl::parsePolicy(servePolicy);
       sopt.budget = tl::parseByteSize("--budget", budget);
       sopt.swapDir = swapDir;
-      makeDir(swapDir);
-      sopt.costs = costs.empty() ? tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk) : tl::parseCosts(readText(tool, costs), sopt.chunk);
-      tool.blame(model);
+      sopt.costs = loadCosts(e);
       tl::ContextStore store(e.ex, e.lm, e.fingerprint, sopt);
       for (const auto& n : store.recoveryNotes()) std::cerr << "tl-ctxswap: skipped " << n << "\n";
       std::signal(SIGTERM, onStopSignal);
@@ -308,9 +318,7 @@ int main(int argc, char** argv) {
       const std::vector<std::string> corpus = readTexts(tool, texts);
       tool.blame(model);
       Engine e(model, device);
-      makeDir(swapDir);
-      sopt.costs = costs.empty() ? tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk) : tl::parseCosts(readText(tool, costs), sopt.chunk);
-      tool.blame(model);
+      sopt.costs = loadCosts(e);
       const auto points = tl::sweepContexts(e.ex, e.lm, e.fingerprint, topt, n, corpus, sopt, chosen, swapDir);
       if (!plot.empty()) tl::writeFileAtomically(plot, tl::sweepSvg(points, boundMs));
       tool.writeOutput(tl::sweepTable(points, boundMs), false);
@@ -320,13 +328,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> corpus = readTexts(tool, texts);
     tool.blame(model);
     Engine e(model, device);
-    if (costs.empty()) {
-      sopt.costs = tl::calibrateLoad(e.ex, e.lm, swapDir, sopt.chunk);
-      std::cerr << tl::costsText(sopt.costs, sopt.chunk);
-    } else {
-      sopt.costs = tl::parseCosts(readText(tool, costs), sopt.chunk);
-      tool.blame(model);
-    }
+    sopt.costs = loadCosts(e);
     std::vector<tl::PolicyReplay> runs;
     for (tl::Policy p : chosen) {
       sopt.policy = p;

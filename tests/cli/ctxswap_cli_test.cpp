@@ -71,6 +71,11 @@ TEST(TlCtxswapCli, CalibrateThenReplay) {
       policies.push_back(line.substr(2, line.find(' ', 2) - 2));
   EXPECT_EQ(policies, (std::vector<std::string>{"llms", "vllm-s", "lmk"})) << r.out;
   EXPECT_NE(r.out.find("| 16 |"), std::string::npos) << "calls: " << r.out;
+  // without --costs it measures them first, in a swap directory it makes
+  r = runTool("tl-ctxswap", "replay " + trace + " --model " + kByte + " --texts " + kText + " --budget 256KiB --policy lmk " +
+                                "--swap-dir " + (dir / "new" / "swap").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("# tl-ctxswap costs 1 chunk=16"), std::string::npos) << r.err;
 }
 
 // sweep: a row a count of contexts, a column a policy, the most contexts within the bound,
