@@ -23,12 +23,7 @@
 #include "ctxswap/replay.h"
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
-#include "graph/graph.h"
-#include "lm/causal_lm.h"
-#include "onnx/model_io.h"
-#include "runtime/device.h"
-#include "runtime/executor.h"
-#include "shape/shape_inference.h"
+#include "lm/loaded_lm.h"
 
 namespace {
 
@@ -51,22 +46,14 @@ std::vector<std::string> readTexts(tl::Tool& tool, const std::string& list) {
   return texts;
 }
 
-// A byte-level causal LM with caches, ready on a device; its fingerprint is its file's.
-struct Engine {
-  Engine(const std::string& path, const std::string& device)
-      : model(tl::loadModel(path)), graph(model.proto.graph()), analysis(tl::inferShapes(model, graph)),
-        dev(tl::selectDevice(device), false), ex(dev, model, graph, analysis), lm(ex, graph, analysis) {
+// A causal LM with caches, ready on a device; its fingerprint is its file's.
+struct Engine : tl::LoadedLm {
+  Engine(const std::string& path, const std::string& device) : LoadedLm(path, device) {
     std::ifstream in(path, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     fingerprint = tl::fnv1a(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (!lm.hasCache()) throw tl::Error("the model has no past_key_values inputs: export it with its cache (*-past)");
   }
-  tl::Model model;
-  tl::Graph graph;
-  tl::ShapeAnalysis analysis;
-  tl::Device dev;
-  tl::Executor ex;
-  tl::CausalLm lm;
   uint64_t fingerprint = 0;
 };
 

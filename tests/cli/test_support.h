@@ -6,11 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "lm/causal_lm.h"
 #include "onnx/model_io.h"
 #include "runtime/executor.h"
-#include "shape/shape_inference.h"
 #include "tensor/tensor.h"
 
 namespace tl::test {
@@ -36,20 +33,6 @@ std::string modelTestName(const std::filesystem::path& modelDir);
 std::filesystem::path tempDir(const std::string& name);
 std::string readFile(const std::filesystem::path& p);
 void writeFile(const std::filesystem::path& p, const std::string& data);
-
-// A causal LM from a file, ready on the default device: its graph, shapes, executor and
-// CausalLm.
-struct LoadedLm {
-  explicit LoadedLm(const std::filesystem::path& path)
-      : model(loadModel(path.string())), graph(model.proto.graph()), analysis(inferShapes(model, graph)),
-        device(selectDevice(""), false), ex(device, model, graph, analysis), lm(ex, graph, analysis) {}
-  Model model;
-  Graph graph;
-  ShapeAnalysis analysis;
-  Device device;
-  Executor ex;
-  CausalLm lm;
-};
 
 // A causal LM small enough to cost by hand: input_ids [1, N] gathers rows of a 10 x 8
 // table, logits = h W (W 8 x 10), and one cache input past_key_values.0.key

@@ -17,6 +17,7 @@
 #include "ctxswap/trace.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
+#include "lm/loaded_lm.h"
 #include "onnx/model_io.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
@@ -27,8 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // bytellama unfused (the llms policy reads its Softmax outputs) on the default device.
-struct Engine : test::LoadedLm {
-  Engine() : LoadedLm(test::sourceDir() / "models/bytellama-past/model.onnx") {}
+struct Engine : LoadedLm {
+  Engine() : LoadedLm((test::sourceDir() / "models/bytellama-past/model.onnx").string()) {}
 };
 
 constexpr uint64_t kModel = 0x7e57;

@@ -9,6 +9,7 @@
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
+#include "lm/loaded_lm.h"
 #include "onnx/model_io.h"
 #include "runtime/executor.h"
 #include "sample/sampler.h"
@@ -31,8 +32,8 @@ std::string greedy(CausalLm& lm, const std::string& prompt, int n) {
 }
 
 TEST(Generate, CachedEqualsRecomputedAndLooksLikePython) {
-  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  LoadedLm past((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  LoadedLm nopast((test::sharedModels() / "bytellama-nopast/model.onnx").string());
   ASSERT_TRUE(past.lm.hasCache());
   ASSERT_FALSE(nopast.lm.hasCache());
   const std::string a = greedy(past.lm, "def ", 80), b = greedy(nopast.lm, "def ", 80);
@@ -44,8 +45,8 @@ TEST(Generate, CachedEqualsRecomputedAndLooksLikePython) {
 
 TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
   // bytellama's two exports share their trained weights (the tiny random ones do not).
-  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  LoadedLm past((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  LoadedLm nopast((test::sharedModels() / "bytellama-nopast/model.onnx").string());
   const std::vector<int64_t> toks{5, 77, 200, 13, 42, 9};
   auto a = past.lm.step(toks, true), b = nopast.lm.step(toks, true);
   ASSERT_EQ(a.size(), b.size());
@@ -53,7 +54,7 @@ TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
 }
 
 TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
-  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
+  LoadedLm past((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   past.lm.step({'d', 'e', 'f', ' '});
   for (int i = 0; i < 3; ++i) {
     const int64_t before = past.ex.syncs();
@@ -63,8 +64,8 @@ TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {
 }
 
 TEST(Generate, GreedyOnTheDeviceEqualsTheHostArgmax) {
-  test::LoadedLm a(test::sourceDir() / "models/bytellama-past/model.onnx");
-  test::LoadedLm b(test::sourceDir() / "models/bytellama-past/model.onnx");
+  LoadedLm a((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  LoadedLm b((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   Sampler s(SamplingOptions{});
   const std::vector<int64_t> prompt{'d', 'e', 'f', ' '};
   int64_t x = s.sample(a.lm.step(prompt)), y = b.lm.stepGreedy(prompt);
@@ -113,8 +114,8 @@ TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
 // decode step's row) and on the device when it is not (a 300-token prefill's 300 x 300):
 // both give the logits of the model without a cache, and each step runs where it should.
 TEST(Generate, HostMaskMovesToTheDeviceAndBack) {
-  test::LoadedLm past(test::sourceDir() / "models/bytellama-past/model.onnx");
-  test::LoadedLm nopast(test::sharedModels() / "bytellama-nopast/model.onnx");
+  LoadedLm past((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  LoadedLm nopast((test::sharedModels() / "bytellama-nopast/model.onnx").string());
   past.device.setProfiling(true);
   auto ran = [&](const char* op) {
     for (const auto& t : past.ex.profile())
