@@ -211,12 +211,15 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
   size_t nextRead = 0;
   for (uint32_t i = 0; i < n; ++i) {
     Chunk& ch = c.chunks[i];
-    std::optional<KvChunk> got;
-    if (ch.held) {
+    if (ch.held) {  // decompressed where it is held
       memory_.touch({id, i});
-      got = ch.data;
       ++stats->inMemory;
-    } else if (!recompute[i]) {
+      const std::vector<float> v = decompressChunk(ch.data);
+      values.insert(values.end(), v.begin(), v.end());
+      continue;
+    }
+    std::optional<KvChunk> got;
+    if (!recompute[i]) {
       got = reads[nextRead++].get();
       if (got) ++stats->read;
       else ch.onDisk = false;  // missing, damaged or another model's: never used
@@ -225,7 +228,7 @@ ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {
       if (got->bits > ch.bits) *got = recompressChunk(*got, ch.bits);  // a file from before its bits went down
       const std::vector<float> v = decompressChunk(*got);
       values.insert(values.end(), v.begin(), v.end());
-      if (!ch.held) hold(id, c, i, std::move(*got), true);
+      hold(id, c, i, std::move(*got), true);
       continue;
     }
     ContextKv before = emptyContextKv(lm_);
