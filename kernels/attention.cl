@@ -139,12 +139,12 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 #define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + (((b) * Hkv + (g)) * S + (j)) * D, d, b, j)
 #define ATT_FRESH_V(b, g, j, d) xv[(((b) * Hkv + (g)) * S + (j)) * Dv + (d)]
 // The new rows of kv head g into the caches after their true length `off` (a launch that
-// does this uses its own copies of those rows, whatever it reads there).
-#define ATT_FRESH_STORE(b, g)                                                                                          \
+// does this uses its own copies of those rows, whatever it reads there), by the group's NT items.
+#define ATT_FRESH_STORE(b, g, NT)                                                                                      \
   {                                                                                                                    \
-    for (int e = lid; e < S * D; e += RED_WG)                                                                          \
+    for (int e = lid; e < S * D; e += (NT))                                                                            \
       kc[(long)(b) * ksb + (long)(g) * ksh + (long)(off + e / D) * kst + e % D] = ATT_FRESH_K(b, g, e / D, e % D);     \
-    for (int e = lid; e < S * Dv; e += RED_WG)                                                                         \
+    for (int e = lid; e < S * Dv; e += (NT))                                                                           \
       vc[(long)(b) * vsb + (long)(g) * vsh + (long)(off + e / Dv) * vst + e % Dv] = ATT_FRESH_V(b, g, e / Dv, e % Dv); \
   }
 
@@ -343,162 +343,163 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 }
 #endif
 
-// GPU family, decode rows of grouped-query heads: a work-group per (batch, kv head, split
-// of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that read that kv
-// head, so each key and value is loaded once for the group, not once per query head. Per
-// block of 64 keys: the block's keys are copied to local memory, an item per key scores
-// it against every row (q in local memory), the row's P = 64 / R items take the block's
-// max and sum, the block's values replace the keys there, and an item per output dim adds
-// the block to every row's output (registers). Every copy from global memory is
-// gqa_stage's: its loads are all in flight at once, where a loop of dependent loads costs
-// a memory latency each (on the H100 a block took about 27 us that way). Several splits
-// write (max, sum, output) per row for attention_combine_f32, as attention_dec_f32 does.
+// GPU family, decode rows of grouped-query heads: a work-group of GQA_WG items per (batch,
+// kv head, split of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that
+// read that kv head, so each key and value is loaded once for the group, not once per
+// query head. Per block of GQA_BK keys:
+// - the block's keys and values go to local memory, every item's loads in flight at once
+//   (issued before the barrier that frees the last block's copies);
+// - an item per (key, row) scores, GQA_LANES items per row take the block's max and sum
+//   (the row's running max and sum live in those items' registers);
+// - an item per (output dim, row) adds the block to its rows' outputs (registers).
+// The split count gives each split one block where the device has room (lowering), and
+// several splits write (max, sum, output) per row for attention_combine_f32.
+// A 64-item version (an item per key and every row, an item per dim and every row) kept
+// only 2 warps on an H100 SM, each walking every row in turn: 35-44 us a layer of
+// TinyLlama over 2048 keys, for 4 MB (docs/tl-bench.md, session 12).
+#define GQA_WG 256
+#define GQA_BK 32
 #define GQA_MAXR 16
 #define GQA_MAXD 128
-#define GQA_DPI (GQA_MAXD / RED_WG) /* output dims per item */
-#define GQA_ROW(d) ((d) + 4)        /* a staged key's floats: rows 4 apart, float4 reads across banks */
-#define GQA_BATCH 16                /* loads an item has in flight */
-// Copies n4 float4s of each of nk rows to dst's rows, ld floats apart. Row j is at src +
-// (j / per) * st + (j % per) * st2: keys and values per = 1, q's rows (head, position).
-inline void gqa_stage(__local float* dst, int ld, __global const float* src, long st, int per, int st2, int nk, int n4) {
-  const int lid = get_local_id(0);
-  for (int e0 = 0; e0 < nk * n4; e0 += RED_WG * GQA_BATCH) {
-    float4 x[GQA_BATCH];
-    for (int u = 0; u < GQA_BATCH; ++u) {
-      const int e = e0 + u * RED_WG + lid, j = e / n4;
-      x[u] = j < nk ? vload4(e % n4, src + j / per * st + j % per * st2) : 0.0f;
-    }
-    for (int u = 0; u < GQA_BATCH; ++u) {
-      const int e = e0 + u * RED_WG + lid, j = e / n4;
-      if (j < nk) vstore4(x[u], 0, dst + j * ld + 4 * (e % n4));
-    }
-  }
-}
-#if ATT_FITS(GQA_MAXR * GQA_MAXD + GQA_MAXR * RED_WG + RED_WG * GQA_ROW(GQA_MAXD) + RED_WG + 3 * GQA_MAXR)
-__kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
+#define GQA_ROW(d) ((d) + 4)                         /* a staged key's floats: float4 reads across banks */
+#define GQA_LANES (GQA_WG / GQA_MAXR)                /* items per row for its max and sum */
+#define GQA_SROWS (GQA_WG / GQA_BK)                  /* rows scored at once */
+#define GQA_ACC (GQA_MAXR * GQA_MAXD / GQA_WG)       /* outputs an item keeps */
+#define GQA_LOADS (2 * GQA_BK * GQA_MAXD / 4 / GQA_WG) /* float4s of a block an item loads */
+#define GQA_QLOADS (GQA_MAXR * GQA_MAXD / GQA_WG)    /* floats of q an item stages */
+#define GQA_FLOATS \
+  (GQA_MAXR * GQA_MAXD + GQA_BK * GQA_ROW(GQA_MAXD) + GQA_BK * GQA_MAXD + GQA_MAXR * GQA_BK + 2 * GQA_WG + 3 * GQA_MAXR)
+#if ATT_FITS(GQA_FLOATS) && TL_MAX_WG >= GQA_WG
+__kernel __attribute__((reqd_work_group_size(GQA_WG, 1, 1)))
 void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
                        int chunk, ATT_FRESH_ARGS) {
-  __local float qs[GQA_MAXR * GQA_MAXD], sc[GQA_MAXR * RED_WG], kv[RED_WG * GQA_ROW(GQA_MAXD)], red[RED_WG];
-  __local float mrow[GQA_MAXR], lrow[GQA_MAXR], crow[GQA_MAXR];
+  __local float qs[GQA_MAXR * GQA_MAXD], ks[GQA_BK * GQA_ROW(GQA_MAXD)], vs[GQA_BK * GQA_MAXD], sc[GQA_MAXR * GQA_BK];
+  __local float redm[GQA_WG], reds[GQA_WG], crow[GQA_MAXR], mrow[GQA_MAXR], lrow[GQA_MAXR];
   const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
   const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
   // rows r of the group: query head g * G + r / S, position r % S, its D floats at qs + r * D
-  if (xq && split == 0) ATT_FRESH_STORE(b, g)  // early: the blocks replace what they stage of those rows
-  if (xq)
-    for (int e = lid; e < R * D; e += RED_WG) {
-      const int r = e / D;
-      qs[e] = ATT_ROPE(xq + b * qsb + (g * G + r / S) * qsh + r % S * qss, e % D, b, r % S);
+  if (xq && split == 0) ATT_FRESH_STORE(b, g, GQA_WG)  // early: the blocks use their own copies of those rows
+  {
+    float x[GQA_QLOADS];
+#pragma unroll
+    for (int u = 0; u < GQA_QLOADS; ++u) {
+      const int e = u * GQA_WG + lid, r = e / D;
+      __global const float* qr = (xq ? xq : q) + b * qsb + (g * G + r / S) * qsh + r % S * qss;
+      x[u] = e >= R * D ? 0.0f : xq ? ATT_ROPE(qr, e % D, b, r % S) : qr[e % D];
     }
-  else
-    gqa_stage(qs, D, q + b * qsb + g * G * qsh, qsh, S, qss, R, D / 4);
-  if (lid < R) {
-    mrow[lid] = -INFINITY;
-    lrow[lid] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < GQA_QLOADS; ++u)
+      if (u * GQA_WG + lid < R * D) qs[u * GQA_WG + lid] = x[u];
   }
   __global const float* kb = k + b * ksb + g * ksh;
   __global const float* vb = v + b * vsb + g * vsh;
-  const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D);
-  const int P = RED_WG / R, pr = lid / P, pj = lid % P;  // item lid takes row pr's keys pj, pj + P, ...
-  float acc[GQA_MAXR * GQA_DPI];  // row r, dim lid + RED_WG * i: acc[GQA_DPI * r + i]
-  for (int i = 0; i < GQA_MAXR * GQA_DPI; ++i) acc[i] = 0.0f;
-  for (int tb = t0; tb < t1; tb += RED_WG) {
-    const int nk = min(RED_WG, t1 - tb);
-    gqa_stage(kv, KR, kb + (long)tb * kst, kst, 1, 0, nk, D / 4);
-    // the block's new keys [f0, f1) (ATT_FRESH_ARGS) replace what the caches held there
-    const int f0 = max(tb, off), f1 = xq ? min(tb + nk, off + S) : f0;
-    if (f1 > f0) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      for (int e = lid; e < (f1 - f0) * D; e += RED_WG)
-        kv[(f0 - tb + e / D) * KR + e % D] = ATT_FRESH_K(b, g, f0 - off + e / D, e % D);
+  const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D), kq = D / 4, vq = Dv / 4;
+  // this split's new keys [f0, f1), when the launch has them (ATT_FRESH_ARGS)
+  const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;
+  // roles: scoring key sj of rows sr, sr + GQA_SROWS; row mr's max and sum with lane mc;
+  // output dim ad of rows ar, ar + lanes, ... (items past lanes * Dv have none)
+  const int sj = lid % GQA_BK, sr = lid / GQA_BK, mr = lid / GQA_LANES, mc = lid % GQA_LANES;
+  const int lanes = GQA_WG / Dv, ad = lid % Dv, ar = lid < lanes * Dv ? lid / Dv : GQA_MAXR;
+  float m = -INFINITY, l = 0.0f, acc[GQA_ACC];
+  for (int i = 0; i < GQA_ACC; ++i) acc[i] = 0.0f;
+  for (int tb = t0; tb < t1; tb += GQA_BK) {
+    const int nk = min(GQA_BK, t1 - tb);
+    float4 x[GQA_LOADS];  // unrolled loops keep it in registers (scripts/kernel_spills.py)
+#pragma unroll
+    for (int u = 0; u < GQA_LOADS; ++u) {  // the block's keys, then its values
+      const int e = u * GQA_WG + lid, ev = e - nk * kq;
+      x[u] = ev < 0 ? vload4(e % kq, kb + (long)(tb + e / kq) * kst)
+             : ev < nk * vq ? vload4(ev % vq, vb + (long)(tb + ev / vq) * vst) : 0.0f;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // the keys (and in the first block q) staged
-    if (lid < nk) {
-      const int t = tb + lid;
-      float dots[GQA_MAXR];
-      for (int r = 0; r < GQA_MAXR; ++r) dots[r] = 0.0f;
-      for (int d = 0; d < D; d += 4) {
-        const float4 kd = vload4(0, kv + lid * KR + d);
-        for (int r = 0; r < GQA_MAXR; ++r)
-          if (r < R) dots[r] += dot(vload4(0, qs + r * D + d), kd);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the last block's ks, vs, sc and crow read (and q staged)
+#pragma unroll
+    for (int u = 0; u < GQA_LOADS; ++u) {
+      const int e = u * GQA_WG + lid, ev = e - nk * kq;
+      const int j = ev < 0 ? e / kq : ev / vq, d = 4 * (ev < 0 ? e % kq : ev % vq), t = tb + j;
+      if (ev >= nk * vq) continue;
+      float4 y = x[u];
+      if (t >= f0 && t < f1) {  // a new key: the RoPE's rotated input, never the cache
+        const int fj = t - off;
+        y = ev < 0 ? (float4)(ATT_FRESH_K(b, g, fj, d), ATT_FRESH_K(b, g, fj, d + 1), ATT_FRESH_K(b, g, fj, d + 2),
+                              ATT_FRESH_K(b, g, fj, d + 3))
+                   : (float4)(ATT_FRESH_V(b, g, fj, d), ATT_FRESH_V(b, g, fj, d + 1), ATT_FRESH_V(b, g, fj, d + 2),
+                              ATT_FRESH_V(b, g, fj, d + 3));
       }
-      for (int r = 0; r < GQA_MAXR; ++r) {
-        if (r >= R) break;
-        const int s = r % S;
-        sc[r * RED_WG + lid] = att_score(dots[r], scale, softcap, mask, b * msb + (g * G + r / S) * msh + s * mss + t * mst,
-                                         has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
+      if (ev < 0) vstore4(y, 0, ks + j * KR + d);
+      else vstore4(y, 0, vs + j * Dv + d);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the block staged
+    {
+      float dots[GQA_MAXR / GQA_SROWS] = {0.0f};
+      if (sj < nk)
+        for (int d = 0; d < D; d += 4) {
+          const float4 kd = vload4(0, ks + sj * KR + d);
+          for (int i = 0; i < GQA_MAXR / GQA_SROWS; ++i)
+            if (sr + GQA_SROWS * i < R) dots[i] += dot(vload4(0, qs + (sr + GQA_SROWS * i) * D + d), kd);
+        }
+      for (int i = 0; i < GQA_MAXR / GQA_SROWS; ++i) {
+        const int r = sr + GQA_SROWS * i, s = r % S, t = tb + sj;
+        if (r < R)
+          sc[r * GQA_BK + sj] = sj >= nk ? -INFINITY
+                                         : att_score(dots[i], scale, softcap, mask, b * msb + (g * G + r / S) * msh + s * mss + t * mst,
+                                                     has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);
       }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // the scores written, the keys read
-    gqa_stage(kv, Dv, vb + (long)tb * vst, vst, 1, 0, nk, Dv / 4);
+    barrier(CLK_LOCAL_MEM_FENCE);  // the scores written
     float bm = -INFINITY;
-    if (pr < R)
-      for (int j = pj; j < nk; j += P) bm = fmax(bm, sc[pr * RED_WG + j]);
-    red[lid] = bm;
+    if (mr < R)
+      for (int j = mc; j < GQA_BK; j += GQA_LANES) bm = fmax(bm, sc[mr * GQA_BK + j]);
+    redm[lid] = bm;
     barrier(CLK_LOCAL_MEM_FENCE);
-    float mo = -INFINITY, mn = -INFINITY;
-    if (pr < R) {
-      mo = mrow[pr];
-      mn = mo;
-      for (int j = 0; j < P; ++j) mn = fmax(mn, red[pr * P + j]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);  // red's maxima read before its sums overwrite them
-    float ps = 0.0f;
-    if (pr < R)
-      for (int j = pj; j < nk; j += P) {
-        const float x = sc[pr * RED_WG + j], p = x == -INFINITY ? 0.0f : exp(x - mn);
-        sc[pr * RED_WG + j] = p;
+    float mn = m, ps = 0.0f;
+    for (int u = 0; u < GQA_LANES; ++u) mn = fmax(mn, redm[mr * GQA_LANES + u]);
+    if (mr < R)
+      for (int j = mc; j < GQA_BK; j += GQA_LANES) {
+        const float y = sc[mr * GQA_BK + j], p = y == -INFINITY ? 0.0f : exp(y - mn);
+        sc[mr * GQA_BK + j] = p;
         ps += p;
       }
-    red[lid] = ps;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (pr < R && pj == 0) {
-      float sum = 0.0f;
-      for (int j = 0; j < P; ++j) sum += red[pr * P + j];
-      const float corr = mo == -INFINITY ? 0.0f : exp(mo - mn);
-      lrow[pr] = lrow[pr] * corr + sum;
-      mrow[pr] = mn;
-      crow[pr] = corr;
-    }
-    // (the values' staging is behind the barriers above)
-    for (int e = lid; e < (f1 - f0) * Dv; e += RED_WG)
-      kv[(f0 - tb + e / Dv) * Dv + e % Dv] = ATT_FRESH_V(b, g, f0 - off + e / Dv, e % Dv);
-    barrier(CLK_LOCAL_MEM_FENCE);  // and the values staged
+    reds[lid] = ps;
+    const float corr = m == -INFINITY ? 0.0f : exp(m - mn);
+    if (mc == 0 && mr < R) crow[mr] = corr;
+    m = mn;
+    barrier(CLK_LOCAL_MEM_FENCE);  // the weights, their sums and the rows' rescales written
+    float sum = 0.0f;
+    for (int u = 0; u < GQA_LANES; ++u) sum += reds[mr * GQA_LANES + u];
+    l = l * corr + sum;
     // Keys outermost, so that every index into acc is a constant once the loops inside
-    // unroll: with the dims outermost the H100's compiler kept acc in memory, a load and
-    // a store per multiply-add (scripts/kernel_spills.py; TinyLlama tg128@d2048 437 -> 448).
+    // unroll (the H100's compiler otherwise keeps acc in memory: scripts/kernel_spills.py).
 #pragma unroll
-    for (int r = 0; r < GQA_MAXR; ++r)
-      for (int i = 0; i < GQA_DPI; ++i)
-        if (r < R) acc[GQA_DPI * r + i] *= crow[r];
+    for (int i = 0; i < GQA_ACC; ++i)
+      if (ar + lanes * i < R) acc[i] *= crow[ar + lanes * i];
     for (int j = 0; j < nk; ++j) {
-      float x[GQA_DPI];
-      for (int i = 0; i < GQA_DPI; ++i) x[i] = lid + i * RED_WG < Dv ? kv[j * Dv + lid + i * RED_WG] : 0.0f;
+      const float y = vs[j * Dv + ad];
 #pragma unroll
-      for (int r = 0; r < GQA_MAXR; ++r) {
-        if (r < R) {
-          const float p = sc[r * RED_WG + j];
-          for (int i = 0; i < GQA_DPI; ++i) acc[GQA_DPI * r + i] += p * x[i];
-        }
-      }
+      for (int i = 0; i < GQA_ACC; ++i)
+        if (ar + lanes * i < R) acc[i] += sc[(ar + lanes * i) * GQA_BK + j] * y;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);  // sc, the values and crow read before the next block writes them
   }
+  if (mc == 0 && mr < R) {
+    mrow[mr] = m;
+    lrow[mr] = l;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-  for (int r = 0; r < GQA_MAXR; ++r) {
+  for (int i = 0; i < GQA_ACC; ++i) {
+    const int r = ar + lanes * i;
     if (r < R) {
       const int h = g * G + r / S, s = r % S, row = (b * H + h) * S + s;
-      const float l = lrow[r];
-      __global float* o = out + b * osb + h * osh + s * oss;
-      __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
-      for (int i = 0; i < GQA_DPI; ++i) {
-        const int d = lid + i * RED_WG;
-        if (d < Dv && splits == 1) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[GQA_DPI * r + i] / l;
-        if (d < Dv && splits > 1) pp[2 + d] = acc[GQA_DPI * r + i];
-      }
-      if (splits > 1 && lid == 0) {
-        pp[0] = mrow[r];
-        pp[1] = l;
+      const float lr = lrow[r];
+      if (splits == 1) {
+        out[b * osb + h * osh + s * oss + ad] = zero_rows && !(lr > 0.0f) ? 0.0f : acc[i] / lr;
+      } else {
+        __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
+        pp[2 + ad] = acc[i];
+        if (ad == 0) {
+          pp[0] = mrow[r];
+          pp[1] = lr;
+        }
       }
     }
   }
@@ -551,7 +552,7 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
     /* this split's new keys [f0, f1), if the launch has them; the caches' copy early, as */                     \
     /* nothing here reads it */                                                                                  \
     const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;                                                \
-    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g)                                  \
+    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g, RED_WG)                          \
     for (int e = lid; e < (f1 - f0) * DK; e += RED_WG)                                                           \
       fk[e / DK * WIDTH + e % DK] = ATT_FRESH_K(b, g, f0 - off + e / DK, e % DK);                                \
     for (int e = lid; e < (f1 - f0) * DV; e += RED_WG)                                                           \

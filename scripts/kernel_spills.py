@@ -26,8 +26,8 @@ files = ["kernels/common.cl"] + sorted(f for f in glob.glob("kernels/*.cl") if n
 src = ctypes.c_char_p("".join(open(f).read() + "\n" for f in files).encode())
 cl.clCreateProgramWithSource.restype = vp
 prog = cl.clCreateProgramWithSource(vp(ctx), 1, ctypes.byref(src), None, ctypes.byref(err))
-local_mem = sys.argv[1] if len(sys.argv) > 1 else "49152"  # the H100's, as KernelLibrary passes it
-if cl.clBuildProgram(vp(prog), 1, ctypes.byref(dev), f"-cl-std=CL1.2 -DTL_LOCAL_MEM={local_mem}".encode(), None, None):
+local_mem = sys.argv[1] if len(sys.argv) > 1 else "49152"  # the H100's, as KernelLibrary passes it (and 1024 items)
+if cl.clBuildProgram(vp(prog), 1, ctypes.byref(dev), f"-cl-std=CL1.2 -DTL_LOCAL_MEM={local_mem} -DTL_MAX_WG=1024".encode(), None, None):
     sys.exit("kernel_spills: the kernels did not build")
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES = 0x1165, 0x1166
 size = ctypes.c_size_t()

@@ -15,8 +15,10 @@ cl_program build(const Device& device, const std::string& source) {
   cl_program p = clCreateProgramWithSource(device.context(), 1, &src, nullptr, &err);
   clCheck(err, "clCreateProgramWithSource");
   cl_device_id id = device.info().id;
-  // TL_LOCAL_MEM: kernels whose local arrays would not fit are left out (attention.cl).
-  const std::string options = "-cl-std=CL1.2 -DTL_LOCAL_MEM=" + std::to_string(device.localMemory());
+  // TL_LOCAL_MEM, TL_MAX_WG: kernels whose local arrays or work-groups would not fit are
+  // left out (attention.cl).
+  const std::string options = "-cl-std=CL1.2 -DTL_LOCAL_MEM=" + std::to_string(device.localMemory()) +
+                              " -DTL_MAX_WG=" + std::to_string(device.info().maxWorkGroup);
   err = clBuildProgram(p, 1, &id, options.c_str(), nullptr, nullptr);
   if (err != CL_SUCCESS) {
     size_t n = 0;

@@ -913,18 +913,19 @@ AttentionViews attentionViews(const Node& n) {
 // tile among 16 rows (heads up to 128 wide). Decode rows (heads up to 128, multiples of 4)
 // take their keys an item each, split into chunks of at least 64 keys, up to 1024
 // work-groups (flash-decoding). Over more than 256 keys, a grouped-query layer's decode
-// rows go a work-group per (kv head, chunk of 64 keys), its 2 to 16 query rows together
+// rows go a work-group per (kv head, chunk of keys), its 2 to 16 query rows together
 // (kernels/attention.cl's GQA_MAXR), so the cache is read once per kv head: on the H100
-// TinyLlama's tg128@d2048 went from 347 to 407 tok/s. Over fewer keys that kernel's few
-// work-groups each take several blocks one after another, and the step was twice as slow;
-// with a work-group per block and the merge it was still 22% slower at 128 keys, and one
-// split a row (no merge) 14% slower (docs/tl-bench.md). Each only where it was built:
-// devices with little local memory lack some (ATT_FITS).
+// TinyLlama's tg128@d2048 went from 347 to 407 tok/s, and with a chunk of one block of
+// kGqaBlock keys per work-group (where 1024 work-groups allow) to 496. Over fewer keys the
+// per-row kernel won (docs/tl-bench.md, sessions 7, 8 and 12). Each only where it was
+// built: devices with little local memory or small work-groups lack some (ATT_FITS).
 struct AttentionPath {
   bool gpu = false, tiled = false, dec = false, gqa = false;
   std::string kernel;
   int64_t groups = 0, splits = 1, chunk = 0;  // work-groups per split; splits of the keys
+  size_t groupSize = 64;                      // work items per group
 };
+constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
 AttentionPath attentionPath(const Node& n, const AttentionViews& a) {
   const int64_t B = a.q[0], H = a.q[1], S = a.q[2], D = a.q[3], Hkv = a.k[1], T = a.k[2], Dv = a.v[3];
   const int64_t rows = B * H * S;
@@ -938,11 +939,13 @@ AttentionPath attentionPath(const Node& n, const AttentionViews& a) {
   p.gqa = p.dec && T > 256 && groupRows >= 2 && groupRows <= 16 && built("attention_gqa_f32");
   p.groups = p.gqa ? B * Hkv : rows;
   constexpr int64_t kMaxGroups = 1024;  // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
-  p.splits = p.dec ? std::clamp<int64_t>(p.gqa ? (T + 63) / 64 : T / 64, 1, std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(p.groups, 1)))
+  const int64_t block = p.gqa ? kGqaBlock : 64;
+  p.splits = p.dec ? std::clamp<int64_t>(p.gqa ? (T + block - 1) / block : T / block, 1, std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(p.groups, 1)))
              : p.gpu && !p.tiled ? std::clamp<int64_t>(128 / std::max<int64_t>(rows, 1), 1, (T + 127) / 128)
                                  : 1;
-  p.chunk = p.gqa ? ((T + p.splits - 1) / p.splits + 63) / 64 * 64 : (T + p.splits - 1) / p.splits;
-  if (p.gqa) p.splits = (T + p.chunk - 1) / p.chunk;  // whole blocks of 64 keys, no split left empty
+  p.chunk = p.gqa ? ((T + p.splits - 1) / p.splits + block - 1) / block * block : (T + p.splits - 1) / p.splits;
+  if (p.gqa) p.splits = (T + p.chunk - 1) / p.chunk;  // whole blocks, no split left empty
+  if (p.gqa) p.groupSize = kGqaGroup;
   p.kernel = p.tiled ? "attention_tile_f32" : p.gqa ? "attention_gqa_f32" : p.dec ? decKernel : p.gpu ? "attention_wg_f32" : "attention_f32";
   return p;
 }
@@ -1214,7 +1217,7 @@ void attentionOp(const Node& n) {
       l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
     }
   }
-  l.run3d(static_cast<size_t>(p.groups) * 64, static_cast<size_t>(p.splits), 1, 64, 1);
+  l.run3d(static_cast<size_t>(p.groups) * p.groupSize, static_cast<size_t>(p.splits), 1, p.groupSize, 1);
   const int reader = attentionReader(n);
   if (reader >= 0) {
     n.ex.relower(static_cast<size_t>(reader));
