@@ -40,8 +40,7 @@ __kernel void matmul_rows_f32(__global const float* A, __global const float* B, 
 // takes 4 columns (consecutive items, consecutive columns: W's rows are read whole) and
 // every 16th k; the 16 items of a column group add their sums in local memory. With NW
 // (kernels/common.cl's GEMV_ARGS) A's rows are RMS-normalized, their squares summed
-// along the way; with glu it takes the 4 up columns N / 2 further on too. The H100 reads
-// a 2048 x 32000 lm_head at 2.9 TB/s this way, 1.0 with matmul_rows_f32.
+// along the way; with glu it takes the 4 up columns N / 2 further on too.
 #define FGEMV_KS 16
 inline float4 fgemv_sum(__local float4* red, float4 v, int x, int y) {  // over y; item y = 0 gets it
   red[y * 64 + x] = v;
@@ -53,37 +52,67 @@ inline float4 fgemv_sum(__local float4* red, float4 v, int x, int y) {  // over 
   return s;
 }
 
-__kernel __attribute__((reqd_work_group_size(64, FGEMV_KS, 1)))
-void gemv_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M, int N, int K,
-              GEMV_ARGS) {
-  __local float4 red[FGEMV_KS * 64];
-  const int x = get_local_id(0), y = get_local_id(1);
-  const int width = glu ? N / 2 : N, n = (get_group_id(0) * 64 + x) * 4;
-  float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, up[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;
-  if (n < width)
-    for (int k = y; k < K; k += FGEMV_KS) {
-      const float4 b = vload4(0, B + (long)k * N + n), bu = glu ? vload4(0, B + (long)k * N + n + width) : 0.0f;
-      const float nw = NW ? NW[k] : 1.0f;
-      for (int m = 0; m < 4 && m < M; ++m) {
-        const float a = A[(long)m * K + k];
-        if (m == 0) ss.x += a * a; else if (m == 1) ss.y += a * a; else if (m == 2) ss.z += a * a; else ss.w += a * a;
-        acc[m] = fma((float4)(a * nw), b, acc[m]);
-        if (glu) up[m] = fma((float4)(a * nw), bu, up[m]);
-      }
-    }
-  const float4 sum_sq = NW ? fgemv_sum(red, ss, x, y) : 0.0f;
-  for (int m = 0; m < 4 && m < M; ++m) {
-    const float4 v = fgemv_sum(red, acc[m], x, y), u = glu ? fgemv_sum(red, up[m], x, y) : 0.0f;
-    if (y != 0 || n >= width) continue;
-    const float r = m == 0 ? sum_sq.x : m == 1 ? sum_sq.y : m == 2 ? sum_sq.z : sum_sq.w;
-    const float inv = NW ? 1.0f / sqrt(r / K + eps) : 1.0f;
-    const float vs[4] = {v.x, v.y, v.z, v.w}, us[4] = {u.x, u.y, u.z, u.w};
-    for (int c = 0; c < 4; ++c) {
-      if (glu) STORE_GLU(m, n + c, vs[c] * inv, us[c] * inv, width);
-      else STORE(m, n + c, vs[c] * inv);
-    }
+// An item takes runs of 4 consecutive k (every 16th run): W's 4 rows are loaded before
+// they are used, so that an item has 4 loads in flight (8 with the up columns), and A's
+// and the norm's 4 values are one float4 each. On the H100 (tl-bench --kernels, caches
+// evicted) Qwen2's 896 x 151936 lm_head reads at 2.69 TB/s this way, 1.98 with a k at a
+// time (docs/bench/h100/session12c-*).
+// ROWS: the rows of A the kernel keeps sums for (M <= ROWS); the _m1 kernel keeps one.
+#define FGEMV_EACH(X) X(0) X(1) X(2) X(3)
+#define FGEMV_LOAD(j)                                                                                   \
+  const float4 b##j = vload4(0, B + (4 * (long)k4 + j) * N + n);                                        \
+  const float4 bu##j = glu ? vload4(0, B + (4 * (long)k4 + j) * N + n + width) : 0.0f;
+// Row m of A's 4 values at run k4 (scaled by the norm's nw) times W's 4 rows into the sums.
+#define FGEMV_ROW4(m)                                                                                   \
+  if (rows > m && M > m) {                                                                              \
+    const float4 a = vload4(k4, A + (long)(m) * K), an = a * nw;                                        \
+    ss.s##m += dot(a, a);                                                                               \
+    acc[m] = fma((float4)an.x, b0, fma((float4)an.y, b1, fma((float4)an.z, b2, fma((float4)an.w, b3, acc[m])))); \
+    if (glu) up[m] = fma((float4)an.x, bu0, fma((float4)an.y, bu1, fma((float4)an.z, bu2, fma((float4)an.w, bu3, up[m])))); \
   }
-}
+// The same for one k past the runs (K % 4 != 0).
+#define FGEMV_ROW1(m)                                                                                   \
+  if (rows > m && M > m) {                                                                              \
+    const float a = A[(long)(m) * K + k];                                                               \
+    ss.s##m += a * a;                                                                                   \
+    acc[m] = fma((float4)(a * nw), b, acc[m]);                                                          \
+    if (glu) up[m] = fma((float4)(a * nw), bu, up[m]);                                                  \
+  }
+#define FGEMV(NAME, ROWS)                                                                               \
+  __kernel __attribute__((reqd_work_group_size(64, FGEMV_KS, 1)))                                       \
+  void NAME(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M, int N, \
+            int K, GEMV_ARGS) {                                                                         \
+    __local float4 red[FGEMV_KS * 64];                                                                  \
+    const int x = get_local_id(0), y = get_local_id(1);                                                 \
+    const int width = glu ? N / 2 : N, n = (get_group_id(0) * 64 + x) * 4, rows = ROWS;                \
+    float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, up[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;             \
+    if (n < width) {                                                                                    \
+      for (int k4 = y; k4 < K / 4; k4 += FGEMV_KS) {                                                    \
+        FGEMV_EACH(FGEMV_LOAD)                                                                          \
+        const float4 nw = NW ? vload4(k4, NW) : 1.0f;                                                   \
+        FGEMV_EACH(FGEMV_ROW4)                                                                          \
+      }                                                                                                 \
+      for (int k = K / 4 * 4 + y; k < K; k += FGEMV_KS) {                                               \
+        const float4 b = vload4(0, B + (long)k * N + n), bu = glu ? vload4(0, B + (long)k * N + n + width) : 0.0f; \
+        const float nw = NW ? NW[k] : 1.0f;                                                             \
+        FGEMV_EACH(FGEMV_ROW1)                                                                          \
+      }                                                                                                 \
+    }                                                                                                   \
+    const float4 sum_sq = NW ? fgemv_sum(red, ss, x, y) : 0.0f;                                         \
+    for (int m = 0; m < rows && m < M; ++m) {                                                           \
+      const float4 v = fgemv_sum(red, acc[m], x, y), u = glu ? fgemv_sum(red, up[m], x, y) : 0.0f;      \
+      if (y != 0 || n >= width) continue;                                                               \
+      const float r = m == 0 ? sum_sq.x : m == 1 ? sum_sq.y : m == 2 ? sum_sq.z : sum_sq.w;             \
+      const float inv = NW ? 1.0f / sqrt(r / K + eps) : 1.0f;                                           \
+      const float vs[4] = {v.x, v.y, v.z, v.w}, us[4] = {u.x, u.y, u.z, u.w};                           \
+      for (int c = 0; c < 4; ++c) {                                                                     \
+        if (glu) STORE_GLU(m, n + c, vs[c] * inv, us[c] * inv, width);                                  \
+        else STORE(m, n + c, vs[c] * inv);                                                              \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+FGEMV(gemv_f32, 4)
+FGEMV(gemv_f32_m1, 1)
 
 // A 4x4 block of C per work item, B read as float4 along n (needs b_cs == 1 and
 // N % 4 == 0): 16 multiply-adds per 5 loads, for CPU devices.

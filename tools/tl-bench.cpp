@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                  "'-o jsonl' and reads its rows (scripts/bench_ort.mjs, scripts/bench_torch.py); repeatable");
   app.add_flag("--probe", probeOnly, "measure the device alone: copy and read bandwidth, fp32/fp16 peak, launch, round trip");
   app.add_flag("--kernels", kernels, "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme)");
-  app.add_option("--schemes", schemes, "schemes for --kernels")->capture_default_str();
+  app.add_option("--schemes", schemes, "schemes for --kernels (fp32: the unquantized MatMul beside them)")->capture_default_str();
   app.add_option("--kernel-runs", kernelRuns, "runs per kernel for --kernels")->capture_default_str();
   app.add_option("--kernel-shapes", kernelShapes, "(K, N) of the GEMVs for --kernels, as KxN (a model's own, e.g. TinyLlama's after tl-fuse: "
                  "2048x2560,2048x2048,2048x11264,5632x2048)")->capture_default_str();
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> schemeList;
     for (const auto& s : tl::splitCommas(schemes)) {
       try {
-        tl::parseScheme(s);
+        tl::checkKernelScheme(s);
       } catch (const tl::Error& e) {
         throw tl::Error(std::string("--schemes: ") + e.what(), tl::ExitCode::Usage);
       }

@@ -53,10 +53,18 @@ std::vector<KernelShape> parseKernelShapes(const std::string& text) {
   return out;
 }
 
+void checkKernelScheme(const std::string& scheme) {
+  try {
+    if (scheme != kFp32Scheme) parseScheme(scheme);
+  } catch (const Error&) {
+    throw Error("unknown scheme '" + scheme + "' (fp32, e0m4, int4, w4a8, q8, q3h)");
+  }
+}
+
 KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schemes,
                               const std::vector<KernelShape>& shapes, int runs,
                               const std::function<void(const std::string&)>& progress) {
-  for (const auto& s : schemes) parseScheme(s);  // unknown names fail before any work
+  for (const auto& s : schemes) checkKernelScheme(s);  // unknown names fail before any work
   const bool wasProfiling = dev.profiling();
   dev.setProfiling(true);
   KernelTable table;
@@ -73,15 +81,22 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
     for (const auto& s : schemes) {
       Case& c = cases.emplace_back();
       c.model = base;
-      QuantOptions opt;
-      opt.scheme = parseScheme(s);
-      opt.group = 128;
-      opt.quantizeLmHead = true;
-      quantizeModel(c.model, opt, false);
+      if (s == kFp32Scheme) {  // as tl-fuse leaves a weight's MatMul: tl.MatMul, the decode GEMV's op
+        c.model.proto.mutable_graph()->mutable_node(0)->set_domain("tl");
+        auto* o = c.model.proto.add_opset_import();
+        o->set_domain("tl");
+        o->set_version(1);
+      } else {
+        QuantOptions opt;
+        opt.scheme = parseScheme(s);
+        opt.group = 128;
+        opt.quantizeLmHead = true;
+        quantizeModel(c.model, opt, false);
+      }
       c.graph = std::make_unique<Graph>(c.model.proto.graph());
       c.analysis = inferShapes(c.model, *c.graph);
       c.ex = std::make_unique<Executor>(dev, c.model, *c.graph, c.analysis);
-      c.row = {K, N, 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N};
+      c.row = {K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N};
       for (const auto& init : c.model.proto.graph().initializer()) c.row.bytes += init.raw_data().size();
     }
     Tensor x;

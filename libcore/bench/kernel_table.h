@@ -1,6 +1,6 @@
 // The quantized GEMV table (Transformer-Lite Table 1): decode (M = 1) latency of the
 // tl.QMatMul kernels at (K, N) = (4096, 4096), (4096, 11008), (11008, 4096), or at the
-// shapes given, for every scheme, from profiling events, with the caches evicted before
+// shapes given, for every scheme (and fp32, group 0), from profiling events, with the caches evicted before
 // each run so that weights come from memory as in a model whose layers do not fit in
 // cache.
 #pragma once
@@ -32,6 +32,11 @@ inline const char* kDefaultKernelShapes = "4096x4096,4096x11008,11008x4096";  //
 
 // "KxN,KxN" -> shapes. Throws tl::Error (usage) naming --kernel-shapes for anything else.
 std::vector<KernelShape> parseKernelShapes(const std::string& text);
+
+// "fp32": the unquantized MatMul (tl.MatMul's kernels), beside the quantized schemes.
+inline const char* kFp32Scheme = "fp32";
+// Throws tl::Error (bad input) for a name that is neither fp32 nor a quantization scheme.
+void checkKernelScheme(const std::string& scheme);
 
 // Schemes take turns run by run, in alternating order, so drift hits all alike.
 // Throws tl::Error (usage) for an unknown scheme.

@@ -589,7 +589,7 @@ void tlMatmulOp(const Node& n) {
   const int glu = gluKind(n.proto);
   const MatMulOut o = matmulOutputs(n, N);
   if (n.ex.device().gpuKernels() && M <= 4 && !transB && N % (glu ? 8 : 4) == 0) {  // gemv_f32: 4 columns per item
-    Launch l = n.launch("gemv_f32");
+    Launch l = n.launch(M == 1 ? "gemv_f32_m1" : "gemv_f32");
     l.mem(n.in(0)).mem(n.in(1));
     setOutputs(l, o);
     l.i32(M).i32(N).i32(K);

@@ -178,15 +178,20 @@ TEST_F(TlBenchCli, BadInputIsOneLine) {
   expectOneLineError(runTool("tl-bench", "--kernels --kernel-shapes 0x64"), "got '0x64'", 2);
 }
 
-// --kernels at a model's own shapes: one row per shape and scheme, in the order given.
+// --kernels at a model's own shapes: one row per shape and scheme, in the order given,
+// fp32 (the unquantized MatMul, no group) among them; an unknown scheme is a usage error.
 TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
-  auto r = runTool("tl-bench", "--kernels --schemes e0m4,int4 --kernel-shapes 256x128,512x64 --kernel-runs 1");
+  auto r = runTool("tl-bench", "--kernels --schemes e0m4,int4,fp32 --kernel-shapes 256x128,512x64 --kernel-runs 1");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const size_t a = r.out.find("| 256 | 128 | e0m4 | 128 |"), b = r.out.find("| 512 | 64 | int4 | 128 |");
+  const size_t c = r.out.find("| 512 | 64 | fp32 | 0 |");
   EXPECT_NE(a, std::string::npos) << r.out;
   EXPECT_NE(b, std::string::npos) << r.out;
+  EXPECT_NE(c, std::string::npos) << r.out;
   EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
   EXPECT_EQ(r.out.find("| 4096 |"), std::string::npos) << r.out;
+  expectOneLineError(runTool("tl-bench", "--kernels --schemes fp16"), "--schemes: unknown scheme 'fp16' (fp32, e0m4,", 2);
 }
 
 }  // namespace
