@@ -276,6 +276,9 @@ int main(int argc, char** argv) {
       for (const auto& n : store.recoveryNotes()) std::cerr << "tl-ctxswap: skipped " << n << "\n";
       std::signal(SIGTERM, onStopSignal);
       std::signal(SIGINT, onStopSignal);
+      // A file-size limit (`ulimit -f`, a quota) then fails the write (EFBIG), which the
+      // store survives like a full disk, instead of killing the service.
+      std::signal(SIGXFSZ, SIG_IGN);
       std::cerr << "tl-ctxswap: serving " << store.contexts() << " contexts on " << socket << "\n";
       tool.blame(socket);
       tl::serve(store, socket, stopServing);

@@ -2,6 +2,7 @@
 // input as one line, exit 1, and usage errors exit 2.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -320,6 +321,43 @@ int64_t tokensThrough(const std::string& socket, const std::string& app, int64_t
     if (l.ints.count("id") && l.ints.at("id") == id) tokens = l.ints.at("tokens");
   });
   return tokens;
+}
+
+// A swap directory that fills up mid-write: once serving, every file the service writes may
+// hold at most 8 KiB (RLIMIT_FSIZE set on the running process, as a quota or `ulimit -f`
+// would; set after start so that the device's kernel compiler still writes its cache), so
+// each 64 KiB fp32 chunk fails part way while the contexts' small token logs fit. The
+// service keeps serving (a file-size limit raises SIGXFSZ, which kills a process that does
+// not ignore it), leaves no partial file, recomputes the chunks it could not keep, and its
+// replies equal a service with room. Restarted without the limit, it recovers both
+// contexts from their logs. The service with room runs each call first, so the kernels
+// the limited one launches are already in the compiler's cache.
+TEST(TlCtxswapService, SwapFilesCutShortKeepServing) {
+  const std::vector<std::string> fp32 = {"--policy", "vllm-s"};
+  const auto dir = test::tempDir("ctxswap-fsize");
+  Service roomy(test::tempDir("ctxswap-fsize-room"), "64KiB", fp32), full(dir, "64KiB", fp32);
+  const rlimit limit{8 << 10, 8 << 10};
+  ASSERT_EQ(prlimit(full.pid, RLIMIT_FSIZE, &limit, nullptr), 0);
+  for (Service* s : {&roomy, &full}) {
+    ASSERT_EQ(newThrough(s->socket, "a", "# one"), 1);
+    ASSERT_EQ(newThrough(s->socket, "a", "# two"), 2);
+  }
+  for (int round = 0; round < 3; ++round)
+    for (int64_t id : {1, 2}) {
+      const auto want = callThrough(roomy.socket, "a", id, "def g(y): return y", 16);
+      EXPECT_EQ(callThrough(full.socket, "a", id, "def g(y): return y", 16), want) << "round " << round << ", context " << id;
+    }
+  EXPECT_EQ(kill(full.pid, 0), 0) << "the service died";
+  EXPECT_GT(statsThrough(full.socket, "refused_writes"), 0);
+  for (const auto& e : std::filesystem::directory_iterator(dir / "swap"))  // the logs alone: no chunk, no .tmp
+    EXPECT_EQ(e.path().extension(), ".log") << e.path();
+  full.stop(SIGKILL);
+  full.start();
+  for (int64_t id : {1, 2}) {
+    EXPECT_EQ(tokensThrough(full.socket, "a", id), tokensThrough(roomy.socket, "a", id)) << "context " << id;
+    const auto want = callThrough(roomy.socket, "a", id, "x", 8);
+    EXPECT_EQ(callThrough(full.socket, "a", id, "x", 8), want) << "context " << id;
+  }
 }
 
 // kill -9 of the service at 30 random moments of a run of calls, each time restarted: every
