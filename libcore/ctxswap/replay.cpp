@@ -182,12 +182,8 @@ ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, 
   ReplayResult r;
   for (size_t i = 0; i < calls.size(); ++i) {
     const TraceCall& c = calls[i];
-    if (c.text < 0 || c.text >= static_cast<int64_t>(texts.size()) || texts[static_cast<size_t>(c.text)].empty())
-      throw Error("call " + std::to_string(i + 1) + " reads text " + std::to_string(c.text) + ", which was not given");
-    const std::string& text = texts[static_cast<size_t>(c.text)];
     std::vector<int64_t> prompt;
-    for (int64_t k = 0; k < c.length; ++k)
-      prompt.push_back(static_cast<unsigned char>(text[static_cast<size_t>((c.offset + k) % static_cast<int64_t>(text.size()))]));
+    for (char b : callPrompt(c, i, texts)) prompt.push_back(static_cast<unsigned char>(b));
     const std::string owner = "app" + std::to_string(c.context);  // an app a context, as LLMS's
     auto id = ids.find(c.context);
     if (id == ids.end()) id = ids.emplace(c.context, store.create(owner, {})).first;

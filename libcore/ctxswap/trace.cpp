@@ -130,4 +130,13 @@ std::vector<TraceCall> parseTrace(const std::string& text) {
   return calls;
 }
 
+std::string callPrompt(const TraceCall& call, size_t index, const std::vector<std::string>& texts) {
+  if (call.text < 0 || call.text >= static_cast<int64_t>(texts.size()) || texts[static_cast<size_t>(call.text)].empty())
+    throw Error("call " + std::to_string(index + 1) + " reads text " + std::to_string(call.text) + ", which was not given");
+  const std::string& text = texts[static_cast<size_t>(call.text)];
+  std::string prompt;
+  for (int64_t k = 0; k < call.length; ++k) prompt.push_back(text[static_cast<size_t>((call.offset + k) % static_cast<int64_t>(text.size()))]);
+  return prompt;
+}
+
 }  // namespace tl

@@ -56,5 +56,8 @@ std::vector<TraceCall> synthesizeTrace(const TraceOptions& opt, const std::vecto
 std::string traceText(const TraceOptions& opt, const std::vector<TraceCall>& calls);
 // Throws tl::Error naming the line for a malformed file.
 std::vector<TraceCall> parseTrace(const std::string& text);
+// Call number `index` (from 0)'s prompt: its LENGTH bytes of texts[TEXT] from OFFSET,
+// wrapping at the text's end. Throws tl::Error naming the call for a text not given.
+std::string callPrompt(const TraceCall& call, size_t index, const std::vector<std::string>& texts);
 
 }  // namespace tl

@@ -20,6 +20,7 @@
 #include "cli/test_support.h"
 #include "ctxswap/calibrate.h"
 #include "cli/error.h"
+#include "ctxswap/json_line.h"
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 
@@ -168,12 +169,15 @@ struct Service {
   pid_t pid = -1;
 };
 
+// A call's request line (the prompt's bytes escaped).
+std::string callLine(const std::string& app, int64_t id, const std::string& prompt, int64_t n) {
+  return JsonWriter().str("verb", "call").str("app", app).num("id", id).str("prompt", prompt).num("n", n).line();
+}
+
 // A call through the socket from app `app`: the reply's tokens.
-std::vector<int64_t> callThrough(const std::string& socket, const std::string& app, int64_t id, const std::string& prompt, int n) {
+std::vector<int64_t> callThrough(const std::string& socket, const std::string& app, int64_t id, const std::string& prompt, int64_t n) {
   std::vector<int64_t> reply;
-  request(socket,
-          "{\"verb\":\"call\",\"app\":\"" + app + "\",\"id\":" + std::to_string(id) + ",\"prompt\":\"" + prompt +
-              "\",\"n\":" + std::to_string(n) + "}",
+  request(socket, callLine(app, id, prompt, n),
           [&](const JsonLine& l) {
             EXPECT_FALSE(l.strings.count("error")) << l.strings.at("error");
             if (l.ints.count("token")) reply.push_back(l.ints.at("token"));
@@ -262,17 +266,27 @@ TEST(TlCtxswapService, KillNineThenRestart) {
   }
 }
 
-// 16 clients at once, each an app with its own context and 3 calls: every reply equals the
-// same calls made one client at a time on a service of its own, none crossed or lost. The
-// peak KV memory is printed (the budget bounds it by construction: ContextStore tests).
-TEST(TlCtxswapService, SixteenClientsAtOnce) {
+// 16 clients at once run a trace (`tl-ctxswap trace`, 16 contexts, random pattern, 64
+// calls, prompts from the held-out text): client i is app i with the trace's context i and
+// makes its calls in the trace's order. Every reply equals the same calls made one client
+// at a time on a service of its own, none crossed or lost. The peak KV memory is printed
+// (the budget bounds it by construction: ContextStore tests).
+TEST(TlCtxswapService, SixteenClientsRunATrace) {
   const std::vector<std::string> fp32 = {"--policy", "vllm-s"};  // exact, so replies compare
-  Service together(test::tempDir("ctxswap-16"), "256KiB", fp32), alone(test::tempDir("ctxswap-1"), "256KiB", fp32);
-  const auto calls = [](const std::string& socket, int client) {
+  const auto dir = test::tempDir("ctxswap-16");
+  const std::string traceFile = (dir / "calls.trace").string();
+  ASSERT_EQ(runTool("tl-ctxswap", "trace --texts " + kText + " --contexts 16 --calls 64 --scale 0.02 --generate 6 -o " + traceFile)
+                .exitCode,
+            0);
+  const std::vector<TraceCall> trace = parseTrace(test::readFile(traceFile));
+  const std::vector<std::string> texts = {test::readFile(kText)};
+  Service together(dir, "256KiB", fp32), alone(test::tempDir("ctxswap-1"), "256KiB", fp32);
+  const auto calls = [&](const std::string& socket, int client) {
     const std::string app = "app" + std::to_string(client);
     const int64_t id = newThrough(socket, app, "# client " + std::to_string(client));
     std::vector<std::vector<int64_t>> replies;
-    for (int c = 0; c < 3; ++c) replies.push_back(callThrough(socket, app, id, "def f" + std::to_string(client * 3 + c) + "(x):", 6));
+    for (size_t k = 0; k < trace.size(); ++k)
+      if (trace[k].context == client) replies.push_back(callThrough(socket, app, id, callPrompt(trace[k], k, texts), trace[k].generate));
     return replies;
   };
   std::vector<std::vector<std::vector<int64_t>>> got(16), want(16);
@@ -280,15 +294,18 @@ TEST(TlCtxswapService, SixteenClientsAtOnce) {
   for (int i = 0; i < 16; ++i) clients.emplace_back([&, i] { got[i] = calls(together.socket, i); });
   for (auto& t : clients) t.join();
   for (int i = 0; i < 16; ++i) want[i] = calls(alone.socket, i);
+  size_t made = 0;
   for (int i = 0; i < 16; ++i) {
-    ASSERT_EQ(got[i].size(), 3u) << "client " << i;
-    for (int c = 0; c < 3; ++c) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << "client " << i;
+    made += got[i].size();
+    for (size_t c = 0; c < got[i].size(); ++c) {
       EXPECT_EQ(got[i][c].size(), 6u) << "client " << i;
       EXPECT_EQ(got[i][c], want[i][c]) << "client " << i << ", call " << c;
     }
   }
+  EXPECT_EQ(made, trace.size());
   EXPECT_EQ(statsThrough(together.socket, "contexts"), 16);
-  std::cout << "16 clients: peak KV " << statsThrough(together.socket, "peak") << " bytes of a "
+  std::cout << "16 clients, " << made << " calls: peak KV " << statsThrough(together.socket, "peak") << " bytes of a "
             << statsThrough(together.socket, "budget") << " budget\n";
 }
 
@@ -360,17 +377,33 @@ TEST(TlCtxswapService, SwapFilesCutShortKeepServing) {
   }
 }
 
-// kill -9 of the service at 30 random moments of a run of calls, each time restarted: every
-// context that finished a call is there after each restart, an interrupted call is either
-// wholly in its context's log or not at all (then made again), and at the end each
-// context's next reply equals an uninterrupted service's after the same calls.
-TEST(TlCtxswapService, ThirtyKillsDuringCalls) {
+// kill -9 of the service at 30 random moments of a trace's replay through its socket
+// (`tl-ctxswap trace`, markov, 4 contexts of an app each, prompts from the held-out text),
+// each time restarted: every context that finished a call is there after each restart, an
+// interrupted call is either wholly in its context's log or not at all (then made again),
+// and at the end each context's next reply equals an uninterrupted service's after the
+// same calls. The replay stops once 30 kills hit it (and 40 calls are made).
+TEST(TlCtxswapService, ThirtyKillsDuringATraceReplay) {
   const std::vector<std::string> fp32 = {"--policy", "vllm-s"};
-  Service s(test::tempDir("ctxswap-30kills"), "96KiB", fp32);
+  const auto dir = test::tempDir("ctxswap-30kills");
+  const std::string traceFile = (dir / "calls.trace").string();
+  ASSERT_EQ(runTool("tl-ctxswap", "trace --texts " + kText + " --pattern markov --contexts 4 --calls 400 --scale 0.02 --generate 4 -o " +
+                                      traceFile)
+                .exitCode,
+            0);
+  const std::vector<TraceCall> calls = parseTrace(test::readFile(traceFile));
+  const std::vector<std::string> texts = {test::readFile(kText)};
+  const auto app = [](int64_t context) { return "app" + std::to_string(context); };
+  Service s(dir, "96KiB", fp32);
   std::mutex m;  // held while the service restarts
-  std::vector<int64_t> ids;
-  for (int c = 0; c < 4; ++c) ids.push_back(newThrough(s.socket, "a", "# " + std::to_string(c)));
-  std::vector<std::pair<int64_t, std::string>> done;  // the calls in the logs, in order
+  std::vector<int64_t> ids;  // trace context -> service id
+  for (int64_t c = 0; c < 4; ++c) ids.push_back(newThrough(s.socket, app(c), "# " + std::to_string(c)));
+  struct Done {
+    int64_t context;
+    std::string prompt;
+    int64_t generate;
+  };
+  std::vector<Done> done;  // the calls in the logs, in order
   int kills = 0;
   bool alive = true;  // (a killed process stays a zombie until waited for)
   std::atomic<bool> finished{false};
@@ -395,16 +428,17 @@ TEST(TlCtxswapService, ThirtyKillsDuringCalls) {
   } join{finished, killer};
   std::set<int64_t> called;
   int interruptedIn = 0, interruptedOut = 0;
-  for (int k = 0; (kills < 30 || k < 40) && k < 2000; ++k) {
-    const int64_t id = ids[static_cast<size_t>(k % 4)];
-    const std::string prompt = "x" + std::to_string(k) + " = ";
+  for (size_t k = 0; (kills < 30 || k < 40) && k < calls.size(); ++k) {
+    const TraceCall& c = calls[k];
+    const int64_t id = ids.at(static_cast<size_t>(c.context));
+    const std::string prompt = callPrompt(c, k, texts);
+    const std::string line = callLine(app(c.context), id, prompt, c.generate);
     int64_t before = -1;
     for (;;) {
       try {
-        if (before < 0) before = tokensThrough(s.socket, "a", id);
+        if (before < 0) before = tokensThrough(s.socket, app(c.context), id);
         bool whole = false;
-        request(s.socket, "{\"verb\":\"call\",\"app\":\"a\",\"id\":" + std::to_string(id) + ",\"prompt\":\"" + prompt + "\",\"n\":4}",
-                [&](const JsonLine& l) { whole = whole || l.bools.count("done"); });
+        request(s.socket, line, [&](const JsonLine& l) { whole = whole || l.bools.count("done"); });
         if (whole) break;
       } catch (const Error&) {
       }
@@ -413,28 +447,30 @@ TEST(TlCtxswapService, ThirtyKillsDuringCalls) {
       s.pid = -1;
       s.start();
       alive = true;
-      for (int64_t c : called) ASSERT_GT(tokensThrough(s.socket, "a", c), 0) << "context " << c << " lost";
+      for (int64_t t : called) ASSERT_GT(tokensThrough(s.socket, app(t), ids[static_cast<size_t>(t)]), 0) << "context " << t << " lost";
       if (before < 0) continue;
-      const int64_t now = tokensThrough(s.socket, "a", id);
-      if (now == before + static_cast<int64_t>(prompt.size()) + 4) {  // the call is in its log
+      const int64_t now = tokensThrough(s.socket, app(c.context), id);
+      if (now == before + static_cast<int64_t>(prompt.size()) + c.generate) {  // the call is in its log
         ++interruptedIn;
         break;
       }
-      ASSERT_EQ(now, before) << "a call half in its context's log";
+      ASSERT_EQ(now, before) << "call " << k + 1 << " half in its context's log";
       ++interruptedOut;
     }
-    done.emplace_back(id, prompt);
-    called.insert(id);
+    done.push_back({c.context, prompt, c.generate});
+    called.insert(c.context);
   }
   finished = true;
   EXPECT_GE(kills, 30);
-  std::cout << kills << " kills over " << done.size() << " calls: " << interruptedIn << " interrupted calls were in their logs, "
-            << interruptedOut << " were made again\n";
+  std::cout << kills << " kills over " << done.size() << " calls of the trace: " << interruptedIn
+            << " interrupted calls were in their logs, " << interruptedOut << " were made again\n";
   Service whole(test::tempDir("ctxswap-0kills"), "96KiB", fp32);
-  for (int c = 0; c < 4; ++c) ASSERT_EQ(newThrough(whole.socket, "a", "# " + std::to_string(c)), ids[static_cast<size_t>(c)]);
-  for (const auto& [id, prompt] : done) callThrough(whole.socket, "a", id, prompt, 4);
-  for (int64_t id : ids)
-    EXPECT_EQ(callThrough(s.socket, "a", id, "print(", 12), callThrough(whole.socket, "a", id, "print(", 12)) << "context " << id;
+  for (int64_t c = 0; c < 4; ++c) ASSERT_EQ(newThrough(whole.socket, app(c), "# " + std::to_string(c)), ids[static_cast<size_t>(c)]);
+  for (const Done& d : done) callThrough(whole.socket, app(d.context), ids[static_cast<size_t>(d.context)], d.prompt, d.generate);
+  for (int64_t c = 0; c < 4; ++c) {
+    const int64_t id = ids[static_cast<size_t>(c)];
+    EXPECT_EQ(callThrough(s.socket, app(c), id, "print(", 12), callThrough(whole.socket, app(c), id, "print(", 12)) << "context " << c;
+  }
 }
 
 }  // namespace
