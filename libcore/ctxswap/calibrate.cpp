@@ -1,5 +1,7 @@
 #include "ctxswap/calibrate.h"
 
+#include <zstd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,7 +46,12 @@ std::string costsText(const LoadCosts& c, int64_t chunk) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "# tl-ctxswap costs 1 chunk=%lld\nrecompute %.9g %.9g\nread %.9g %.9g\n",
                 static_cast<long long>(chunk), c.recompute.fixed, c.recompute.per, c.read.fixed, c.read.per);
-  return buf;
+  std::string text = buf;
+  if (c.unzstd.per > 0) {
+    std::snprintf(buf, sizeof buf, "unzstd %.9g %.9g\n", c.unzstd.fixed, c.unzstd.per);
+    text += buf;
+  }
+  return text;
 }
 
 LoadCosts parseCosts(const std::string& text, int64_t chunk) {
@@ -62,10 +69,11 @@ LoadCosts parseCosts(const std::string& text, int64_t chunk) {
     std::istringstream f(line);
     std::string what, rest;
     LinearCost l;
-    if (!(f >> what >> l.fixed >> l.per) || (f >> rest) || (what != "recompute" && what != "read") || l.fixed < 0 || l.per < 0)
-      throw Error("line " + std::to_string(n) + ": expected 'recompute|read FIXED_S PER_S', got '" + line + "'");
-    (what == "recompute" ? c.recompute : c.read) = l;
-    seen[what == "read"] = true;
+    if (!(f >> what >> l.fixed >> l.per) || (f >> rest) || (what != "recompute" && what != "read" && what != "unzstd") ||
+        l.fixed < 0 || l.per < 0)
+      throw Error("line " + std::to_string(n) + ": expected 'recompute|read|unzstd FIXED_S PER_S', got '" + line + "'");
+    (what == "recompute" ? c.recompute : what == "read" ? c.read : c.unzstd) = l;
+    if (what != "unzstd") seen[what == "read"] = true;
   }
   if (!seen[0] || !seen[1]) throw Error("the costs file needs a recompute line and a read line");
   return c;
@@ -78,19 +86,29 @@ LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + 11) % static_cast<size_t>(lm.vocab()));
   const ContextKv past = recomputeRows(ex, lm, tokens, 0, context, emptyContextKv(lm));
   const ContextKv made = recomputeRows(ex, lm, tokens, context, most * chunk, past);
-  std::vector<double> chunks, reSeconds, bytes, readSeconds;
+  std::vector<double> chunks, reSeconds, bytes, readSeconds, codeBytes, unzstdSeconds;
   for (int64_t x : {1, 2, 4, 8}) {
     chunks.push_back(static_cast<double>(x));
     reSeconds.push_back(fastest(runs, [&] { recomputeRows(ex, lm, tokens, context, x * chunk, past); }));
-    size_t total = 0;
+    size_t total = 0, codes = 0;
     std::string error;
+    std::vector<std::vector<uint8_t>> frames;  // the chunks' codes as zstd frames
     for (int64_t c = 0; c < x; ++c) {
       const auto values = chunkValues(made, c * chunk, chunk);
       const KvChunk k = compressChunk(values.data(), chunk, static_cast<int64_t>(values.size()) / chunk, 8);
       if (!writeChunkFile(chunkFilePath(dir, 0, static_cast<uint32_t>(c)), ChunkId{0, 0, static_cast<uint32_t>(c), 0}, k, &error))
         throw Error("calibration: " + error, ExitCode::BadInput);
       total += k.bytes();
+      codes += k.codes.size();
+      std::vector<uint8_t> f(ZSTD_compressBound(k.codes.size()));
+      f.resize(ZSTD_compress(f.data(), f.size(), k.codes.data(), k.codes.size(), 1));
+      frames.push_back(std::move(f));
     }
+    codeBytes.push_back(static_cast<double>(codes));
+    std::vector<uint8_t> out(codes);
+    unzstdSeconds.push_back(fastest(runs, [&] {
+      for (const auto& f : frames) ZSTD_decompress(out.data(), out.size(), f.data(), f.size());
+    }));
     bytes.push_back(static_cast<double>(total));
     readSeconds.push_back(fastest(runs, [&] {
       KvChunk k;
@@ -100,7 +118,7 @@ LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir
     }));
   }
   for (int64_t c = 0; c < most; ++c) std::remove(chunkFilePath(dir, 0, static_cast<uint32_t>(c)).c_str());
-  return {costLine(chunks, reSeconds), costLine(bytes, readSeconds)};
+  return {costLine(chunks, reSeconds), costLine(bytes, readSeconds), costLine(codeBytes, unzstdSeconds)};
 }
 
 }  // namespace tl

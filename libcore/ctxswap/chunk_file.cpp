@@ -1,5 +1,7 @@
 #include "ctxswap/chunk_file.h"
 
+#include <zstd.h>
+
 #include <cstring>
 #include <vector>
 
@@ -10,8 +12,9 @@ namespace tl {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'L', 'K', 'V', 'C', 'H', 'K', '1'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeader = 52;
+constexpr uint32_t kVersion = 2;
+constexpr size_t kHeader = 56;
+constexpr int kZstdLevel = 1;  // the fastest: written ahead of time, but on the device's host
 
 void putFloats(std::vector<uint8_t>& out, const std::vector<float>& f) {
   for (float x : f) {
@@ -31,7 +34,14 @@ void getFloats(const uint8_t* p, std::vector<float>& f, size_t n) {
 
 }  // namespace
 
-bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c, std::string* error) {
+bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c, std::string* error,
+                    const KeepCompressed& keep) {
+  std::vector<uint8_t> packed;
+  if (keep && !c.codes.empty()) {
+    packed.resize(ZSTD_compressBound(c.codes.size()));
+    const size_t n = ZSTD_compress(packed.data(), packed.size(), c.codes.data(), c.codes.size(), kZstdLevel);
+    packed.resize(ZSTD_isError(n) || n >= c.codes.size() || !keep(c.codes.size(), n) ? 0 : n);
+  }
   std::vector<uint8_t> bytes(kMagic, kMagic + 8);
   putLE(bytes, kVersion);
   putLE(bytes, id.model);
@@ -42,9 +52,11 @@ bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c
   putLE(bytes, static_cast<uint32_t>(c.channels));
   putLE(bytes, static_cast<uint32_t>(c.bits));
   putLE(bytes, static_cast<uint32_t>(c.codes.size()));
+  putLE(bytes, static_cast<uint32_t>(packed.empty() ? c.codes.size() : packed.size()));
   putFloats(bytes, c.lo);
   putFloats(bytes, c.step);
-  bytes.insert(bytes.end(), c.codes.begin(), c.codes.end());
+  const std::vector<uint8_t>& codes = packed.empty() ? c.codes : packed;
+  bytes.insert(bytes.end(), codes.begin(), codes.end());
   return writeDurably(path, std::move(bytes), error);
 }
 
@@ -66,9 +78,10 @@ ChunkRead readChunkFile(const std::string& path, const ChunkId& id, KvChunk* chu
   if (b.size() < kHeader || std::memcmp(b.data(), kMagic, 8) != 0 || getLE<uint32_t>(b.data() + 8) != kVersion)
     return ChunkRead::Corrupt;
   const uint64_t channels = getLE<uint32_t>(b.data() + 40), codeBytes = getLE<uint32_t>(b.data() + 48);
+  const uint64_t stored = getLE<uint32_t>(b.data() + 52);
   const uint32_t tokens = getLE<uint32_t>(b.data() + 36), bits = getLE<uint32_t>(b.data() + 44);
   if ((bits != 32 && bits != 8 && bits != 4 && bits != 2) || tokens == 0 || channels == 0 ||
-      codeBytes != (tokens * channels * bits + 7) / 8 || b.size() != kHeader + 8 * channels + codeBytes)
+      codeBytes != (tokens * channels * bits + 7) / 8 || stored > codeBytes || b.size() != kHeader + 8 * channels + stored)
     return ChunkRead::Corrupt;
   if (getLE<uint64_t>(b.data() + 12) != id.model) return ChunkRead::OtherModel;
   if (getLE<uint64_t>(b.data() + 20) != id.context || getLE<uint32_t>(b.data() + 28) != id.index ||
@@ -79,7 +92,14 @@ ChunkRead readChunkFile(const std::string& path, const ChunkId& id, KvChunk* chu
   chunk->bits = static_cast<int>(bits);
   getFloats(b.data() + kHeader, chunk->lo, channels);
   getFloats(b.data() + kHeader + 4 * channels, chunk->step, channels);
-  chunk->codes.assign(b.begin() + static_cast<std::ptrdiff_t>(kHeader + 8 * channels), b.end());
+  const uint8_t* codes = b.data() + kHeader + 8 * channels;
+  if (stored == codeBytes) {
+    chunk->codes.assign(codes, codes + stored);
+  } else {
+    chunk->codes.resize(codeBytes);
+    const size_t n = ZSTD_decompress(chunk->codes.data(), codeBytes, codes, stored);
+    if (ZSTD_isError(n) || n != codeBytes) return ChunkRead::Corrupt;
+  }
   return ChunkRead::Ok;
 }
 

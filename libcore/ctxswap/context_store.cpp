@@ -317,7 +317,13 @@ bool ContextStore::writeChunk(uint64_t id, Context& c, uint32_t index) {
   Chunk& ch = c.chunks[index];
   const std::string path = chunkFilePath(opt_.swapDir, id, index);
   std::string error;
-  if (!writeChunkFile(path, {model_, id, index, index * static_cast<uint32_t>(opt_.chunk)}, ch.data, &error)) {
+  // zstd where it pays: the read time the smaller file saves over the decompression's
+  const LoadCosts& k = opt_.costs;
+  const KeepCompressed keep = [&k](size_t raw, size_t packed) {
+    return k.read.per * static_cast<double>(raw - packed) > k.unzstd.at(static_cast<double>(raw));
+  };
+  if (!writeChunkFile(path, {model_, id, index, index * static_cast<uint32_t>(opt_.chunk)}, ch.data, &error,
+                      k.unzstd.per > 0 ? keep : KeepCompressed{})) {
     ++refused_;
     return false;
   }

@@ -43,7 +43,7 @@ struct StoreOptions {
   std::string swapDir;                // chunk files and token logs
   int64_t chunk = 16;                 // tokens a chunk
   double ratio = 0.5;                 // llms: mean bits / 8 over a context's chunks
-  LoadCosts costs;                    // llms: the load split's cost lines (calibrate.h)
+  LoadCosts costs;                    // the load split (llms) and where zstd pays (calibrate.h)
   int64_t maxContextsPerOwner = 16, maxTokens = 4096;
 };
 

@@ -60,6 +60,7 @@ TEST(TlCtxswapCli, CalibrateThenReplay) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const LoadCosts c = parseCosts(test::readFile(costs), 16);
   EXPECT_GT(c.recompute.per, 0);
+  EXPECT_GT(c.unzstd.per, 0);  // the decompression's cost, for where zstd pays
   r = runTool("tl-ctxswap", "trace --texts " + kText + " --contexts 4 --calls 16 --scale 0.05 --generate 4 -o " + trace);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   r = runTool("tl-ctxswap", "replay " + trace + " --model " + kByte + " --texts " + kText + swap +

@@ -13,6 +13,7 @@
 #include "ctxswap/chunk_file.h"
 #include "ctxswap/chunk_memory.h"
 #include "ctxswap/context_log.h"
+#include "ctxswap/durable_file.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/json_line.h"
 #include "ctxswap/load_plan.h"
@@ -253,6 +254,44 @@ TEST(ChunkFile, RoundTripAndEveryDefectDetected) {
   ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
   std::filesystem::resize_file(path, size - 9);
   EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt) << "truncated";
+  std::filesystem::remove_all(dir);
+}
+
+// zstd where the caller says it pays: an fp32 chunk of a smooth signal is written as a
+// zstd frame of its codes, reads back the same and is smaller; told it never pays, the same
+// chunk is written raw. A frame that does not give the codes is corrupt even under a
+// checksum that matches it.
+TEST(ChunkFile, CompressedWhereItPays) {
+  std::vector<float> v(16 * 24);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 24) * 0.25f;  // repeats: compresses
+  const KvChunk c = compressChunk(v.data(), 16, 24, 32);
+  const std::string dir = tempDir("zstd"), path = dir + "/chunk-0.kv";
+  const ChunkId id{9, 1, 0, 0};
+  std::string error;
+  size_t asked = 0;
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error, [&](size_t raw, size_t packed) {
+    asked = raw;
+    return packed < raw;
+  })) << error;
+  EXPECT_EQ(asked, c.codes.size());
+  const auto packedSize = std::filesystem::file_size(path);
+  KvChunk back;
+  ASSERT_EQ(readChunkFile(path, id, &back), ChunkRead::Ok);
+  EXPECT_EQ(decompressChunk(back), v);
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error, [](size_t, size_t) { return false; })) << error;
+  const auto rawSize = std::filesystem::file_size(path);
+  EXPECT_LT(packedSize + c.codes.size() / 2, rawSize);
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
+  EXPECT_EQ(std::filesystem::file_size(path), rawSize);
+  // the frame's last byte changed, the checksum made again over the changed bytes
+  ASSERT_TRUE(writeChunkFile(path, id, c, &error, [](size_t, size_t) { return true; })) << error;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  b.resize(b.size() - 8);
+  b.back() ^= 0x55;
+  ASSERT_TRUE(writeDurably(path, b, &error)) << error;
+  EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt);
   std::filesystem::remove_all(dir);
 }
 
