@@ -100,9 +100,7 @@ LoadCosts calibrateLoad(Executor& ex, const CausalLm& lm, const std::string& dir
         throw Error("calibration: " + error, ExitCode::BadInput);
       total += k.bytes();
       codes += k.codes.size();
-      std::vector<uint8_t> f(ZSTD_compressBound(k.codes.size()));
-      f.resize(ZSTD_compress(f.data(), f.size(), k.codes.data(), k.codes.size(), 1));
-      frames.push_back(std::move(f));
+      frames.push_back(zstdFrame(k.codes));
     }
     codeBytes.push_back(static_cast<double>(codes));
     std::vector<uint8_t> out(codes);

@@ -34,13 +34,19 @@ void getFloats(const uint8_t* p, std::vector<float>& f, size_t n) {
 
 }  // namespace
 
+std::vector<uint8_t> zstdFrame(const std::vector<uint8_t>& codes) {
+  std::vector<uint8_t> frame(ZSTD_compressBound(codes.size()));
+  const size_t n = ZSTD_compress(frame.data(), frame.size(), codes.data(), codes.size(), kZstdLevel);
+  frame.resize(ZSTD_isError(n) ? 0 : n);
+  return frame;
+}
+
 bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c, std::string* error,
                     const KeepCompressed& keep) {
   std::vector<uint8_t> packed;
   if (keep && !c.codes.empty()) {
-    packed.resize(ZSTD_compressBound(c.codes.size()));
-    const size_t n = ZSTD_compress(packed.data(), packed.size(), c.codes.data(), c.codes.size(), kZstdLevel);
-    packed.resize(ZSTD_isError(n) || n >= c.codes.size() || !keep(c.codes.size(), n) ? 0 : n);
+    packed = zstdFrame(c.codes);
+    if (packed.empty() || packed.size() >= c.codes.size() || !keep(c.codes.size(), packed.size())) packed.clear();
   }
   std::vector<uint8_t> bytes(kMagic, kMagic + 8);
   putLE(bytes, kVersion);

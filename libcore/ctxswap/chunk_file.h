@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ctxswap/kv_chunk.h"
 
@@ -32,6 +33,9 @@ struct ChunkId {
   uint64_t model = 0, context = 0;
   uint32_t index = 0, first = 0;  // the chunk's place, and its first token in the context
 };
+
+// The zstd frame of a chunk's codes, as chunk files keep them (empty if zstd failed).
+std::vector<uint8_t> zstdFrame(const std::vector<uint8_t>& codes);
 
 // Whether to keep a chunk's codes zstd-compressed, given their bytes raw and compressed
 // (ContextStore: when reading the bytes saved would cost more than decompressing them).
