@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       if (!tokens.empty()) {
         ids = tl::parseIntList("--tokens", tokens);
       } else if (lm.vocab() == 256) {
-        for (unsigned char c : prompt) ids.push_back(c);
+        ids = tl::byteTokens(prompt);
       } else {
         throw tl::Error("--prompt needs a byte-level model (vocab 256); give --tokens for this one", tl::ExitCode::Usage);
       }

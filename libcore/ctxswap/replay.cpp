@@ -182,8 +182,7 @@ ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, 
   ReplayResult r;
   for (size_t i = 0; i < calls.size(); ++i) {
     const TraceCall& c = calls[i];
-    std::vector<int64_t> prompt;
-    for (char b : callPrompt(c, i, texts)) prompt.push_back(static_cast<unsigned char>(b));
+    const std::vector<int64_t> prompt = byteTokens(callPrompt(c, i, texts));
     const std::string owner = "app" + std::to_string(c.context);  // an app a context, as LLMS's
     auto id = ids.find(c.context);
     if (id == ids.end()) id = ids.emplace(c.context, store.create(owner, {})).first;

@@ -51,8 +51,6 @@ std::string counts(const std::map<int, int64_t>& byBits) {
   return s;
 }
 
-std::vector<int64_t> bytesOf(const std::string& s) { return {s.begin(), s.end()}; }
-
 }  // namespace
 
 void answer(ContextStore& store, const std::string& owner, const std::string& line,
@@ -73,7 +71,7 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
     for (const auto& k : {"id", "n", "top_k", "seed"})
       if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
     if (verb == "new") {
-      send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, bytesOf(text("system"))))).line());
+      send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, byteTokens(text("system"))))).line());
     } else if (verb == "call") {
       SamplingOptions s;
       s.temperature = static_cast<float>(r.number("temperature", 0));
@@ -83,7 +81,7 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
       s.seed = static_cast<uint64_t>(number("seed", false, 0));
       if (s.temperature < 0 || s.topK < 0 || !(s.topP > 0 && s.topP <= 1) || s.minP < 0 || s.minP > 1)
         throw Error("sampling needs temperature >= 0, top_k >= 0, 0 < top_p <= 1 and 0 <= min_p <= 1");
-      const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, bytesOf(text("prompt")),
+      const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, byteTokens(text("prompt")),
                                       number("n", false, 16), [&](int64_t t) { send(JsonWriter().num("token", t).line()); }, s);
       send(JsonWriter()
                .flag("done", true)

@@ -37,6 +37,13 @@ bool fromPositions(const Graph& g, const std::string& tensor) {
 
 }  // namespace
 
+std::vector<int64_t> byteTokens(const std::string& bytes) {
+  std::vector<int64_t> out;
+  out.reserve(bytes.size());
+  for (unsigned char c : bytes) out.push_back(c);
+  return out;
+}
+
 int64_t positionTableRows(const Graph& graph) {
   int64_t limit = 0;
   for (size_t i = 0; i < graph.nodeCount(); ++i) {

@@ -19,6 +19,9 @@ namespace tl {
 // (rotary models).
 int64_t positionTableRows(const Graph& graph);
 
+// A byte-level model's tokens for some text: each byte is its token, 0 to 255.
+std::vector<int64_t> byteTokens(const std::string& bytes);
+
 class CausalLm {
  public:
   CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis);

@@ -214,6 +214,9 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   EXPECT_EQ(r.out.size(), 13u) << r.out;  // 12 bytes and a newline
   r = s.run("ls");
   EXPECT_NE(r.out.find(id + "\t28\t"), std::string::npos) << r.out;  // 5 + 11 + 12 tokens
+  // every byte is a token, those past 0x7f too (UTF-8 text): 4 more, then 4 generated
+  EXPECT_EQ(callThrough(s.socket, "", std::stoll(id), "caf\xc3\xa9", 4).size(), 4u);
+  EXPECT_NE(s.run("ls").out.find(id + "\t37\t"), std::string::npos);  // 28 + 5 + 4
   // sampling: the same seed on the same context text gives the same reply
   std::vector<std::string> sampled;
   for (int k = 0; k < 2; ++k) {
