@@ -27,13 +27,18 @@
 
 namespace {
 
-std::string readText(tl::Tool& tool, const std::string& path) {
-  tool.blame(path);
+// A file's bytes; throws tl::Error when it cannot be read.
+std::string fileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw tl::Error("cannot read the file");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string readText(tl::Tool& tool, const std::string& path) {
+  tool.blame(path);
+  return fileBytes(path);
 }
 
 std::vector<std::string> readTexts(tl::Tool& tool, const std::string& list) {
@@ -49,8 +54,7 @@ std::vector<std::string> readTexts(tl::Tool& tool, const std::string& list) {
 // A causal LM with caches, ready on a device; its fingerprint is its file's.
 struct Engine : tl::LoadedLm {
   Engine(const std::string& path, const std::string& device) : LoadedLm(path, device) {
-    std::ifstream in(path, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = fileBytes(path);
     fingerprint = tl::fnv1a(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (!lm.hasCache()) throw tl::Error("the model has no past_key_values inputs: export it with its cache (*-past)");
   }
@@ -94,7 +98,8 @@ int main(int argc, char** argv) {
                 "  trace      synthesize a trace of calls (LLMS 4: Poisson arrivals; random, markov or\n"
                 "             gaussian context switching; Table 3's prompt growth) as a file\n"
                 "  calibrate  measure the load's cost lines on this device and model (recompute\n"
-                "             seconds per chunk, read seconds per byte) as a file for replay --costs\n"
+                "             seconds per chunk, read and zstd decompression seconds per byte) as a\n"
+                "             file for --costs\n"
                 "  replay     run a trace's calls back to back under each --policy with one budget;\n"
                 "             a table of context switching latency per policy\n"
                 "  sweep      traces of 2, 4, 8, ... contexts under one budget: the most each policy\n"

@@ -146,6 +146,5 @@ JsonWriter& JsonWriter::real(const std::string& key, double value) {
   return member(key, s);
 }
 JsonWriter& JsonWriter::flag(const std::string& key, bool value) { return member(key, value ? "true" : "false"); }
-JsonWriter& JsonWriter::raw(const std::string& key, const std::string& json) { return member(key, json); }
 
 }  // namespace tl

@@ -30,7 +30,6 @@ class JsonWriter {
   JsonWriter& num(const std::string& key, int64_t value);
   JsonWriter& real(const std::string& key, double value);
   JsonWriter& flag(const std::string& key, bool value);
-  JsonWriter& raw(const std::string& key, const std::string& json);  // a value already in JSON
   std::string line() const { return body_.empty() ? "{}" : "{" + body_ + "}"; }
 
  private:

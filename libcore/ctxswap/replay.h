@@ -28,11 +28,10 @@ struct ReplayResult {
 };
 
 // Runs the calls on a store with `opt`, from no contexts: opt.swapDir is emptied first
-// (a replay must not recover another's contexts). Each trace context is made at its first call (by an app of its own, "appN", with no system
-// prompt), and each
-// call's prompt is its LENGTH bytes of texts[TEXT] from OFFSET (wrapping at the end), fed
-// as tokens: a byte-level model. Throws tl::Error for another model, or a call naming a
-// text that is not there.
+// (a replay must not recover another's contexts). Each trace context is made at its first
+// call (by an app of its own, "appN", with no system prompt), and each call's prompt
+// (trace.h's callPrompt) is fed as bytes: a byte-level model. Throws tl::Error for another
+// model, or a call naming a text that is not there.
 ReplayResult replayTrace(Executor& ex, CausalLm& lm, uint64_t modelFingerprint, const std::vector<TraceCall>& calls,
                          const std::vector<std::string>& texts, const StoreOptions& opt);
 
