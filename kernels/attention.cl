@@ -121,7 +121,7 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 #define ATT_Q(r, d) q[(r) + (d)]
 
 // The decode kernels (attention_dec*, attention_gqa_f32) can do their layer's tl.RoPE
-// with in-place cache appends themselves (lowering's joinedRope), a launch fewer a layer:
+// with in-place cache appends themselves (a tl.RoPE marked in_attention by tl-plan, runtime/lower/attention.cpp), a launch fewer a layer:
 // q is rotated from the RoPE's input xq as it is staged, the step's new keys and values
 // (keys [off, off + S)) come from its inputs xk (rotated) and xv, contiguous [B, Hkv, S,
 // D], never from the caches, and one work-group per kv head writes them into the caches

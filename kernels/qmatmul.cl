@@ -446,7 +446,7 @@ QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
 
 // One row whose A is a decode attention's output still in its splits (lowering's
-// mergedAttention): each split of query head h left (max, sum, partial output of Dv) in
+// merge_attention, runtime/lower/matmul.cpp): each split of query head h left (max, sum, partial output of Dv) in
 // `att_part` (kernels/attention.cl's decode kernels), and the block of 32 values at k = 32i
 // (head k / Dv) is merged as it is read, as attention_combine_f32 would have written it.
 // That saves the merge's launch a layer; it reads the splits' bytes once per work-group,

@@ -12,7 +12,7 @@
 #include "onnx/model_io.h"
 #include "shape/binding.h"
 #include "shape/report.h"
-#include "shape/rules.h"
+#include "ops/op_table.h"
 #include "shape/shape_inference.h"
 
 int main(int argc, char** argv) {
@@ -27,10 +27,13 @@ int main(int argc, char** argv) {
   std::string bind;
   bool listOps = false;
   tool.app().add_option("--bind", bind, "evaluate with symbol values, e.g. N=7,past=11 (implies --emit text)");
-  tool.app().add_flag("--list-ops", listOps, "list the operators that have shape rules, and exit");
+  tool.app().add_flag("--list-ops", listOps,
+                      "print the operator table and exit: each op's shape rule, host evaluation, view,\n"
+                      "FLOPs, device family ('shape-only': folded by tl-shape, never run) and the\n"
+                      "stage after which it appears (docs/ops.md)");
   return tool.run(argc, argv, [&] {
     if (listOps) {
-      for (const auto& op : tl::supportedOps()) std::cout << op << "\n";
+      std::cout << tl::formatOpTable();
       return;
     }
     tl::Model model = tl::loadModel(tool.input());

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "cli/error.h"
-#include "graph/attributes.h"
+#include "ops/op_table.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -65,21 +65,8 @@ RunCost runCost(const Graph& graph, const ShapeAnalysis& analysis, const SymbolV
   }
   for (size_t i = 0; i < graph.nodeCount(); ++i) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
-    const auto& n = graph.node(i);
-    const std::string& op = n.op_type();
-    double k = 0;
-    if (op == "MatMul") {
-      const auto a = dims(n.input(0));
-      k = a.empty() ? 1 : static_cast<double>(a.back());
-    } else if (op == "Gemm") {
-      const auto a = dims(n.input(0));
-      k = static_cast<double>(attrInt(n, "transA").value_or(0) ? a.front() : a.back());
-    } else if ((op == "QMatMul" && n.domain() == "tl") || (op == "MatMulNBits" && n.domain() == "com.microsoft")) {
-      k = static_cast<double>(attrInt(n, "K").value_or(0));
-    } else {
-      continue;
-    }
-    cost.flops += 2 * k * static_cast<double>(elementCount(dims(n.output(0))));
+    const OpInfo* op = findOp(graph.node(i));
+    if (op && op->flops) cost.flops += op->flops(CostNode{graph.node(i), dims});
   }
   for (const auto& c : caches) {
     const double in = tensorBytes(analysis, c.input, binding), out = tensorBytes(analysis, c.output, binding);

@@ -1,8 +1,10 @@
 // RunCost: what one run of a model must compute and move, derived from the graph and
 // tl-shape's expressions at a binding. These are the numbers a benchmark row is judged
 // by, the same for tl and for any peer that runs the same model:
-// - flops: 2 x M x K x N of every MatMul, Gemm, tl.QMatMul and MatMulNBits (the matrix
-//   work; elementwise ops, norms and softmax are not counted);
+// - flops: the op table's count of each node (ops/op_table.h): 2 x M x K x N of every
+//   product (MatMul, Gemm, tl.MatMul, tl.QMatMul), tl.Attention's QK^T and PV, Conv, the
+//   rotary angles; elementwise ops, norms and softmax are not counted. A fused model
+//   counts what the unfused one does;
 // - bytes: what a perfect engine must move: each weight read once per run (an
 //   embedding table only in the rows it gathers), the KV cache read in full (the
 //   past rows and the new ones, which attention reads) and the new rows written.

@@ -1,7 +1,7 @@
 // fold-constants: a tensor-computing node whose every input is a constant (an
 // initializer, a Constant node, a shape value tl-shape folded, or a node folded before it)
 // becomes an initializer holding its output (MNN III.C), evaluated once here instead of on
-// every run. Only ops whose host evaluation is exact fold (runtime/host_ops.h: integer
+// every run. Only ops whose host evaluation is exact fold (the op table's host column, ops/host_eval.h: integer
 // arithmetic, comparisons, logic, casts and data movement, Transpose included), so the
 // folded bytes are the ones a kernel would have written; float arithmetic stays, as its
 // rounding is the kernels'. Views stay (they run nothing, and folding one would copy its
@@ -13,8 +13,7 @@
 #include "cli/error.h"
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
-#include "runtime/executor.h"
-#include "runtime/host_ops.h"
+#include "ops/host_eval.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -65,7 +64,7 @@ PassResult foldConstants(Model& model) {
       const auto& n = graph.node(i);
       if (a.nodeClass[i] != NodeClass::Tensor || isOp(&n, "Constant") || n.output_size() != 1 || c.outputs.count(n.output(0)))
         continue;
-      if (!hostEvaluable(n, a) || isView(n, a)) continue;  // a view runs nothing: folding it copies a constant
+      if (!hostEvaluable(n, a.dtypeOf()) || isView(n, a.dtypeOf())) continue;  // a view runs nothing: folding it copies a constant
       std::vector<int64_t> dims;
       bool ok = true;
       for (const auto& d : a.at(n.output(0)).dims) {

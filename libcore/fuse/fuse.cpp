@@ -1,6 +1,7 @@
 #include "fuse/fuse.h"
 
 #include "cli/error.h"
+#include "ops/op_table.h"
 
 namespace tl {
 
@@ -57,6 +58,10 @@ const std::vector<FusePass>& fusePasses() {
        foldConstants},
       {"cse", "nodes of one op, inputs and attributes -> computed once", eliminateCommonSubexpressions},
       {"dead-nodes", "remove nodes whose outputs nothing reads, and unread initializers", removeDeadNodes},
+      {"merge-attention",
+       "a tl.QMatMul reading a tl.Attention's output alone (through views, no norm) -> merge_attention = 1: a one-row "
+       "decode GEMV merges the attention's splits as it reads them, and the attention launches no combine",
+       markAttentionMerges},
   };
   return passes;
 }
@@ -88,8 +93,7 @@ std::vector<PassResult> runFusePasses(Model& model, const std::vector<std::strin
 std::map<std::string, int> opCounts(const onnx::GraphProto& graph) {
   std::map<std::string, int> counts;
   for (const auto& n : graph.node()) {
-    const bool plain = n.domain().empty() || n.domain() == "ai.onnx";
-    ++counts[plain ? n.op_type() : n.domain() + "." + n.op_type()];
+    ++counts[opKey(n)];
   }
   return counts;
 }

@@ -32,6 +32,8 @@
 //   fold-constants  a node whose inputs are all constants, evaluated exactly on the host  =>  an initializer
 //   cse         identical nodes (op, inputs, attributes) computed once
 //   dead-nodes  nodes whose outputs nothing reads, and initializers no node reads
+//   merge-attention  tl.QMatMul reading a tl.Attention's output alone, through views  =>
+//               merge_attention = 1: its decode GEMV may merge the attention's splits
 #pragma once
 
 #include <map>
@@ -91,5 +93,6 @@ PassResult foldConstants(Model& model);
 std::pair<int64_t, int64_t> composeSliceRanges(int64_t s1, int64_t e1, int64_t s2, int64_t e2);
 PassResult eliminateCommonSubexpressions(Model& model);
 PassResult removeDeadNodes(Model& model);
+PassResult markAttentionMerges(Model& model);
 
 }  // namespace tl

@@ -75,6 +75,38 @@ bool mentions(const ShapeAnalysis& a, const TensorShape& t, const std::string& s
 
 }  // namespace
 
+namespace {
+
+// A tl.RoPE that appends to in-place caches, with position ids, whose q and caches one
+// tl.Attention alone reads: at decode that attention does the RoPE's work in its own
+// launch (runtime/lower/attention.cpp), reading the RoPE's inputs, which the memory plan
+// then keeps alive until it. Marked `in_attention = 1`, the decision both read.
+void markRopesInAttention(Model& model, KvPlan& plan) {
+  std::set<std::string> presents;
+  for (const auto& p : plan.pairs) presents.insert(p.present);
+  Graph g(model.proto.graph());
+  std::vector<int> marked;
+  for (size_t i = 0; i < g.nodeCount(); ++i) {
+    const auto& r = g.node(i);
+    if (!isAnchor(r, "tl.RoPE") || !findAttr(r, "cache_axis") || !attrInt(r, "positions").value_or(0) ||
+        r.input_size() < 7 || r.output_size() < 3 || !presents.count(r.output(1)) || !presents.count(r.output(2)))
+      continue;
+    const auto& readers = g.consumers(r.output(0));
+    if (readers.size() != 1) continue;
+    const auto& a = g.node(readers[0]);
+    if (isAnchor(a, "tl.Attention") && a.input_size() > 2 && a.input(0) == r.output(0) && a.input(1) == r.output(1) &&
+        a.input(2) == r.output(2) && g.consumers(r.output(1)).size() == 1 && g.consumers(r.output(2)).size() == 1)
+      marked.push_back(static_cast<int>(i));
+  }
+  for (int i : marked) {
+    auto* n = model.proto.mutable_graph()->mutable_node(i);
+    if (!attrInt(*n, "in_attention").value_or(0)) addAttr(*n, "in_attention", int64_t{1});
+  }
+  plan.ropesInAttention = static_cast<int>(marked.size());
+}
+
+}  // namespace
+
 KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
   if (pad < 1) throw Error("--pad must be at least 1", ExitCode::Usage);
   KvPlan plan;
@@ -191,6 +223,7 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
     n->set_name(n->name() + "/tl.KvAppend");
     ++plan.appends;
   }
+  markRopesInAttention(model, plan);
   bool imported = false;
   for (const auto& o : model.proto.opset_import()) imported = imported || o.domain() == "tl";
   if (!imported && plan.appends) {
@@ -208,6 +241,8 @@ std::string renderKvPlan(const KvPlan& plan, int64_t maxSeq) {
   std::string s = "kv cache: " + std::to_string(plan.pairs.size()) + " caches in place, " + std::to_string(maxSeq) +
                   " tokens each, " + (plan.layout == KvLayout::Sequence ? "sequence first [T, B, H, D]" : "heads first [B, H, T, D]") +
                   "; " + std::to_string(plan.appends) + " Concats -> tl.KvAppend; length '" + plan.length + "'";
+  if (plan.ropesInAttention)
+    s += "; " + std::to_string(plan.ropesInAttention) + " tl.RoPEs done by their tl.Attention at decode (in_attention)";
   if (plan.pad > 1) {
     s += "; decode lengths in buckets of " + std::to_string(plan.pad);
     for (const auto& m : plan.keyMasks) s += ", key mask '" + m + "' padded";

@@ -35,6 +35,7 @@ struct KvPlan {
   int64_t pad = 1;           // decode lengths in buckets of pad tokens (1: exact)
   std::vector<std::string> keyMasks;  // inputs padded with zeros to a bucket (tl.Attention's key_mask)
   int appends = 0;           // Concats rewritten into tl.KvAppend
+  int ropesInAttention = 0;  // tl.RoPEs marked in_attention (their attention does them at decode)
 };
 
 // Finds the caches and, when every one can live in place, rewrites their Concats into

@@ -10,7 +10,7 @@
 #include "cli/error.h"
 #include "fuse/pattern.h"
 #include "graph/attributes.h"
-#include "runtime/executor.h"
+#include "ops/op_table.h"
 
 namespace tl {
 namespace {
@@ -118,8 +118,8 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   // [B, 1, H, D] -> [B, H, 1, D]); there their readers read the input's buffer, so the
   // input lives as long as the output. They keep a buffer of their own for the others.
   // A decode attention may do the work of the tl.RoPE that appends to its in-place caches
-  // (tl-run's joinedRope), reading the RoPE's q, k and v inputs where it would read q's
-  // rotation: those live as long as that output.
+  // (the RoPE's in_attention, runtime/lower/attention.cpp), reading the RoPE's q, k and v
+  // inputs where it would read q's rotation: those live as long as that output.
   std::unordered_map<std::string, std::vector<std::string>> readsThrough;
   std::function<void(const std::string&, int)> read = [&](const std::string& t, int at) {
     auto r = root.find(t);
@@ -134,12 +134,11 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     const auto& n = graph.node(i);
     for (const auto& in : n.input())
       if (!in.empty()) read(in, step);
-    if ((isOp(&n, "Transpose") || isOp(&n, "Expand") || isOp(&n, "Slice")) && n.output_size() == 1)
+    if (findOp(n) && findOp(n)->view == View::AtBinding && n.output_size() == 1)
       readsThrough[n.output(0)] = {n.input(0)};
-    if (n.domain() == "tl" && n.op_type() == "RoPE" && findAttr(n, "cache_axis") && n.input_size() >= 7 &&
-        n.output_size() >= 3 && opt.outside.count(n.output(1)) && opt.outside.count(n.output(2)))
+    if (attrInt(n, "in_attention").value_or(0) && n.input_size() >= 7)  // tl-plan's mark (kv_cache.h)
       readsThrough[n.output(0)] = {n.input(0), n.input(3), n.input(6)};
-    if (isView(n, analysis)) {
+    if (isView(n, analysis.dtypeOf())) {
       auto r = root.find(n.input(0));
       root[n.output(0)] = r == root.end() ? n.input(0) : r->second;
     } else {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "cli/error.h"
-#include "runtime/host_ops.h"
+#include "ops/host_eval.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -88,7 +88,7 @@ Executor::Executor(Device& device, const Model& model, const Graph& graph, const
     const auto& n = graph.node(i);
     for (const auto& t : n.input()) if (!t.empty()) touching_[t].push_back(i);
     for (const auto& t : n.output()) if (!t.empty()) touching_[t].push_back(i);
-    if (!isView(n, analysis)) {
+    if (!isView(n, analysis.dtypeOf())) {
       kernelNodes_.push_back(i);
       for (const auto& o : n.output()) kernelOutputs_.insert(o);
       continue;
@@ -330,7 +330,7 @@ void Executor::findHostNodes(const std::unordered_map<std::string, const onnx::T
   }
   for (size_t i : tensorNodes_) {
     const auto& n = graph_.node(i);
-    if (!hostEvaluable(n, analysis_)) continue;
+    if (!hostEvaluable(n, analysis_.dtypeOf())) continue;
     std::vector<std::string> small;  // constants to keep on the host
     bool known = true;
     for (const auto& in : n.input()) {
@@ -628,7 +628,7 @@ void Executor::refreshSubViews() {
   }
 }
 
-cl_kernel Executor::siteKernel(const std::string& name, size_t* site) {
+cl_kernel Executor::siteKernel(const std::string& name, const char* why, size_t* site) {
   auto& r = recordings_.at(recording_);
   if (nextSite_ == r.sites.size()) r.sites.emplace_back();
   Site& s = r.sites[nextSite_];
@@ -638,6 +638,7 @@ cl_kernel Executor::siteKernel(const std::string& name, size_t* site) {
     s.k = made->second;
     s.kernel = name;
   }
+  s.why = why;
   *site = nextSite_++;
   return s.k;
 }
@@ -1256,6 +1257,15 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
   ++syncs_;
   collectProfile();
   return out;
+}
+
+std::vector<Executor::LaunchNote> Executor::explain() const {
+  std::vector<LaunchNote> notes;
+  for (const auto& [node, site] : launches_) {
+    const Site& s = recordings_.at(node).sites.at(site);
+    notes.push_back({graph_.nodeName(node), opKey(graph_.node(node)), s.kernel, s.why});
+  }
+  return notes;
 }
 
 void Executor::collectProfile() {

@@ -71,6 +71,13 @@ class Executor {
   void feedToken(const std::string& input, int slot);
   int64_t tokenAt(int slot);
 
+  // The last run's launches in order: the node, its op, the kernel variant it took and
+  // why (tl-run --explain).
+  struct LaunchNote {
+    std::string node, op, kernel, why;
+  };
+  std::vector<LaunchNote> explain() const;
+
   // Device time per enqueued kernel of the last run, per cache copy carried into it
   // (op "CacheCarry") and per argmax() (op "ArgMax"), while the device profiles.
   const std::vector<OpTime>& profile() const { return profile_; }
@@ -111,8 +118,8 @@ class Executor {
   void recordEvent(size_t node, cl_event e);
   // The kernel object of the next launch site of the node being lowered (its own object,
   // so that its arguments stay set for replays; `site` receives its index), and that
-  // site's launch.
-  cl_kernel siteKernel(const std::string& name, size_t* site);
+  // site's launch. `why` is the lowering's reason for the kernel (explain()).
+  cl_kernel siteKernel(const std::string& name, const char* why, size_t* site);
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
@@ -237,6 +244,7 @@ class Executor {
   // lowers only the nodes that touch the growing cache).
   struct Site {
     std::string kernel;
+    const char* why = "";
     cl_kernel k = nullptr;
     std::vector<std::pair<std::string, cl_kernel>> made;  // every kernel this site has run (prefill, decode)
     cl_uint dims = 1;
@@ -274,7 +282,7 @@ class Executor {
   void copyFedToken();
   cl_event uploadsWritten_ = nullptr;  // the last write from arenaHost_, which the next run rewrites
   std::vector<OpTime> profile_;
-  // Host evaluation (host_ops.h): a node that only integer inputs, folded values, small
+  // Host evaluation (ops/host_eval.h): a node that only integer inputs, folded values, small
   // constants and other such nodes feed runs on the host while its output is small
   // (kHostElements); device nodes read its result, uploaded at the start of the run.
   static constexpr int64_t kHostElements = 1 << 16;
@@ -359,11 +367,7 @@ class Executor {
   int64_t replays_ = 0;
 };
 
-// A node whose output is its input reinterpreted: Reshape, Flatten, Squeeze, Unsqueeze,
-// Identity, Dropout without a mask, Cast to the same type. It runs no kernel: its output
-// names its input's buffer (tensors are written only by their producer, so sharing is safe).
-bool isView(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
-
+// Whether a node may be a view at some run's shapes: the op table's View::AtBinding ops.
 // A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
 // (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a
 // Slice that is a prefix of its input (a decode step's mask [1, 1, 1, max] -> [1, 1, 1, T]).
@@ -375,7 +379,7 @@ bool isRunView(const onnx::NodeProto& node, const Executor& ex);
 // element than 0 the Executor makes it a sub-buffer where the device's alignment allows.
 int64_t sliceRunOffset(const onnx::NodeProto& node, const Executor& ex);
 
-// Enqueues the kernels of one tensor-computing node (runtime/lowering.cpp). In a dry
+// Enqueues the kernels of one tensor-computing node (runtime/lower/, the family of the op table's device column). In a dry
 // run it only looks up the kernels, so missing ones are found before anything runs.
 void enqueueNode(Executor& ex, size_t node);
 

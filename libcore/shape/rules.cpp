@@ -1161,86 +1161,69 @@ void constantOfShapeRuleImpl(RuleContext& c) {
   c.setOutput(0, dt, shape, value);
 }
 
+// The rules by the names the op table (ops/op_table.cpp) uses.
 const std::map<std::string, ShapeRule>& registry() {
-  static const std::map<std::string, ShapeRule> rules = [] {
-    std::map<std::string, ShapeRule> r;
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "PRelu", "BitShift", "BitwiseAnd",
-                           "BitwiseOr", "BitwiseXor", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual",
-                           "Greater", "GreaterOrEqual", "Max", "Min", "Sum", "Mean"})
-      r[op] = broadcastingRule;
-    for (const char* op : {"Identity", "Neg", "Abs", "Sqrt", "Reciprocal", "Exp", "Log", "Sin", "Cos", "Tan",
-                           "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tanh",
-                           "Sigmoid", "HardSigmoid", "HardSwish", "Relu", "LeakyRelu", "Elu", "Selu", "Celu",
-                           "Gelu", "Erf", "Softplus", "Softsign", "Mish", "Floor", "Ceil", "Round", "Sign",
-                           "ThresholdedRelu", "Shrink", "Not", "BitwiseNot", "IsNaN", "IsInf", "Dropout"})
-      r[op] = unaryRule;
-    for (const char* op : {"Softmax", "LogSoftmax", "Hardmax", "CumSum", "Trilu", "Clip", "InstanceNormalization",
-                           "BatchNormalization", "GroupNormalization", "LpNormalization",
-                           "MeanVarianceNormalization"})
-      r[op] = sameAsInputRule;
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
-      r[op] = reduceRule;
-    r["Cast"] = castRule;
-    r["CastLike"] = castLikeRule;
-    r["Where"] = whereRule;
-    r["Shape"] = shapeRule;
-    r["Size"] = sizeRule;
-    r["Constant"] = constantRuleImpl;
-    r["ConstantOfShape"] = constantOfShapeRuleImpl;
-    r["Reshape"] = reshapeRule;
-    r["Flatten"] = flattenRule;
-    r["Squeeze"] = squeezeRule;
-    r["Unsqueeze"] = unsqueezeRule;
-    r["Transpose"] = transposeRule;
-    r["Concat"] = concatRule;
-    r["Split"] = splitRule;
-    r["Slice"] = sliceRule;
-    r["Gather"] = gatherRule;
-    r["GatherElements"] = gatherElementsRule;
-    r["GatherND"] = gatherNDRule;
-    r["ScatterND"] = scatterRule;
-    r["ScatterElements"] = scatterRule;
-    r["Expand"] = expandRule;
-    r["Tile"] = tileRule;
-    r["Pad"] = padRule;
-    r["Range"] = rangeRule;
-    r["MatMul"] = matmulRule;
-    r["MatMulInteger"] = matmulRule;
-    r["Gemm"] = gemmRule;
-    r["Conv"] = convRule;
-    r["ArgMax"] = argReduceRule;
-    r["ArgMin"] = argReduceRule;
-    r["TopK"] = topKRule;
-    r["LayerNormalization"] = layerNormRule;
-    // The tl domain (docs/ops.md), keyed "tl.Op".
-    r["tl.QMatMul"] = qmatmulRule;
-    r["tl.MatMul"] = tlMatmulRule;
-    r["tl.RMSNorm"] = rmsNormRule;
-    r["tl.RoPE"] = ropeRule;
-    r["tl.SwiGLU"] = swigluRule;
-    r["tl.GeGLU"] = swigluRule;  // g and u of one shape, like SwiGLU
-    r["tl.Attention"] = attentionRule;
-    r["tl.Concat"] = concatPairRule;
-    r["tl.KvAppend"] = concatPairRule;
-    r["tl.Elementwise"] = elementwiseRule;
-    r["tl.Gelu"] = sameAsInputRule;
-    return r;
-  }();
+  static const std::map<std::string, ShapeRule> rules = {
+      {"broadcast", broadcastingRule},
+      {"unary", unaryRule},
+      {"same-as-input", sameAsInputRule},
+      {"reduce", reduceRule},
+      {"cast", castRule},
+      {"cast-like", castLikeRule},
+      {"where", whereRule},
+      {"shape", shapeRule},
+      {"size", sizeRule},
+      {"constant", constantRuleImpl},
+      {"constant-of-shape", constantOfShapeRuleImpl},
+      {"reshape", reshapeRule},
+      {"flatten", flattenRule},
+      {"squeeze", squeezeRule},
+      {"unsqueeze", unsqueezeRule},
+      {"transpose", transposeRule},
+      {"concat", concatRule},
+      {"split", splitRule},
+      {"slice", sliceRule},
+      {"gather", gatherRule},
+      {"gather-elements", gatherElementsRule},
+      {"gather-nd", gatherNDRule},
+      {"scatter", scatterRule},
+      {"expand", expandRule},
+      {"tile", tileRule},
+      {"pad", padRule},
+      {"range", rangeRule},
+      {"matmul", matmulRule},
+      {"gemm", gemmRule},
+      {"conv", convRule},
+      {"arg-reduce", argReduceRule},
+      {"topk", topKRule},
+      {"layer-norm", layerNormRule},
+      {"qmatmul", qmatmulRule},
+      {"tl-matmul", tlMatmulRule},
+      {"rms-norm", rmsNormRule},
+      {"rope", ropeRule},
+      {"glu", swigluRule},  // g and u of one shape: SwiGLU, GeGLU
+      {"attention", attentionRule},
+      {"concat-pair", concatPairRule},
+      {"elementwise", elementwiseRule},
+  };
   return rules;
 }
 
 }  // namespace
 
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType) {
-  const bool plain = domain.empty() || domain == "ai.onnx";
-  auto it = registry().find(plain ? opType : domain + "." + opType);
+  const OpInfo* op = findOp(domain, opType);
+  return op ? shapeRuleNamed(op->shape) : nullptr;
+}
+
+ShapeRule shapeRuleNamed(const std::string& name) {
+  const auto it = registry().find(name);
   return it == registry().end() ? nullptr : it->second;
 }
 
-std::vector<std::string> supportedOps() {
+std::vector<std::string> shapeRuleNames() {
   std::vector<std::string> out;
-  for (const auto& [k, v] : registry()) out.push_back(k);
+  for (const auto& [name, rule] : registry()) out.push_back(name);
   return out;
 }
 

@@ -13,8 +13,12 @@ namespace tl {
 
 using ShapeRule = void (*)(RuleContext&);
 
-// nullptr when there is no rule for the operator.
+// The operator's rule, through the op table's shape column; nullptr when the table has
+// no row for it.
 ShapeRule findShapeRule(const std::string& domain, const std::string& opType);
-std::vector<std::string> supportedOps();
+// A rule by the name the op table gives it; nullptr for an unknown name.
+ShapeRule shapeRuleNamed(const std::string& name);
+// Every rule's name.
+std::vector<std::string> shapeRuleNames();
 
 }  // namespace tl

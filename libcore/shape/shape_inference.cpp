@@ -156,8 +156,7 @@ ShapeAnalysis inferShapes(const Model& model, const Graph& graph) {
     const auto& node = graph.node(i);
     ShapeRule rule = findShapeRule(node.domain(), node.op_type());
     if (!rule) {
-      std::string op = node.domain().empty() ? node.op_type() : node.domain() + "." + node.op_type();
-      throw Error("node '" + graph.nodeName(i) + "': no shape rule for operator '" + op + "'");
+      throw Error("node '" + graph.nodeName(i) + "': no shape rule for operator '" + opKey(node) + "'");
     }
     RuleContext ctx(a, graph, i, opset);
     try {

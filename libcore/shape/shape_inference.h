@@ -21,6 +21,7 @@
 
 #include "graph/graph.h"
 #include "onnx/model_io.h"
+#include "ops/op_table.h"
 #include "symbolic/symbol_table.h"
 #include "tensor/tensor.h"
 
@@ -58,6 +59,10 @@ struct ShapeAnalysis {
   size_t shapeOnlyTensorOps = 0;  // tensor ops computed from shapes alone (Range over N, masks)
 
   const TensorShape& at(const std::string& name) const;
+  // at(name).dtype as a function (what ops/ asks of tensors, without knowing this type).
+  DTypeOf dtypeOf() const {
+    return [this](const std::string& name) { return at(name).dtype; };
+  }
 };
 
 // Largest tensor whose elements are tracked symbolically.

@@ -285,7 +285,7 @@ TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
 }
 
 // A decode attention over 2 to 4 splits of the keys launches no merge: the o-projection's
-// one-row GEMV merges the splits as it reads them (lowering's mergedAttention). bytellama
+// one-row GEMV merges the splits as it reads them (tl-fuse's merge-attention marks it, runtime/lower/matmul.cpp reads the mark). bytellama
 // e0m4, fused (its caches copied: lengths exact), teacher-forced over 300 tokens: in the
 // GPU family the attention launches once a layer at 128-256 keys and twice past that (the
 // grouped-query kernel and its merge), and every step's logits equal the CPU family's
@@ -324,7 +324,7 @@ TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
 // kernel writes one k row and one v row per kv head into caches that exist once. Both
 // kernel families, over up to 304 keys; in the GPU family the decode attention kernels do
-// the rotary kernel's work (joinedRope: no RoPE launch), over one split of the keys and
+// the rotary kernel's work (tl-plan's in_attention: no RoPE launch), over one split of the keys and
 // several, and in the grouped-query kernel past 256 keys.
 TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
   for (bool gpu : {false, true}) {

@@ -1,6 +1,6 @@
-// Host evaluation of small input-derived tensors (runtime/host_ops.h), on values worked
+// Host evaluation of small input-derived tensors (ops/host_eval.h), on values worked
 // out by hand: broadcasting, the first-of-axis layouts of Gather and Concat, ONNX's Cast.
-#include "runtime/host_ops.h"
+#include "ops/host_eval.h"
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>

@@ -1,9 +1,8 @@
-#include "runtime/host_ops.h"
+#include "ops/host_eval.h"
 
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <set>
 #include <string>
 
 #include "cli/error.h"
@@ -154,21 +153,15 @@ int64_t axisOf(const onnx::NodeProto& node, int64_t rank, int64_t fallback) {
 
 }  // namespace
 
-bool hostEvaluable(const onnx::NodeProto& node, const ShapeAnalysis& analysis) {
-  static const std::set<std::string> logic{"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                                           "And", "Or", "Xor", "Not"};
-  static const std::set<std::string> moves{"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
-                                           "Gather", "Where", "Concat", "Cast", "ConstantOfShape", "Transpose"};
-  static const std::set<std::string> arithmetic{"Add", "Sub", "Mul", "Range"};
-  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.output_size() != 1) return false;
-  const std::string& op = node.op_type();
-  if (!logic.count(op) && !moves.count(op) && !arithmetic.count(op)) return false;
-  const DType out = analysis.at(node.output(0)).dtype;
+bool hostEvaluable(const onnx::NodeProto& node, const DTypeOf& dtype) {
+  const OpInfo* op = findOp(node);
+  if (!op || op->host == Host::None || node.output_size() != 1) return false;
+  const DType out = dtype(node.output(0));
   if (!byteSized(out)) return false;
   for (const auto& in : node.input())
-    if (!in.empty() && !byteSized(analysis.at(in).dtype)) return false;
+    if (!in.empty() && !byteSized(dtype(in))) return false;
   // Float arithmetic stays on the device: its rounding there is the kernels' business.
-  if (arithmetic.count(op)) return out == DType::Int64 || out == DType::Int32;
+  if (op->host == Host::Integer) return out == DType::Int64 || out == DType::Int32;
   return true;
 }
 

@@ -8,14 +8,14 @@
 
 #include <vector>
 
-#include "graph/graph.h"
-#include "shape/shape_inference.h"
+#include "ops/op_table.h"
 #include "tensor/tensor.h"
 
 namespace tl {
 
-// Whether `node` has a host evaluation for its operator and dtypes.
-bool hostEvaluable(const onnx::NodeProto& node, const ShapeAnalysis& analysis);
+// Whether `node` has a host evaluation for its operator (the op table's host column)
+// and its tensors' dtypes.
+bool hostEvaluable(const onnx::NodeProto& node, const DTypeOf& dtype);
 
 // Evaluates `node` on its inputs (nullptr for an absent optional one) into an output of
 // `outDims` and `outType` (the run's shapes). Throws tl::Error naming the problem.

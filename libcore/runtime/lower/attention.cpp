@@ -1,0 +1,419 @@
+// The attention family: tl.Attention, tl.RoPE and tl.KvAppend (the RoPE's and the append's
+// writes into the KV caches, and the attention's reads of them, share the caches' layout).
+// tl.Attention's variants are the rows of kAttention. Two decisions span nodes; passes
+// take them and write them into the artifact, and the runtime reads them:
+// - tl-plan's `in_attention` on a tl.RoPE: at decode (a row of mode Dec or Gqa) the
+//   attention reading its q does its work (kernels/attention.cl's ATT_FRESH_ARGS), a launch
+//   fewer a layer; tl-plan keeps the RoPE's inputs alive until the attention.
+// - tl-fuse's `merge_attention` on a tl.QMatMul reading the attention's output: a one-row
+//   GEMV merges the attention's splits as it reads them (matmul.cpp), and the attention
+//   launches no combine.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/lower/lower.h"
+
+namespace tl {
+namespace {
+
+// tl.Attention's operands as its kernels read them: logical dims [B, heads, rows, size] of
+// q, k and v, and their element strides (b, head, row).
+struct AttentionViews {
+  Dims q, k, v, qs, ks, vs;
+};
+AttentionViews attentionViews(const LowerNode& n) {
+  auto view = [&](size_t i, const char* swapped, Dims& d) {
+    d = n.shape(n.in(i));
+    if (const auto* cs = n.ex.cacheStrides(n.in(i))) return *cs;  // an in-place cache, [B, H, T, D]
+    Dims st = contiguousStrides(d);
+    if (n.attrInt(swapped, 0)) {
+      std::swap(d[1], d[2]);
+      std::swap(st[1], st[2]);
+    }
+    return Dims{st[0], st[1], st[2]};
+  };
+  AttentionViews a;
+  a.qs = view(0, "q_bshd", a.q);
+  a.ks = view(1, "k_bthd", a.k);
+  a.vs = view(2, "v_bthd", a.v);
+  return a;
+}
+
+// What the choice of a tl.Attention variant sees: its logical dims at the binding.
+struct AttentionCase {
+  bool gpu = false;
+  int64_t B = 0, H = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0;
+  int64_t rows() const { return B * H * S; }
+  int64_t groupRows() const { return H / Hkv * S; }  // query rows that share a kv head
+  // Decode rows: heads up to 128, multiples of 4, their keys an item each.
+  bool decode() const { return gpu && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0; }
+};
+AttentionCase attentionCase(const LowerNode& n, const AttentionViews& a) {
+  return {n.gpu(), a.q[0], a.q[1], a.q[2], a.q[3], a.k[1], a.k[2], a.v[3]};
+}
+
+// How a variant's work-groups divide the keys: splits of `chunk` keys each (merged by
+// attention_combine_f32 or the GEMV that reads the output), `groups` work-groups of
+// `groupSize` items per split.
+struct KeySplit {
+  int64_t splits = 1, chunk = 0, groups = 0;
+  size_t groupSize = 64;
+};
+enum Mode { Tile, Gqa, Dec, Wg, Cpu };  // a row's `mode`
+constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
+constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
+KeySplit keySplit(int mode, const AttentionCase& c) {
+  KeySplit k;
+  const int64_t T = c.T;
+  k.groups = mode == Gqa ? c.B * c.Hkv : c.rows();
+  if (mode == Dec || mode == Gqa) {  // chunks of at least a block, up to 1024 work-groups (flash-decoding)
+    const int64_t block = mode == Gqa ? kGqaBlock : 64;
+    const int64_t most = std::max<int64_t>(1, kMaxGroups / std::max<int64_t>(k.groups, 1));
+    k.splits = std::clamp<int64_t>(mode == Gqa ? (T + block - 1) / block : T / block, 1, most);
+    k.chunk = (T + k.splits - 1) / k.splits;
+    if (mode == Gqa) {  // whole blocks, no split left empty
+      k.chunk = (k.chunk + block - 1) / block * block;
+      k.splits = (T + k.chunk - 1) / k.chunk;
+      k.groupSize = kGqaGroup;
+    }
+  } else if (mode == Wg) {  // about 128 work-groups
+    k.splits = std::clamp<int64_t>(128 / std::max<int64_t>(c.rows(), 1), 1, (T + 127) / 128);
+    k.chunk = (T + k.splits - 1) / k.splits;
+  } else {
+    k.chunk = T;
+  }
+  return k;
+}
+Geometry splitGeometry(int mode, const AttentionCase& c) {
+  const KeySplit k = keySplit(mode, c);
+  return grid(static_cast<size_t>(k.groups) * k.groupSize, static_cast<size_t>(k.splits), 1, k.groupSize, 1);
+}
+
+bool isDecRow(const AttentionCase& c, int64_t d) { return c.decode() && c.D == d && c.Dv == d; }
+// Prefill rows on GPUs share each key tile among 16 rows (heads up to 128 wide). Decode
+// rows go a work-group per row and split of the keys. Over more than 256 keys, a
+// grouped-query layer's decode rows go a work-group per (kv head, chunk of keys), its 2 to
+// 16 query rows together (GQA_MAXR), so the cache is read once per kv head: on the H100
+// TinyLlama's tg128@d2048 went from 347 to 407 tok/s, and with a chunk of one block of
+// kGqaBlock keys per work-group (where 1024 work-groups allow) to 496. Over fewer keys the
+// per-row kernel won (docs/tl-bench.md, sessions 7, 8 and 12). Devices with little local
+// memory or small work-groups lack the tile, GQA and 128-wide kernels (ATT_FITS; the GQA
+// kernel needs more than the decode rows' ones, so where it is built they are).
+const Variant<AttentionCase> kAttention[] = {
+    {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.D <= 128 && c.Dv <= 128; },
+     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 15) / 16)) * 64, 1, 1, 64, 1); },
+     "GPU prefill: 16 query rows share each tile of 32 keys in local memory", Tile},
+    {"attention_gqa_f32",
+     [](const AttentionCase& c) { return c.decode() && c.T > 256 && c.groupRows() >= 2 && c.groupRows() <= 16; },
+     [](const AttentionCase& c) { return splitGeometry(Gqa, c); },
+     "GPU decode over 256+ keys: a kv head's query rows together, each block of keys read once", Gqa},
+    {"attention_dec128_f32", [](const AttentionCase& c) { return isDecRow(c, 128); },
+     [](const AttentionCase& c) { return splitGeometry(Dec, c); },
+     "GPU decode, heads of 128: a work-group per row and split of the keys", Dec},
+    {"attention_dec64_f32", [](const AttentionCase& c) { return isDecRow(c, 64); },
+     [](const AttentionCase& c) { return splitGeometry(Dec, c); },
+     "GPU decode, heads of 64: a work-group per row and split of the keys", Dec},
+    {"attention_dec_f32",
+     [](const AttentionCase& c) { return c.decode() && !isDecRow(c, 64) && !isDecRow(c, 128); },
+     [](const AttentionCase& c) { return splitGeometry(Dec, c); },
+     "GPU decode, other heads: a work-group per row and split of the keys", Dec},
+    {"attention_wg_f32", [](const AttentionCase& c) { return c.gpu; },
+     [](const AttentionCase& c) { return splitGeometry(Wg, c); },
+     "GPU, other shapes: a work-group per row and split, blocks of 64 keys", Wg},
+    {"attention_f32", [](const AttentionCase&) { return true; },
+     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",
+     Cpu},
+};
+
+// A tl.Attention's choice at this binding.
+struct AttentionChoice {
+  AttentionViews views;
+  AttentionCase c;
+  const Variant<AttentionCase>* variant;
+  KeySplit keys;
+};
+AttentionChoice attentionChoice(const LowerNode& n) {
+  AttentionChoice a;
+  a.views = attentionViews(n);
+  a.c = attentionCase(n, a.views);
+  a.variant = &chooseVariant(kAttention, a.c, n);
+  a.keys = keySplit(a.variant->mode, a.c);
+  return a;
+}
+
+// Element strides (b, head, row, dim) of a tl.RoPE's position ids read as `dims`, when
+// they hold one position per (batch, row); empty otherwise.
+Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const Dims& dims) {
+  const Dims& p = n.shape(rope.input(1));
+  if (p.size() > dims.size()) return {};
+  const Dims st = broadcastStrides(p, dims);
+  return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
+}
+
+// The tl.RoPE whose work this decode attention launch does itself, or null: tl-plan marked
+// it (`in_attention`: it appends to in-place caches that only this attention reads, and
+// its q is read by it alone), it wrote those caches at this binding, its new rows are
+// [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
+// the RoPE's inputs, which the attention then reads (tl-plan keeps them alive; a plan
+// could still share them where a run binds other sizes).
+const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
+  const int mode = a.variant->mode;
+  if (mode != Dec && mode != Gqa) return nullptr;
+  const int at = n.ex.graph().producer(n.in(0));
+  if (at < 0) return nullptr;
+  const auto& r = n.ex.graph().node(static_cast<size_t>(at));
+  if (!attrInt(r, "in_attention").value_or(0) || r.input_size() < 7 || r.output_size() < 3 || r.output(1) != n.in(1) ||
+      r.output(2) != n.in(2) || !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)))
+    return nullptr;  // the mark, on what it says it is, over in-place caches
+  const int64_t B = a.c.B, S = a.c.S, Hkv = a.c.Hkv;
+  if (n.shape(r.input(3)) != Dims{B, Hkv, S, a.c.D} || n.shape(r.input(6)) != Dims{B, Hkv, S, a.c.Dv}) return nullptr;
+  if (ropePositionStrides(n, r, a.views.q).size() != 4) return nullptr;
+  if (n.ex.dryRun()) return &r;
+  for (int i : {0, 3, 6})
+    if (n.ex.overlaps(n.out(0), r.input(i))) return nullptr;
+  return &r;
+}
+
+// Whether the attention reading this tl.RoPE's q does its work at this binding.
+bool joinedToAttention(const LowerNode& n) {
+  if (!n.attrInt("in_attention", 0)) return false;
+  const auto& readers = n.ex.graph().consumers(n.out(0));
+  if (readers.size() != 1) return false;
+  const LowerNode attention = n.at(readers[0]);
+  return joinedRope(attention, attentionChoice(attention)) == &n.proto;
+}
+
+// tl.RoPE's cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
+void ropeTrig(const LowerNode& n, Launch& l) {
+  l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
+}
+
+// tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
+// ·) and v into Concat(past_v, v), one launch (rope_cache_f32).
+void ropeCache(const LowerNode& n, Launch& l, int64_t count) {
+  const Dims& k = n.shape(n.in(3));
+  l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
+  l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0));
+  const size_t axis = n.axis(n.attrInt("cache_axis", 0), k.size());
+  int64_t total = count;
+  for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
+    const Dims& o = n.shape(n.out(out));
+    int64_t inner = 1;
+    for (size_t i = axis + 1; i < o.size(); ++i) inner *= o[i];
+    if (fresh == 6) l.mem(n.in(fresh));
+    l.mem(n.in(past)).mem(n.out(out)).i32(elementCount(o)).i32(inner).i32(o[axis]).i32(n.shape(n.in(past))[axis]);
+    total += elementCount(o);
+  }
+  ropeTrig(n, l);
+  l.run1d(total);
+}
+
+// New rows [B, H, N, D] of in-place cache `cache` (kv_append_f32's and rope_kv_f32's
+// arguments after the tensor): elements, heads, rows, size, the cache's strides.
+int64_t kvRowsArgs(const LowerNode& n, Launch& l, const std::string& fresh, const std::string& cache) {
+  const Dims& x = n.shape(fresh);
+  const Dims& st = *n.ex.cacheStrides(cache);
+  if (x.size() != 4) throw Error("tl-plan's cache appends take [B, H, N, D] rows", ExitCode::BadInput);
+  l.i32(elementCount(x)).i32(x[1]).i32(x[2]).i32(x[3]).i32(st[0]).i32(st[1]).i32(st[2]);
+  return elementCount(x);
+}
+
+// tl.RoPE with cache_axis over in-place caches (tl-plan): q rotated, the new k rows rotated
+// into their cache and the new v rows copied into theirs after the true length (rope_kv_f32).
+void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
+  const Dims& k = n.shape(n.in(3));
+  if (n.axis(n.attrInt("cache_axis", 0), k.size()) != 2) throw Error("tl.RoPE appends in place along axis 2 only", ExitCode::BadInput);
+  l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
+  l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0)).mem(n.out(1));
+  const int64_t nk = kvRowsArgs(n, l, n.in(3), n.out(1));
+  l.mem(n.in(6)).mem(n.out(2));
+  const int64_t nv = kvRowsArgs(n, l, n.in(6), n.out(2));
+  l.mem(Executor::kKvRows);
+  ropeTrig(n, l);
+  l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
+}
+
+// tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
+// the new rows are written (kv_append_f32), else the pairs are concatenated.
+void kvAppendOp(const LowerNode& n) {
+  requireFloatInputs(n);
+  const size_t pairs = static_cast<size_t>(n.proto.output_size());
+  bool inPlace = true;
+  for (size_t j = 0; j < pairs; ++j) inPlace = inPlace && n.ex.cacheStrides(n.out(j));
+  if (!inPlace) {
+    if (pairs == 2) return concatPairOp(n);
+    return concatOp(n);
+  }
+  if (n.axis(n.attrInt("axis", 0), n.shape(n.out(0)).size()) != 2) throw Error("tl.KvAppend appends in place along axis 2 only", ExitCode::BadInput);
+  Launch l = n.launch("kv_append_f32");
+  int64_t total = 0;
+  for (size_t j = 0; j < 2; ++j) {
+    if (j < pairs) {
+      l.mem(n.in(2 * j + 1)).mem(n.out(j));
+      total += kvRowsArgs(n, l, n.in(2 * j + 1), n.out(j));
+    } else {
+      l.nullMem().nullMem().i32(0).i32(1).i32(1).i32(1).i32(0).i32(0).i32(0);
+    }
+  }
+  l.mem(Executor::kKvRows).writesCache(total * 4).run1d(total);
+}
+
+// tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
+// second input, q's k, in the same launch).
+void ropeOp(const LowerNode& n) {
+  const bool positions = n.attrInt("positions", 0) != 0;
+  requireFloatInputs(n, positions ? 1 : -1);
+  if (positions && n.dtype(n.in(1)) != DType::Int64) throw Error("tl.RoPE's position ids must be int64", ExitCode::BadInput);
+  const Dims& d = n.shape(n.in(0));
+  const int64_t count = elementCount(d);
+  const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
+  if (inPlace && joinedToAttention(n)) return;  // the attention's launch does this one's work
+  Launch l = inPlace                ? n.launch("rope_kv_f32", "appending k and v to in-place caches (tl-plan)")
+             : n.attr("cache_axis") ? n.launch("rope_cache_f32", "appending k and v to caches by Concat")
+                                    : n.launch("rope_f32", "q (and k) rotated");
+  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
+  l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
+  if (inPlace) return ropeInPlace(n, l, count);
+  if (n.attr("cache_axis")) return ropeCache(n, l, count);
+  int64_t count2 = 0;
+  if (n.hasIn(3)) {
+    const Dims& d2 = n.shape(n.in(3));
+    count2 = elementCount(d2);
+    l.mem(n.in(3)).mem(n.out(1)).i32(count2).vec(pad8(d2, 1));
+    l.vec(pad8(broadcastStrides(n.shape(n.in(1)), d2), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d2), 0));
+  } else {
+    const cl_int8 none = pad8({}, 0);
+    l.nullMem().nullMem().i32(0).vec(none).vec(none).vec(none);
+  }
+  ropeTrig(n, l);
+  l.run1d(count + count2);
+}
+
+// The tl.QMatMul marked `merge_attention` that reads this attention's output (through
+// views), or -1.
+int mergeReader(const LowerNode& n) {
+  const Graph& g = n.ex.graph();
+  for (std::string t = n.out(0);;) {
+    const auto& readers = g.consumers(t);
+    if (readers.size() != 1) return -1;
+    const auto& r = g.node(readers[0]);
+    if (r.domain() == "tl" && r.op_type() == "QMatMul")
+      return r.input(0) == t && attrInt(r, "merge_attention").value_or(0) ? static_cast<int>(readers[0]) : -1;
+    if (!isView(r, n.ex.analysis().dtypeOf())) return -1;
+    t = r.output(0);
+  }
+}
+
+// The tl.Attention behind a tl.QMatMul's A, through views, or -1.
+int attentionBehind(const LowerNode& n) {
+  const Graph& g = n.ex.graph();
+  for (std::string t = n.in(0);;) {
+    const int at = g.producer(t);
+    if (at < 0) return -1;
+    const auto& p = g.node(static_cast<size_t>(at));
+    if (p.domain() == "tl" && p.op_type() == "Attention") return p.output(0) == t ? at : -1;
+    if (!isView(p, n.ex.analysis().dtypeOf())) return -1;
+    t = p.input(0);
+  }
+}
+
+// tl.Attention (docs/ops.md): the row of kAttention, then the merge of its splits by
+// attention_combine_f32, or by the GEMV that reads the output (merge_attention).
+void attentionOp(const LowerNode& n) {
+  requireFloatInputs(n, 4);  // the key mask is read as integers
+  const AttentionChoice choice = attentionChoice(n);
+  const AttentionViews& a = choice.views;
+  const Dims& q = a.q;
+  const int64_t B = choice.c.B, H = choice.c.H, S = choice.c.S, D = choice.c.D, Hkv = choice.c.Hkv, T = choice.c.T,
+                Dv = choice.c.Dv;
+  if (D > 256 || Dv > 256) throw Error("tl.Attention's kernels take head sizes up to 256", ExitCode::BadInput);
+  const int64_t rows = B * H * S;
+  const int mode = choice.variant->mode;
+  const KeySplit& p = choice.keys;
+  Dims ms = {0, 0, 0, 0};
+  if (n.hasIn(3)) ms = broadcastStrides(n.shape(n.in(3)), {B, H, S, T});
+  const bool bshd = n.attrInt("out_bshd", 0) != 0;
+  const Dims os = bshd ? Dims{S * H * Dv, Dv, H * Dv} : Dims{H * S * Dv, S * Dv, Dv};
+  const std::string part = n.proto.name() + "#splits";
+  if (p.splits > 1) n.ex.scratch(part, static_cast<size_t>(rows * p.splits * (Dv + 2) * 4));
+  Launch l = launchVariant(n, *choice.variant);
+  l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
+  if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
+  l.mem(n.out(0));
+  if (mode != Cpu && mode != Tile) {
+    if (p.splits > 1) l.mem(part); else l.nullMem();
+  }
+  l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
+  l.f32(n.attrFloat("scale", 1.0f)).f32(n.attrFloat("softcap", 0.0f)).i32(n.hasIn(3) ? 1 : 0);
+  for (const Dims* st : std::initializer_list<const Dims*>{&a.qs, &a.ks, &a.vs, &ms, &os})
+    for (int64_t x : *st) l.i32(x);
+  const int64_t zeroRows = n.attrInt("zero_masked_rows", 0);
+  l.i32(zeroRows).i32(n.attrInt("causal", 0)).f32(n.attrFloat("mask_value", -INFINITY));
+  if (n.hasIn(4)) {  // the key mask [B or 1, T], read as nonzero elements of its own size
+    const Dims& km = n.shape(n.in(4));
+    l.mem(n.in(4)).i32(static_cast<int64_t>(dtypeBits(n.dtype(n.in(4))) / 8)).i32(km.at(0) == 1 ? 0 : km.at(1));
+  } else {
+    l.nullMem().i32(1).i32(0);
+  }
+  // Over an in-place cache the causal offset is its true length (padding follows it).
+  if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
+  const Geometry geometry = choice.variant->geometry(choice.c);
+  if (mode == Cpu || mode == Tile) return l.run(geometry);
+  l.i32(p.splits).i32(p.chunk);
+  if (mode == Dec || mode == Gqa) {
+    const onnx::NodeProto* r = joinedRope(n, choice);
+    if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
+      const Dims ps = ropePositionStrides(n, *r, q);
+      l.mem(r->input(0)).mem(r->input(3)).mem(r->input(6)).mem(n.in(1)).mem(n.in(2));
+      l.mem(r->input(1)).i32(ps[0]).i32(ps[2]).mem(r->input(2)).i32(attrInt(*r, "rotary_dim").value_or(D));
+      l.f32(attrFloat(*r, "cos_scale").value_or(1.0f)).f32(attrFloat(*r, "sin_scale").value_or(1.0f));
+      l.writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
+    } else {
+      l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
+    }
+  }
+  l.run(geometry);
+  const int reader = mergeReader(n);
+  if (reader >= 0) {
+    n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
+    if (mergesAttention(n.at(static_cast<size_t>(reader)))) return;
+  }
+  if (p.splits > 1)
+    n.launch("attention_combine_f32", "the splits of the keys merged")
+        .mem(part)
+        .mem(n.out(0))
+        .i32(H)
+        .i32(S)
+        .i32(Dv)
+        .i32(p.splits)
+        .i32(os[0])
+        .i32(os[1])
+        .i32(os[2])
+        .i32(zeroRows)
+        .run1d(rows * 64);
+}
+
+}  // namespace
+
+std::optional<MergedSplits> mergedSplits(const LowerNode& reader, int64_t maxSplits, int64_t K) {
+  const int at = attentionBehind(reader);
+  if (at < 0) return std::nullopt;
+  const LowerNode a = reader.at(static_cast<size_t>(at));
+  const AttentionChoice choice = attentionChoice(a);
+  const AttentionCase& c = choice.c;
+  if (choice.variant->mode != Dec || choice.keys.splits < 2 || choice.keys.splits > maxSplits || c.B * c.S != 1 ||
+      c.Dv % 32 || c.H * c.Dv != K)
+    return std::nullopt;
+  return MergedSplits{a.proto.name() + "#splits", choice.keys.splits, c.Dv, a.attrInt("zero_masked_rows", 0)};
+}
+
+const Lowerings& attentionLowerings() {
+  static const Lowerings table = {
+      {"tl.Attention", attentionOp},
+      {"tl.RoPE", ropeOp},
+      {"tl.KvAppend", kvAppendOp},
+  };
+  return table;
+}
+
+}  // namespace tl

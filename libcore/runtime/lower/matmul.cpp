@@ -1,0 +1,393 @@
+// The matmul family: MatMul, Gemm, tl.MatMul (float weights) and tl.QMatMul (quantized),
+// each a table of variants below. The decode variants (GEMVs) apply a tl op's RMSNorm
+// prologue and GLU epilogue themselves; the others run those in steps through scratch
+// (matmulInSteps).
+#include <algorithm>
+#include <functional>
+
+#include "graph/tl_ops.h"
+#include "runtime/lower/lower.h"
+
+namespace tl {
+namespace {
+
+// A (Q)MatMul's outputs and what its kernel adds as it stores them (kernels/common.cl's
+// SPLIT_ARGS): the tensors C, C1, C2 with their widths (one output is the plain case),
+// the bias and the residual ("" for none).
+struct MatMulOut {
+  std::vector<std::string> outs;
+  Dims widths;
+  std::string bias, residual;
+  bool widthsOf(int64_t m) const {
+    return std::all_of(widths.begin(), widths.end(), [m](int64_t w) { return w % m == 0; });
+  }
+};
+
+void setOutputs(Launch& l, const MatMulOut& o) {
+  l.mem(o.outs[0]);
+  if (o.outs.size() > 1) l.mem(o.outs[1]); else l.nullMem();
+  if (o.outs.size() > 2) l.mem(o.outs[2]); else l.nullMem();
+  l.i32(o.widths[0]).i32(o.widths.size() > 1 ? o.widths[1] : 0);
+  if (o.bias.empty()) l.nullMem(); else l.mem(o.bias);
+  if (o.residual.empty()) l.nullMem(); else l.mem(o.residual);
+}
+
+// A tl.MatMul's or tl.QMatMul's outputs (`split`, or the one output of N columns, N / 2
+// with a GLU), bias and residual.
+MatMulOut matmulOutputs(const LowerNode& n, int64_t N) {
+  MatMulOut o;
+  for (int i = 0; i < n.proto.output_size(); ++i) o.outs.push_back(n.out(static_cast<size_t>(i)));
+  o.widths = {gluKind(n.proto) ? N / 2 : N};
+  if (const auto* s = n.attr("split")) o.widths.assign(s->ints().begin(), s->ints().end());
+  if (o.outs.size() > 3 || o.widths.size() != o.outs.size())
+    throw Error("a split MatMul needs one width per output, at most 3", ExitCode::BadInput);
+  o.bias = matmulOptional(n.proto, MatMulInput::Bias);
+  o.residual = matmulOptional(n.proto, MatMulInput::Residual);
+  return o;
+}
+
+// The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
+// the GLU kind. Returns the GLU kind.
+int setGemvArgs(Launch& l, const LowerNode& n) {
+  const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+  if (scale.empty()) l.nullMem(); else l.mem(scale);
+  const int kind = gluKind(n.proto);
+  l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(kind);
+  return kind;
+}
+
+// Runs a (Q)MatMul whose kernel lacks the node's RMSNorm prologue or GLU epilogue in
+// steps: the norm of A's rows into scratch, the product into two halves in scratch, the
+// GLU of those. `product(a, outputs)` enqueues the kernel; only it runs when the node has
+// neither.
+void matmulInSteps(const LowerNode& n, std::string a, int64_t M, int64_t K, int64_t N, MatMulOut o,
+                   const std::function<void(const std::string&, const MatMulOut&)>& product) {
+  const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
+  if (!scale.empty()) {
+    const std::string normed = n.proto.name() + "#normed";
+    n.ex.scratch(normed, static_cast<size_t>(M * K) * 4);
+    rmsNorm(n, a, "", scale, normed, "", M, K, n.attrFloat("norm_epsilon", 1e-5f));
+    a = normed;
+  }
+  const int kind = gluKind(n.proto);
+  if (!kind) return product(a, o);
+  MatMulOut halves = o;
+  halves.outs = {n.proto.name() + "#gate", n.proto.name() + "#up"};
+  halves.widths = {N / 2, N / 2};
+  for (const auto& h : halves.outs) n.ex.scratch(h, static_cast<size_t>(M * N / 2) * 4);
+  product(a, halves);
+  glu(n, halves.outs[0], halves.outs[1], o.outs[0], M * N / 2, kind);
+}
+
+// ---- float products: MatMul, Gemm, and tl.MatMul off its decode kernels ----
+
+struct MatMulCase {
+  bool gpu, transB;
+  int64_t M, N, batch;
+  const MatMulOut* out;
+};
+constexpr size_t up16(int64_t x) { return static_cast<size_t>((x + 15) / 16 * 16); }
+const Variant<MatMulCase> kMatMul[] = {
+    {"matmul_f32", [](const MatMulCase& c) { return c.gpu && c.M >= 16; },
+     [](const MatMulCase& c) { return grid(up16(c.N), up16(c.M), static_cast<size_t>(c.batch), 16, 16); },
+     "GPU, 16 rows or more: 16x16 tiles through local memory"},
+    {"matmul_1x8_f32",
+     [](const MatMulCase& c) { return !c.gpu && !c.transB && c.M < 4 && c.out->widthsOf(8); },
+     [](const MatMulCase& c) { return grid(up16(c.N / 8), static_cast<size_t>(c.M), static_cast<size_t>(c.batch), 16, 1); },
+     "CPU, under 4 rows: 8 columns of one row per item"},
+    {"matmul_4x4_f32", [](const MatMulCase& c) { return !c.gpu && !c.transB && c.out->widthsOf(4); },
+     [](const MatMulCase& c) {
+       return grid(up16(c.N / 4), static_cast<size_t>((c.M + 3) / 4), static_cast<size_t>(c.batch), 16, 1);
+     },
+     "CPU, B's rows contiguous: 4x4 register blocks"},
+    {"matmul_rows_f32", [](const MatMulCase&) { return true; },
+     [](const MatMulCase& c) { return grid(up16(c.N), static_cast<size_t>(c.M), static_cast<size_t>(c.batch), 16, 1); },
+     "one output per item (any layout)"},
+};
+
+void matmul(const LowerNode& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const MatMulOut& o,
+            bool transA, bool transB) {
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
+  int64_t K = transA ? ad[ad.size() - 2] : ad[ad.size() - 1];
+  int64_t N = transB ? bd[bd.size() - 2] : bd[bd.size() - 1];
+  Dims ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  size_t r = std::max(ab.size(), bb.size());
+  Dims batch(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i + ab.size() >= r ? ab[i + ab.size() - r] : 1;
+    int64_t y = i + bb.size() >= r ? bb[i + bb.size() - r] : 1;
+    batch[i] = std::max(x, y);
+  }
+  // Batch strides in elements of whole matrices, 0 where broadcast.
+  auto batchStrides = [&](const Dims& bdims, int64_t matrix) {
+    Dims s = broadcastStrides(bdims, batch);
+    for (auto& x : s) x *= matrix;
+    return s;
+  };
+  const int64_t aRows = ad[ad.size() - 2], aCols = ad[ad.size() - 1];
+  const int64_t bRows = bd[bd.size() - 2], bCols = bd[bd.size() - 1];
+  const MatMulCase c{n.gpu(), transB, M, N, elementCount(batch), &o};
+  const auto& v = chooseVariant(kMatMul, c, n);
+  Launch l = launchVariant(n, v);
+  l.mem(a).mem(b);
+  setOutputs(l, o);
+  l.i32(M)
+      .i32(N)
+      .i32(K)
+      .i32(transA ? 1 : aCols)
+      .i32(transA ? aCols : 1)
+      .i32(transB ? 1 : bCols)
+      .i32(transB ? bCols : 1)
+      .vec(pad8(batch, 1))
+      .vec(pad8(batchStrides(ab, aRows * aCols), 0))
+      .vec(pad8(batchStrides(bb, bRows * bCols), 0))
+      .run(v.geometry(c));
+}
+
+void matmulOp(const LowerNode& n) {
+  if (n.dtype(n.in(0)) != DType::Float) throw Error("MatMul has kernels for float32 only", ExitCode::BadInput);
+  const Dims& b = n.shape(n.in(1));
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {{n.out(0)}, {b.size() == 1 ? 1 : b.back()}, "", ""}, false, false);
+}
+
+void gemmOp(const LowerNode& n) {
+  if (n.attrFloat("alpha", 1.0f) != 1.0f || n.attrFloat("beta", 1.0f) != 1.0f)
+    throw Error("Gemm with alpha or beta other than 1 has no kernel", ExitCode::BadInput);
+  const bool transB = n.attrInt("transB", 0) != 0;
+  const Dims& b = n.shape(n.in(1));
+  const int64_t N = transB ? b[0] : b[1];
+  // A bias of N values is the kernel's epilogue; any other C broadcast is an add after.
+  const bool epilogue = n.hasIn(2) && elementCount(n.shape(n.in(2))) == N && !n.shape(n.in(2)).empty() &&
+                        n.shape(n.in(2)).back() == N && n.shape(n.in(2)).size() <= 2 && n.dtype(n.in(2)) == DType::Float;
+  matmul(n, n.in(0), n.shape(n.in(0)), n.in(1), b, {{n.out(0)}, {N}, epilogue ? n.in(2) : "", ""},
+         n.attrInt("transA", 0) != 0, transB);
+  if (n.hasIn(2) && !epilogue) binary(n, "add", n.out(0), n.in(2), n.out(0));  // each element reads then writes itself
+}
+
+// ---- tl.MatMul's decode kernels: the norm and GLU inside ----
+
+struct GemvCase {
+  bool gpu, transB;
+  int glu;
+  int64_t M, N;
+  const MatMulOut* out;
+  int64_t width() const { return glu ? N / 2 : N; }
+};
+// gemv_f32: 4 columns per item, 64 items by FGEMV_KS (kernels/matmul.cl) splits of K.
+Geometry gemvF32(const GemvCase& c) {
+  return grid(static_cast<size_t>((c.width() / 4 + 63) / 64 * 64), 16, 1, 64, 16);
+}
+bool gpuGemv(const GemvCase& c) { return c.gpu && c.M <= 4 && !c.transB && c.N % (c.glu ? 8 : 4) == 0; }
+const Variant<GemvCase> kWeightGemv[] = {
+    {"gemv_f32_m1", [](const GemvCase& c) { return gpuGemv(c) && c.M == 1; }, gemvF32,
+     "GPU decode, one row: 4 columns an item, the norm and GLU inside"},
+    {"gemv_f32", gpuGemv, gemvF32, "GPU decode, up to 4 rows: 4 columns an item, the norm and GLU inside"},
+    // PoCL deals a launch's groups out among its threads in chunks, and an item walking K
+    // for 8 columns read half a cache line a row: bytellama's qkv took 54 µs in 4 groups of
+    // 16 such items, 13-22 µs in items of 32 columns; 64 was faster still over the whole
+    // step (docs/tl-bench.md, session 9).
+    {"gemv_rows8_f32",
+     [](const GemvCase& c) { return !c.gpu && c.M < 4 && !c.transB && c.width() % 8 == 0 && c.out->widthsOf(8); },
+     [](const GemvCase& c) { return grid(static_cast<size_t>((c.width() / 8 + 7) / 8), static_cast<size_t>(c.M), 1, 1, 1); },
+     "CPU decode: 64 columns of a row per work-group, the norm and GLU inside"},
+};
+
+// tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
+void tlMatmulOp(const LowerNode& n) {
+  requireFloatInputs(n);
+  const Dims& w = n.shape(n.in(1));
+  const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
+  const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
+  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
+  const MatMulOut o = matmulOutputs(n, N);
+  const GemvCase c{n.gpu(), transB, gluKind(n.proto), M, N, &o};
+  if (const auto* v = findVariant(kWeightGemv, c, n)) {
+    Launch l = launchVariant(n, *v);
+    l.mem(n.in(0)).mem(n.in(1));
+    setOutputs(l, o);
+    l.i32(M).i32(N).i32(K);
+    setGemvArgs(l, n);
+    return l.run(v->geometry(c));
+  }
+  matmulInSteps(n, n.in(0), M, K, N, o, [&](const std::string& a, const MatMulOut& out) {
+    matmul(n, a, {M, K}, n.in(1), w, out, false, transB);
+  });
+}
+
+// ---- tl.QMatMul ----
+
+enum class Scheme { E0m4, Int4, Q8, Q3h, W4a8 };
+Scheme schemeOf(const LowerNode& n) {
+  const std::string s = n.attrString("scheme", "");
+  if (s == "e0m4") return Scheme::E0m4;
+  if (s == "int4") return Scheme::Int4;
+  if (s == "q8") return Scheme::Q8;
+  if (s == "q3h") return Scheme::Q3h;
+  if (s == "w4a8") return Scheme::W4a8;
+  throw Error("tl.QMatMul has no kernels for scheme '" + s + "'", ExitCode::BadInput);
+}
+
+struct QCase {
+  Scheme scheme;
+  bool gpu = false, merged = false;
+  int glu = 0;
+  int64_t M = 0, N = 0, K = 0, G = 0, computeUnits = 0;
+  // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
+  bool gemv() const { return gpu && M <= 4 && G % 8 == 0; }
+  // ... reading 16-level codes 32 at a time (e0m4, int4).
+  bool gemv16() const {
+    return gemv() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 32 == 0 && G % 32 == 0;
+  }
+  // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
+  // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
+  bool wide() const { return gemv16() && M == 1 && N / 4 > 16 * computeUnits; }
+};
+size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
+Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
+Geometry gemvGeometry(const QCase& c) {  // 4 weight columns per work-group (2 and their up columns with a GLU)
+  return grid((c.glu ? up(c.N / 2, 2) : up(c.N, 4)) * 64, 1, 1, 64, 1);
+}
+Geometry w4a8GemvGeometry(const QCase& c) { return grid(up(c.N, 4) * 64, 1, 1, 64, 1); }
+Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 64) * 16, 1, 16, 16); }
+Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
+Geometry cols8Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 8), 1, 64, 1); }
+
+template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
+template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
+template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
+template <Scheme S> bool gemv16OneRow(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1; }
+template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv16(); }
+template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
+template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
+template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
+template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
+template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
+
+constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
+const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
+const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
+const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
+const char* const kGemv16Why = "decode, up to 4 rows: 32 codes at a time, the norm and GLU inside";
+const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the norm and GLU inside";
+const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, the norm and GLU inside";
+const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
+const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
+const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
+const char* const kCols8Why = "CPU: a column and 8 rows per item";
+const Variant<QCase> kQMatMul[] = {
+    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy},
+    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy},
+    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy},
+    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy},
+    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy},
+    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy},
+    {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy},
+    {"qgemv16_int4_m1", gemv16OneRow<Int4>, gemvGeometry, kGemv16OneWhy},
+    {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why},
+    {"qgemv16_int4", gemv16<Int4>, gemvGeometry, kGemv16Why},
+    {"qgemv_e0m4_m1", gemvOneRow<E0m4>, gemvGeometry, kGemvOneWhy},
+    {"qgemv_int4_m1", gemvOneRow<Int4>, gemvGeometry, kGemvOneWhy},
+    {"qgemv_q8_m1", gemvOneRow<Q8>, gemvGeometry, kGemvOneWhy},
+    {"qgemv_q3h_m1", gemvOneRow<Q3h>, gemvGeometry, kGemvOneWhy},
+    {"qgemv_w4a8_m1", gemvOneRow<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
+    {"qgemv_e0m4", gemv<E0m4>, gemvGeometry, kGemvWhy},
+    {"qgemv_int4", gemv<Int4>, gemvGeometry, kGemvWhy},
+    {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy},
+    {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy},
+    {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
+    {"qmatmul_tiles_e0m4", tiles<E0m4>, tilesGeometry, kTilesWhy},
+    {"qmatmul_tiles_int4", tiles<Int4>, tilesGeometry, kTilesWhy},
+    {"qmatmul_tiles_q8", tiles<Q8>, tilesGeometry, kTilesWhy},
+    {"qmatmul_tiles_q3h", tiles<Q3h>, tilesGeometry, kTilesWhy},
+    {"qmatmul_tiles_w4a8", tiles<W4a8>, tilesGeometry, kTilesWhy},
+    {"qgemv_cols_e0m4", cols4<E0m4>, cols4Geometry, kCols4Why},
+    {"qgemv_cols_int4", cols4<Int4>, cols4Geometry, kCols4Why},
+    {"qgemv_cols_q8", cols4<Q8>, cols4Geometry, kCols4Why},
+    {"qgemv_cols_q3h", cols4<Q3h>, cols4Geometry, kCols4Why},
+    {"qmatmul_cols_e0m4", cols8<E0m4>, cols8Geometry, kCols8Why},
+    {"qmatmul_cols_int4", cols8<Int4>, cols8Geometry, kCols8Why},
+    {"qmatmul_cols_q8", cols8<Q8>, cols8Geometry, kCols8Why},
+    {"qmatmul_cols_q3h", cols8<Q3h>, cols8Geometry, kCols8Why},
+    {"qmatmul_cols_w4a8", cols8<W4a8>, cols8Geometry, kCols8Why},
+};
+constexpr int64_t kMergeSplits = 4;  // kernels/qmatmul.cl's MERGE_SPLITS: every work-group reads them all
+
+QCase qcase(const LowerNode& n) {
+  QCase c{schemeOf(n)};
+  c.K = n.attrInt("K", 0), c.N = n.attrInt("N", 0), c.G = n.attrInt("group", 0);
+  c.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(c.K, 1);
+  c.gpu = n.gpu();
+  c.glu = gluKind(n.proto);
+  c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
+  return c;
+}
+
+// Whether the node merges the attention's splits at this binding: tl-fuse marked the pair
+// (merge_attention), the norm is not in the way, the row is a one-row 16-level GEMV, and
+// the attention takes a variant whose splits such a GEMV reads.
+std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
+  if (!n.attrInt("merge_attention", 0) || !matmulOptional(n.proto, MatMulInput::NormScale).empty() || !c.gemv16() ||
+      c.M != 1)
+    return std::nullopt;
+  auto splits = mergedSplits(n, kMergeSplits, c.K);
+  QCase m = c;
+  m.merged = true;
+  const auto* v = findVariant(kQMatMul, m, n);
+  if (!v || v->why != kMergedWhy) return std::nullopt;  // no merging kernel built here
+  return splits;
+}
+
+// tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
+// quantizes A's rows to int8.
+void qmatmulOp(const LowerNode& n) {
+  QCase c = qcase(n);
+  const auto splits = merged(n, c);
+  c.merged = splits.has_value();
+  const auto& v = chooseVariant(kQMatMul, c, n);
+  const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
+  const bool w4a8 = c.scheme == Scheme::W4a8, native = c.gemv() && !w4a8;  // native: the norm and GLU inside
+  const auto product = [&](const std::string& a, const MatMulOut& o) {
+    Launch l = launchVariant(n, v);
+    if (w4a8) {
+      const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
+      n.ex.scratch(qa, static_cast<size_t>(c.M * c.K));
+      n.ex.scratch(rs, static_cast<size_t>(c.M * 4));
+      n.launch("quantize_rows_i8", "W4A8: A's rows to int8 first")
+          .mem(a)
+          .mem(qa)
+          .mem(rs)
+          .i32(c.M)
+          .i32(c.K)
+          .run3d(static_cast<size_t>(c.M) * 64, 1, 1, 64, 1);
+      l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
+    } else {
+      l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
+    }
+    setOutputs(l, o);
+    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(rowBytes).i32(groups);
+    if (native) setGemvArgs(l, n);
+    if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
+    l.run(v.geometry(c));
+  };
+  const MatMulOut o = matmulOutputs(n, c.N);
+  if (native) return product(n.in(0), o);
+  matmulInSteps(n, n.in(0), c.M, c.K, c.N, o, product);
+}
+
+}  // namespace
+
+bool mergesAttention(const LowerNode& qmatmul) { return merged(qmatmul, qcase(qmatmul)).has_value(); }
+
+const Lowerings& matmulLowerings() {
+  static const Lowerings table = {
+      {"MatMul", matmulOp},
+      {"Gemm", gemmOp},
+      {"tl.MatMul", tlMatmulOp},
+      {"tl.QMatMul", qmatmulOp},
+  };
+  return table;
+}
+
+}  // namespace tl
