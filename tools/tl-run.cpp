@@ -3,8 +3,10 @@
 //   tl-run --list-devices                        devices and their detected capabilities
 //   tl-run model.onnx --check DIR                run every DIR/test_data_set_*, compare outputs
 //   tl-run model.onnx --check DIR --profile      ... and print per-op device time
+//   tl-run model.onnx --check DIR --explain      ... and each launch's kernel variant and why
 //   tl-run model.onnx --generate --prompt "def " -n 200 [--temperature 0.8 --top-p 0.9 --seed 1]
 //   tl-run model.onnx --perplexity FILE --window 512     bits per byte of a text
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,6 +45,24 @@ void printProfile(const std::vector<tl::OpTime>& times) {
     std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%%\n", op.c_str(), v.second, v.first, total > 0 ? 100 * v.first / total : 0);
 }
 
+// Each launch of the last run: its node, op, the kernel variant its lowering chose and why
+// (runtime/lower/, the family's table of variants).
+void printExplain(const tl::Executor& ex, const char* run) {
+  const auto notes = ex.explain();
+  std::fprintf(stderr, "explain (%s): %zu launches\n", run, notes.size());
+  size_t node = 4, op = 2, kernel = 6;
+  for (const auto& l : notes) {
+    node = std::max(node, l.node.size());
+    op = std::max(op, l.op.size());
+    kernel = std::max(kernel, l.kernel.size());
+  }
+  std::fprintf(stderr, "  %-*s  %-*s  %-*s  %s\n", static_cast<int>(node), "node", static_cast<int>(op), "op",
+               static_cast<int>(kernel), "kernel", "why");
+  for (const auto& l : notes)
+    std::fprintf(stderr, "  %-*s  %-*s  %-*s  %s\n", static_cast<int>(node), l.node.c_str(), static_cast<int>(op),
+                 l.op.c_str(), static_cast<int>(kernel), l.kernel.c_str(), l.why.c_str());
+}
+
 // Bytes for byte-level models (vocab 256), else ids separated by spaces.
 void emitToken(int64_t token, int64_t vocab) {
   if (vocab == 256) {
@@ -54,7 +74,7 @@ void emitToken(int64_t token, int64_t vocab) {
 }
 
 void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
-              const tl::SamplingOptions& opt, bool profile) {
+              const tl::SamplingOptions& opt, bool profile, bool explain) {
   if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
   const int64_t limit = lm.positionLimit() ? std::min(context, lm.positionLimit()) : context;
   if (static_cast<int64_t>(prompt.size()) + n > limit)
@@ -67,6 +87,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   auto logits = lm.step(prompt);
   const double prefill = tl::secondsSince(t0);
   if (profile) printProfile(ex.profile());
+  if (explain) printExplain(ex, "prefill");
   auto t1 = std::chrono::steady_clock::now();
   // Greedy steps pick their token on the device; sampling reads the logits.
   const bool greedy = opt.temperature <= 0;
@@ -86,6 +107,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
     std::fprintf(stderr, "last decode step:\n");
     printProfile(ex.profile());
   }
+  if (explain && n > 1) printExplain(ex, "last decode step");
   std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
                prompt.size(), prefill * 1e3, prompt.size() / prefill, static_cast<long long>(n), decode * 1e3,
                n > 1 ? (n - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
@@ -119,11 +141,11 @@ int main(int argc, char** argv) {
                 "Shapes come from tl-shape's analysis (run here if the model has none): every shape\n"
                 "expression is evaluated once per run and all tensor ops are enqueued without syncing.\n\n"
                 "  tl-run --list-devices\n"
-                "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile]\n"
+                "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile] [--explain]\n"
                 "  tl-run model.onnx --generate --prompt \"def \" -n 200 [--temperature 0.8 --top-p 0.95 --seed 1]\n"
                 "  tl-run model.onnx --perplexity FILE --window 512\n");
   std::string device, checkDir, prompt, tokens, perplexityFile;
-  bool listDevices = false, profile = false, gen = false;
+  bool listDevices = false, profile = false, explain = false, gen = false;
   double atol = 1e-4, rtol = 1e-3;
   int64_t n = 128, window = 512, context = 4096;
   tl::SamplingOptions sampling;
@@ -134,6 +156,9 @@ int main(int argc, char** argv) {
   app.add_option("--atol", atol, "absolute tolerance for --check")->capture_default_str();
   app.add_option("--rtol", rtol, "relative tolerance for --check")->capture_default_str();
   app.add_flag("--profile", profile, "print device time per op (OpenCL profiling events)");
+  app.add_flag("--explain", explain,
+               "print each kernel launch of a run (--generate: the prefill and the last decode step): its node,\n"
+               "op, the kernel variant it took and why");
   app.add_flag("--generate", gen, "generate text: prefill the prompt, then decode -n tokens");
   app.add_option("--prompt", prompt, "prompt text (bytes are tokens for byte-level models)");
   app.add_option("--tokens", tokens, "prompt as token ids, e.g. 1,2,3 (any model)");
@@ -180,7 +205,7 @@ int main(int argc, char** argv) {
       } else {
         throw tl::Error("--prompt needs a byte-level model (vocab 256); give --tokens for this one", tl::ExitCode::Usage);
       }
-      return generate(lm, ex, ids, n, context, sampling, profile);
+      return generate(lm, ex, ids, n, context, sampling, profile, explain);
     }
     bool allPass = true;
     for (const auto& set : sets) {
@@ -207,6 +232,7 @@ int main(int argc, char** argv) {
                     static_cast<long long>(set.outputs[j].numel()), atol, rtol);
       }
       if (profile) printProfile(ex.profile());
+      if (explain) printExplain(ex, set.dir.filename().c_str());
     }
     std::printf("%s\n", allPass ? "PASSED" : "FAILED");
     if (!allPass) throw tl::Error("outputs differ from the reference beyond the tolerances");

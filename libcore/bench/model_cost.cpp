@@ -1,6 +1,7 @@
 #include "bench/model_cost.h"
 
 #include <map>
+#include <set>
 
 #include "cli/error.h"
 #include "ops/op_table.h"
@@ -63,10 +64,11 @@ RunCost runCost(const Graph& graph, const ShapeAnalysis& analysis, const SymbolV
     }
     cost.weightBytes += onlyGathered ? std::min(gathered, bytes) : bytes;
   }
+  std::set<std::string> counted;
   for (size_t i = 0; i < graph.nodeCount(); ++i) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
     const OpInfo* op = findOp(graph.node(i));
-    if (op && op->flops) cost.flops += op->flops(CostNode{graph.node(i), dims});
+    if (op && op->flops) cost.flops += op->flops(CostNode{graph.node(i), dims, &counted});
   }
   for (const auto& c : caches) {
     const double in = tensorBytes(analysis, c.input, binding), out = tensorBytes(analysis, c.output, binding);

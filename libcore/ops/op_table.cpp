@@ -62,9 +62,11 @@ double attentionFlops(const CostNode& c) {
   return 2 * pairs * static_cast<double>(q[3] + v[3]);
 }
 
-// tl.RoPE with positions: the angles position x inv_freq, the export's MatMul of them.
+// tl.RoPE with positions: the angles position x inv_freq, the export's MatMul of them, once
+// per (positions, inv_freq) pair however many layers' RoPEs compute them.
 double ropeFlops(const CostNode& c) {
-  if (!attrInt(c.node, "positions").value_or(0)) return 0;
+  if (!attrInt(c.node, "positions").value_or(0) || !c.counted->insert(c.node.input(1) + "\n" + c.node.input(2)).second)
+    return 0;
   return 2 * count(c.dims(c.node.input(1))) * count(c.dims(c.node.input(2)));
 }
 

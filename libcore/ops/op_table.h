@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,14 @@ enum class Host { None, Exact, Integer };
 //   of 1 alone, an Expand to its input's shape, a Slice that is a prefix of its input).
 enum class View { Never, Always, SameType, NoMask, AtBinding };
 
-// What a FLOP count sees of a node at a binding: its dims by tensor name.
+// What a FLOP count sees of a node at a binding: its dims by tensor name, and the work
+// other nodes of the run already counted (a computation several nodes repeat, such as the
+// rotary angles every layer's tl.RoPE computes from the same positions, counts once, as
+// the export computes it once).
 struct CostNode {
   const onnx::NodeProto& node;
   std::function<std::vector<int64_t>(const std::string&)> dims;
+  std::set<std::string>* counted;
 };
 // FLOPs of one node: the matrix work (2 x M x K x N of a product, attention's QK^T and PV,
 // convolutions, RoPE's angles from positions); nullptr counts none (elementwise ops,

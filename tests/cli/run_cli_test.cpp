@@ -52,6 +52,27 @@ TEST(TlRunCli, ChecksAPlainModelAndTlShapesArtifact) {
   EXPECT_NE(r.out.find("PASSED"), std::string::npos) << r.out;
 }
 
+// --explain names each launch's kernel variant and why, from the family tables: a fused
+// and planned bytellama's prefill and decode step.
+TEST(TlRunCli, ExplainNamesEachLaunchsVariant) {
+  const auto dir = test::tempDir("run_explain");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const std::string fused = (dir / "f.onnx").string(), planned = (dir / "p.onnx").string();
+  ASSERT_EQ(runTool("tl-fuse", model + " -o " + fused).exitCode, 0);
+  ASSERT_EQ(runTool("tl-plan", fused + " --max-seq 64 -o " + planned).exitCode, 0);
+  const auto r = runTool("tl-run", planned + " --generate --prompt 'def ' -n 3 --explain");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto prefill = r.err.find("explain (prefill): "), decode = r.err.find("explain (last decode step): ");
+  ASSERT_NE(prefill, std::string::npos) << r.err;
+  ASSERT_NE(decode, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  node ", prefill), std::string::npos) << r.err;
+  // PoCL: CPU rows of the attention and matmul tables, the RoPE appending in place.
+  const std::string first = r.err.substr(prefill, decode - prefill), last = r.err.substr(decode);
+  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.Attention +attention_f32 +CPU: an item per query row"))) << first;
+  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.RoPE +rope_kv_f32 +appending k and v"))) << first;
+  EXPECT_TRUE(std::regex_search(last, std::regex("tl\\.MatMul +gemv_rows8_f32 +CPU decode"))) << last;
+}
+
 TEST(TlRunCli, FailingComparisonExitsOne) {
   auto r = runTool("tl-run", kLlama + "/model.onnx --check " + kLlama + " --atol 0 --rtol 0");
   EXPECT_EQ(r.exitCode, 1);

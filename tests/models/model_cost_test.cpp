@@ -4,7 +4,10 @@
 
 #include "bench/model_cost.h"
 #include "cli/test_support.h"
+#include "fuse/fuse.h"
+#include "lm/loaded_lm.h"
 #include "onnx/model_io.h"
+#include "quant/quantize_model.h"
 
 namespace tl {
 namespace {
@@ -68,6 +71,46 @@ TEST(ModelCost, LlamaDecodeStep) {
   // position attended, per layer. Rotary: its position x inv_freq MatMul, 8 frequencies.
   const double weightFlops = 2.0 * (2 * perLayer + 64 * 256);
   EXPECT_EQ(c.flops, weightFlops + 2 * 2 * 2.0 * 4 * 16 * (past + 1) + 2 * 8);
+}
+
+// FLOPs come from the op table: a fused model (tl.Attention, tl.MatMul with merged, split
+// and GLU outputs, tl.RoPE from positions) counts what its export counts, at a prefill and
+// a decode step, for every causal LM of both exporters; quantized (tl.QMatMul) too.
+TEST(ModelCost, FusedModelCountsTheExportsFlops) {
+  int compared = 0;
+  for (const auto& dir : test::modelDirs()) {
+    const std::string path = (dir / "model.onnx").string();
+    Model probe = loadModel(path);
+    bool causal = false;
+    for (const auto& in : probe.proto.graph().input()) causal = causal || in.name() == "input_ids";
+    bool logits = false;
+    for (const auto& out : probe.proto.graph().output()) logits = logits || out.name() == "logits";
+    causal = causal && logits;
+    if (!causal) continue;
+    LoadedLm plain(path);
+    const bool past = !plain.lm.cacheInputs().empty();
+    std::vector<CachePair> caches;
+    for (size_t i = 0; i < plain.lm.cacheInputs().size(); ++i)
+      caches.push_back({plain.lm.cacheInputs()[i], plain.lm.cacheOutputs()[i]});
+    for (bool quantized : {false, true}) {
+      if (quantized && dir.filename() != "llama-past") continue;
+      Model fused = loadModel(path);
+      if (quantized) quantizeModel(fused, QuantOptions{}, false);
+      runFusePasses(fused, {});
+      Graph graph(fused.proto.graph());
+      const ShapeAnalysis analysis = inferShapes(fused, graph);
+      for (const auto& [tokens, depth] : std::vector<std::pair<int64_t, int64_t>>{{7, 0}, {1, 9}}) {
+        if (!past && depth) continue;
+        const auto inputs = plain.lm.inputShapes(tokens, depth);
+        const double want = runCost(plain.graph, plain.analysis, bindFromInputs(plain.analysis, inputs), caches).flops;
+        const double got = runCost(graph, analysis, bindFromInputs(analysis, inputs), caches).flops;
+        EXPECT_GT(want, 0) << dir;
+        EXPECT_DOUBLE_EQ(got, want) << dir << (quantized ? " quantized" : "") << ", " << tokens << " tokens after " << depth;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 20);
 }
 
 }  // namespace
