@@ -8,6 +8,13 @@
 // Activation buffers live on the device and are reused across runs; one grows only
 // when a binding needs more than it holds. Views (isView, and isRunView at a binding)
 // share their input's buffer.
+//
+// One class, its jobs in files of runtime/executor/: executor.cpp (construction, the step
+// loop, reading results), buffers.cpp (buffers, views and sub-buffers, memory use),
+// plan.cpp (tl-plan's arena and in-place KV caches), uploads.cpp (the upload arena),
+// host_nodes.cpp (host evaluation), launches.cpp (launch sites, their recording and
+// replay, explain()), profile.cpp (device times). What each node launches is lowering's
+// (runtime/lower/).
 #pragma once
 
 #include <CL/cl.h>
@@ -366,21 +373,5 @@ class Executor {
   }
   int64_t replays_ = 0;
 };
-
-// Whether a node may be a view at some run's shapes: the op table's View::AtBinding ops.
-// A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
-// (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a
-// Slice that is a prefix of its input (a decode step's mask [1, 1, 1, max] -> [1, 1, 1, T]).
-bool isRunView(const onnx::NodeProto& node, const Executor& ex);
-
-// Where a Slice's output starts in its input (elements), if at this run's shapes the
-// output is one contiguous run of the input's elements (a decode step's q, k, v split of
-// one [1, 1, 3 * H * D] projection); -1 otherwise, or for another op. From a later
-// element than 0 the Executor makes it a sub-buffer where the device's alignment allows.
-int64_t sliceRunOffset(const onnx::NodeProto& node, const Executor& ex);
-
-// Enqueues the kernels of one tensor-computing node (runtime/lower/, the family of the op table's device column). In a dry
-// run it only looks up the kernels, so missing ones are found before anything runs.
-void enqueueNode(Executor& ex, size_t node);
 
 }  // namespace tl

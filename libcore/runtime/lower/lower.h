@@ -183,6 +183,22 @@ std::optional<MergedSplits> mergedSplits(const LowerNode& reader, int64_t maxSpl
 // at this binding (it takes a one-row merging GEMV, built for the device).
 bool mergesAttention(const LowerNode& qmatmul);
 
+// The op table's View::AtBinding ops (movement.cpp). A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
+// (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a
+// Slice that is a prefix of its input (a decode step's mask [1, 1, 1, max] -> [1, 1, 1, T]).
+bool isRunView(const onnx::NodeProto& node, const Executor& ex);
+
+// Where a Slice's output starts in its input (elements), if at this run's shapes the
+// output is one contiguous run of the input's elements (a decode step's q, k, v split of
+// one [1, 1, 3 * H * D] projection); -1 otherwise, or for another op. From a later
+// element than 0 the Executor makes it a sub-buffer where the device's alignment allows.
+int64_t sliceRunOffset(const onnx::NodeProto& node, const Executor& ex);
+
+// Enqueues the kernels of one tensor-computing node: its family's lowering (the op table's
+// device column). In a dry run it only looks up the kernels, so missing ones are found
+// before anything runs.
+void enqueueNode(Executor& ex, size_t node);
+
 // Each family's lowerings by op key (ops/op_table.h's opKey).
 using Lowering = void (*)(const LowerNode&);
 using Lowerings = std::map<std::string, Lowering>;

@@ -1,0 +1,235 @@
+// tl-plan's decisions as the executor holds them: the memory plan's one arena and the
+// in-place KV caches (docs/artifacts.md), read from the model's metadata, and the caches'
+// host copies (writeCache, readCache).
+#include <algorithm>
+#include <cstring>
+
+#include "cli/error.h"
+#include "runtime/executor.h"
+#include "runtime/executor/internal.h"
+
+namespace tl {
+namespace {
+
+
+// The fields of a metadata value (tl.plan.*), empty ones dropped.
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(sep, start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// A metadata value's `key=value` fields (tl.plan.options, tl.plan.kv_options).
+std::unordered_map<std::string, std::string> keyValues(const std::string& text) {
+  std::unordered_map<std::string, std::string> out;
+  for (const auto& kv : split(text, ',')) {
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) out[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+
+void Executor::usePlan() {
+  std::unordered_map<std::string, std::string> meta;
+  for (const auto& p : model_.proto.metadata_props())
+    if (p.key().rfind("tl.plan.", 0) == 0) meta[p.key()] = p.value();
+  if (!meta.count("tl.plan.version")) return;
+  if (meta["tl.plan.version"] != "1") throw Error("tl.plan.version " + meta["tl.plan.version"] + " is not one this tl-run reads");
+  int64_t align = 0, batch = 1;
+  for (const auto& [key, v] : keyValues(meta["tl.plan.options"])) {
+    if (key == "align") align = std::stoll(v);
+    if (key == "batch") batch = std::stoll(v);
+    if (key == "max_seq") planMaxSeq_ = std::stoll(v);
+  }
+  std::vector<size_t> offsets, capacities;
+  size_t total = 0;
+  for (const auto& line : split(meta["tl.plan.buffers"], '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 3) throw Error("tl.plan.buffers: a line without offset, size and capacity: '" + line + "'");
+    const size_t cap = static_cast<size_t>(std::stoll(cols[2]));
+    offsets.push_back(total);
+    capacities.push_back(std::max<size_t>(cap, 8));
+    total += (std::max<size_t>(cap, 8) + static_cast<size_t>(align) - 1) / static_cast<size_t>(align) * static_cast<size_t>(align);
+  }
+  const size_t need = std::max<size_t>(device_.info().subBufferAlign, 1);
+  if (align < 1 || static_cast<size_t>(align) % need)
+    throw Error("the plan aligns buffers to " + std::to_string(align) + " bytes; this device needs multiples of " +
+                std::to_string(need) + " (tl-plan --align)", ExitCode::Device);
+  if (total > device_.info().maxAlloc)
+    throw Error("the plan's arena of " + std::to_string(total) + " bytes is over the device's largest allocation (" +
+                std::to_string(device_.info().maxAlloc) + "): plan with a smaller --max-seq", ExitCode::Device);
+  cl_int err;
+  planArena_ = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, std::max<size_t>(total, 8), nullptr, &err);
+  clCheck(err, "clCreateBuffer", "the plan's arena");
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    cl_buffer_region where{offsets[b], capacities[b]};
+    planRegions_.push_back(clCreateSubBuffer(planArena_, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &where, &err));
+    clCheck(err, "clCreateSubBuffer", "the plan's buffer " + std::to_string(b));
+  }
+  std::unordered_set<std::string> outputs;
+  for (const auto& o : graph_.proto().output()) outputs.insert(o.name());
+  for (const auto& line : split(meta["tl.plan.tensors"], '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 2) throw Error("tl.plan.tensors: a line without tensor and buffer: '" + line + "'");
+    const size_t b = static_cast<size_t>(std::stoll(cols[1]));
+    if (!kernelOutputs_.count(cols[0]) || b >= planRegions_.size())
+      throw Error("the plan places tensor '" + cols[0] + "', which no kernel of this graph writes: the graph changed "
+                  "after tl-plan (run tl-plan last)");
+    if (outputs.count(cols[0])) {
+      // Graph outputs keep buffers of their own (the cache carry swaps them), sized for
+      // --max-seq now, so that a growing cache never reallocates.
+      plannedOutputs_[cols[0]] = capacities[b];
+      ensure(cols[0], capacities[b]);
+      continue;
+    }
+    Buffer& buf = buffers_[cols[0]];
+    buf.mem = planRegions_[b];
+    clRetainMemObject(buf.mem);
+    buf.capacity = capacities[b];
+    planned_[cols[0]] = buf.mem;
+    planOrigins_[cols[0]] = offsets[b];
+  }
+  useKvPlan(meta, batch);
+}
+
+
+void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& meta, int64_t batch) {
+  const auto pairs = meta.find("tl.plan.kv");
+  if (pairs == meta.end()) return;
+  std::string layout = "sequence";
+  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end())
+    for (const auto& [key, v] : keyValues(o->second)) {
+      if (key == "layout") layout = v;
+      if (key == "pad") kvPad_ = std::max<int64_t>(1, std::stoll(v));
+    }
+  if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
+  kvSequenceFirst_ = layout == "sequence";
+  kvCapacity_ = planMaxSeq_;
+  if (auto m = meta.find("tl.plan.kv_masks"); m != meta.end()) kvMasks_ = split(m->second, '\n');
+  for (const auto& line : split(pairs->second, '\n')) {
+    const auto cols = split(line, '\t');
+    if (cols.size() != 2 || !analysis_.tensors.count(cols[0]) || !analysis_.tensors.count(cols[1]))
+      throw Error("tl.plan.kv: '" + line + "' names no cache input and output of this graph: the graph changed after tl-plan");
+    KvCache c;
+    c.past = cols[0];
+    c.present = cols[1];
+    const auto& d = analysis_.at(c.past).dims;
+    const auto H = d.size() == 4 ? analysis_.symbols.resolve(d[1]).constValue() : std::nullopt;
+    const auto D = d.size() == 4 ? analysis_.symbols.resolve(d[3]).constValue() : std::nullopt;
+    if (!H || !D) throw Error("tl.plan.kv: cache input '" + c.past + "' " + str(d) + " is not [batch, heads, length, size]");
+    SymbolValues b;
+    for (const auto& s : d[0].symbols()) b[s] = batch;
+    c.B = d[0].evaluate(b);
+    c.H = *H;
+    c.D = *D;
+    const int64_t cap = kvCapacity_;
+    c.strides = kvSequenceFirst_ ? std::vector<int64_t>{c.H * c.D, c.D, c.B * c.H * c.D}
+                                 : std::vector<int64_t>{c.H * cap * c.D, cap * c.D, c.D};
+    const size_t bytes = static_cast<size_t>(c.B * c.H * cap * c.D) * 4;
+    if (bytes > device_.info().maxAlloc)
+      throw Error("cache '" + c.past + "' needs " + std::to_string(bytes) + " bytes for max-seq " + std::to_string(cap) +
+                      ", over the device's largest allocation",
+                  ExitCode::Device);
+    cl_int err;
+    c.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    clCheck(err, "clCreateBuffer", "cache '" + c.past + "'");
+    const float zero = 0;
+    clCheck(clEnqueueFillBuffer(device_.queue(), c.mem, &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer", "cache '" + c.past + "'");
+    for (const auto* name : {&c.past, &c.present}) {
+      Buffer& buf = buffers_[*name];
+      buf.mem = c.mem;
+      clRetainMemObject(c.mem);
+      buf.capacity = bytes;
+      planned_[*name] = c.mem;
+      kvOf_[*name] = kv_.size();
+    }
+    clReleaseMemObject(c.mem);  // the two buffers hold it
+    kv_.push_back(c);
+  }
+}
+
+
+const std::vector<int64_t>* Executor::cacheStrides(const std::string& tensor) const {
+  auto k = kvOf_.find(tensor);
+  return k == kvOf_.end() ? nullptr : &kv_[k->second].strides;
+}
+
+
+namespace {
+
+
+// A cache's first `rows` tokens of its first `batch` batch rows as [batch, H, rows, D] and
+// their place in the buffer, as a rectangle: sequence first, a token's batch rows are one
+// row of the rectangle (the host side transposed to [rows, batch, H, D]); heads first, a
+// (batch, head)'s tokens are one slice.
+struct CacheRect {
+  size_t region[3], bufferRow, bufferSlice, hostRow, hostSlice;
+};
+
+
+CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst) {
+  const size_t row = static_cast<size_t>(D) * 4;
+  if (sequenceFirst)
+    return {{row * static_cast<size_t>(batch * H), static_cast<size_t>(rows), 1}, row * static_cast<size_t>(B * H), 0,
+            row * static_cast<size_t>(batch * H), 0};
+  return {{row, static_cast<size_t>(rows), static_cast<size_t>(batch * H)}, row, row * static_cast<size_t>(capacity), row,
+          row * static_cast<size_t>(rows)};
+}
+
+
+// [batch * H, rows, D] <-> [rows, batch * H, D], rows of D floats.
+void swapTokensAndHeads(const uint8_t* from, uint8_t* to, int64_t heads, int64_t rows, size_t row, bool toTokens) {
+  for (int64_t bh = 0; bh < heads; ++bh)
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t a = static_cast<size_t>(bh * rows + r) * row, b = static_cast<size_t>(r * heads + bh) * row;
+      std::memcpy(to + (toTokens ? b : a), from + (toTokens ? a : b), row);
+    }
+}
+
+
+}  // namespace
+
+
+void Executor::writeCache(const KvCache& c, const Tensor& t) {
+  if (t.dims.size() != 4 || t.dims[0] > c.B || t.dims[1] != c.H || t.dims[3] != c.D)
+    throw Error("cache input '" + c.past + "' is " + str(std::vector<SymExpr>(t.dims.begin(), t.dims.end())) +
+                "; its in-place cache holds [at most " + std::to_string(c.B) + ", " + std::to_string(c.H) + ", tokens, " +
+                std::to_string(c.D) + "] (the batch tl-plan was run for)");
+  kvBatch_ = t.dims[0];
+  const int64_t rows = t.dims[2];
+  if (!rows) return;
+  auto& stage = staging_[c.past];
+  stage.resize(t.bytes.size());
+  if (kvSequenceFirst_) swapTokensAndHeads(t.bytes.data(), stage.data(), kvBatch_ * c.H, rows, static_cast<size_t>(c.D) * 4, true);
+  else stage = t.bytes;
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  const size_t origin[3] = {0, 0, 0};
+  clCheck(clEnqueueWriteBufferRect(device_.queue(), c.mem, CL_FALSE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
+                                   r.hostRow, r.hostSlice, stage.data(), 0, nullptr, nullptr),
+          "clEnqueueWriteBufferRect", "cache '" + c.past + "'");
+}
+
+
+std::vector<uint8_t> Executor::readCache(const KvCache& c, int64_t rows) {
+  const size_t row = static_cast<size_t>(c.D) * 4;
+  std::vector<uint8_t> out(static_cast<size_t>(kvBatch_ * c.H * rows) * row), block(out.size());
+  if (!rows) return out;
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  const size_t origin[3] = {0, 0, 0};
+  clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
+                                  r.hostRow, r.hostSlice, kvSequenceFirst_ ? block.data() : out.data(), 0, nullptr, nullptr),
+          "clEnqueueReadBufferRect", "cache '" + c.present + "'");
+  if (kvSequenceFirst_) swapTokensAndHeads(block.data(), out.data(), kvBatch_ * c.H, rows, row, false);
+  return out;
+}
+
+}  // namespace tl

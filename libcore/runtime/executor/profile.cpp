@@ -1,0 +1,34 @@
+// Profiling: the device time of each command of a run, from OpenCL's events.
+#include "cli/error.h"
+#include "runtime/executor.h"
+
+namespace tl {
+
+void Executor::releaseEvents() {
+  for (auto& [n, e] : events_) clReleaseEvent(e);
+  for (auto& x : extraEvents_) clReleaseEvent(x.e);
+  events_.clear();
+  extraEvents_.clear();
+}
+
+
+void Executor::recordEvent(size_t node, cl_event e) {
+  if (e) events_.emplace_back(node, e);
+}
+
+
+void Executor::collectProfile() {
+  profile_.clear();
+  if (!device_.profiling()) return;
+  clCheck(clFinish(device_.queue()), "clFinish");
+  auto ms = [](cl_event e) {
+    cl_ulong start = 0, end = 0;
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr);
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
+    return (end - start) * 1e-6;
+  };
+  for (auto& x : extraEvents_) profile_.push_back({x.name, x.op, ms(x.e)});
+  for (auto& [node, e] : events_) profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), ms(e)});
+}
+
+}  // namespace tl
