@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "bench/timing.h"
 #include "check/reference_check.h"
@@ -29,20 +30,34 @@
 
 namespace {
 
-void printProfile(const std::vector<tl::OpTime>& times) {
-  std::map<std::string, std::pair<double, int>> byOp;
+// Device time per op, and what its nodes move and compute at the run's shapes (the op
+// table's cost): GB/s and GFLOP/s over that time.
+void printProfile(const tl::Executor& ex) {
+  struct Row {
+    double ms = 0, bytes = 0, flops = 0;
+    int kernels = 0;
+  };
+  std::map<std::string, Row> byOp;
+  std::set<int64_t> costed;
   double total = 0;
-  for (const auto& t : times) {
-    byOp[t.op].first += t.ms;
-    byOp[t.op].second += 1;
+  for (const auto& t : ex.profile()) {
+    Row& r = byOp[t.op];
+    r.ms += t.ms;
+    r.kernels += 1;
     total += t.ms;
+    if (t.index >= 0 && costed.insert(t.index).second) {
+      const tl::OpCost c = ex.nodeCost(static_cast<size_t>(t.index));
+      r.bytes += c.bytes;
+      r.flops += c.flops;
+    }
   }
-  std::vector<std::pair<std::string, std::pair<double, int>>> rows(byOp.begin(), byOp.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  std::fprintf(stderr, "profile: %zu kernels, %.3f ms device time\n", times.size(), total);
-  std::fprintf(stderr, "  %-22s %8s %10s %7s\n", "op", "kernels", "ms", "share");
-  for (const auto& [op, v] : rows)
-    std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%%\n", op.c_str(), v.second, v.first, total > 0 ? 100 * v.first / total : 0);
+  std::vector<std::pair<std::string, Row>> rows(byOp.begin(), byOp.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::fprintf(stderr, "profile: %zu kernels, %.3f ms device time\n", ex.profile().size(), total);
+  std::fprintf(stderr, "  %-22s %8s %10s %7s %9s %9s\n", "op", "kernels", "ms", "share", "GB/s", "GFLOP/s");
+  for (const auto& [op, r] : rows)
+    std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%% %9.1f %9.1f\n", op.c_str(), r.kernels, r.ms,
+                 total > 0 ? 100 * r.ms / total : 0, r.ms > 0 ? r.bytes / r.ms * 1e-6 : 0, r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
 }
 
 // Each launch of the last run: its node, op, the kernel variant its lowering chose and why
@@ -86,7 +101,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   auto t0 = std::chrono::steady_clock::now();
   auto logits = lm.step(prompt);
   const double prefill = tl::secondsSince(t0);
-  if (profile) printProfile(ex.profile());
+  if (profile) printProfile(ex);
   if (explain) printExplain(ex, "prefill");
   auto t1 = std::chrono::steady_clock::now();
   // Greedy steps pick their token on the device; sampling reads the logits.
@@ -105,7 +120,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   if (lm.vocab() != 256 || n > 0) std::printf("\n");
   if (profile && n > 1) {
     std::fprintf(stderr, "last decode step:\n");
-    printProfile(ex.profile());
+    printProfile(ex);
   }
   if (explain && n > 1) printExplain(ex, "last decode step");
   std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
@@ -231,7 +246,7 @@ int main(int argc, char** argv) {
                     c.pass() ? "PASS" : "FAIL", c.maxAbs, c.maxRel, static_cast<long long>(c.mismatches),
                     static_cast<long long>(set.outputs[j].numel()), atol, rtol);
       }
-      if (profile) printProfile(ex.profile());
+      if (profile) printProfile(ex);
       if (explain) printExplain(ex, set.dir.filename().c_str());
     }
     std::printf("%s\n", allPass ? "PASSED" : "FAILED");

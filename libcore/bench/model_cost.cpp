@@ -67,8 +67,7 @@ RunCost runCost(const Graph& graph, const ShapeAnalysis& analysis, const SymbolV
   std::set<std::string> counted;
   for (size_t i = 0; i < graph.nodeCount(); ++i) {
     if (analysis.nodeClass[i] != NodeClass::Tensor) continue;
-    const OpInfo* op = findOp(graph.node(i));
-    if (op && op->flops) cost.flops += op->flops(CostNode{graph.node(i), dims, &counted});
+    cost.flops += opCost(CostNode{graph.node(i), dims, analysis.dtypeOf(), &counted}).flops;
   }
   for (const auto& c : caches) {
     const double in = tensorBytes(analysis, c.input, binding), out = tensorBytes(analysis, c.output, binding);

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "cli/error.h"
+#include "ops/op_table.h"
 
 namespace tl {
 
@@ -85,7 +86,7 @@ std::vector<std::string> attentionProbabilities(const Executor& ex) {
   std::vector<std::string> out;
   for (size_t i = 0; i < ex.graph().nodeCount(); ++i) {
     const auto& n = ex.graph().node(i);
-    if (n.op_type() == "Softmax" && (n.domain().empty() || n.domain() == "ai.onnx") &&
+    if (isOnnxOp(n, "Softmax") &&
         ex.analysis().at(n.output(0)).dims.size() == 4)
       out.push_back(n.output(0));
   }

@@ -12,6 +12,7 @@
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
 #include "graph/attributes.h"
+#include "onnx/model_io.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -27,7 +28,7 @@ const std::map<std::string, std::string>& opNames() {
 }
 
 bool candidate(const PatternContext& c, const onnx::NodeProto& n) {
-  if (!(n.domain().empty() || n.domain() == "ai.onnx") || !opNames().count(n.op_type())) return false;
+  if (!isOnnxDomain(n.domain()) || !opNames().count(n.op_type())) return false;
   if (n.output_size() != 1 || c.analysis.at(n.output(0)).dtype != DType::Float) return false;
   const size_t arity = n.op_type() == "Add" || n.op_type() == "Sub" || n.op_type() == "Mul" || n.op_type() == "Div" ? 2 : 1;
   if (static_cast<size_t>(n.input_size()) != arity) return false;

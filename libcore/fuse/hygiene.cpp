@@ -12,6 +12,7 @@
 #include "fuse/fuse.h"
 #include "fuse/pattern.h"
 #include "graph/attributes.h"
+#include "onnx/model_io.h"
 
 namespace tl {
 namespace {
@@ -58,7 +59,7 @@ PassResult removeNoOps(Model& model) {
     const auto inner = readBySubgraphs(model.proto.graph());
     for (size_t i = 0; i < graph.nodeCount(); ++i) {
       const auto& n = graph.node(i);
-      if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() < 1 || n.output_size() < 1) continue;
+      if (!isOnnxDomain(n.domain()) || n.input_size() < 1 || n.output_size() < 1) continue;
       const std::string& in = n.input(0);
       const std::string& out = n.output(0);
       if (in.empty() || out.empty() || c.outputs.count(out) || inner.count(out) ||

@@ -1,6 +1,7 @@
 #include "fuse/index_algebra.h"
 
 #include "graph/attributes.h"
+#include "onnx/model_io.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -286,7 +287,7 @@ std::optional<IndexValue> IndexAlgebra::compute(const std::string& tensor, std::
   if (p < 0) return fail("'" + tensor + "' has no producer");
   const auto& n = c_.graph.node(static_cast<size_t>(p));
   const std::string where = "node '" + c_.graph.nodeName(static_cast<size_t>(p)) + "' (" + n.op_type() + ")";
-  if (!n.domain().empty() && n.domain() != "ai.onnx") return fail(where + " is no ONNX op");
+  if (!isOnnxDomain(n.domain())) return fail(where + " is no ONNX op");
   const std::string& op = n.op_type();
   // An input's term over this node's output variables, numpy-broadcast.
   auto operand = [&](int i) -> IndexTermPtr {

@@ -4,6 +4,7 @@
 
 #include "graph/attributes.h"
 #include "graph/tl_ops.h"
+#include "ops/op_table.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -13,7 +14,7 @@ PatternContext::PatternContext(const Model& m, const Graph& g, const ShapeAnalys
 }
 
 bool isOp(const onnx::NodeProto* n, const char* op) {
-  return n && n->op_type() == op && (n->domain().empty() || n->domain() == "ai.onnx");
+  return n && isOnnxOp(*n, op);
 }
 
 const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tensor) {

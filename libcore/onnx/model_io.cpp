@@ -138,9 +138,11 @@ bool hasExternalData(const onnx::ModelProto& proto) {
   return false;
 }
 
+bool isOnnxDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
+
 int64_t onnxOpset(const onnx::ModelProto& proto) {
   for (const auto& o : proto.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+    if (isOnnxDomain(o.domain())) return o.version();
   return 0;
 }
 

@@ -21,6 +21,9 @@ struct Model {
   std::filesystem::path baseDir;  // external data locations are relative to this
 };
 
+// Whether a domain names the ONNX standard operators ("" or "ai.onnx").
+bool isOnnxDomain(const std::string& domain);
+
 // path "-" reads stdin. Throws tl::Error for unreadable, truncated or non-ONNX input.
 Model loadModel(const std::string& path);
 // Serializes for writing into outDir (external data locations rewritten to stay valid).

@@ -70,6 +70,15 @@ double ropeFlops(const CostNode& c) {
   return 2 * count(c.dims(c.node.input(1))) * count(c.dims(c.node.input(2)));
 }
 
+double tensorBytes(const CostNode& c, const std::string& t) {
+  return count(c.dims(t)) * static_cast<double>(dtypeBits(c.dtype(t))) / 8;
+}
+
+// Gather: the rows it reads (as many bytes as it writes), its indices, its output.
+double gatherBytes(const CostNode& c) {
+  return 2 * tensorBytes(c, c.node.output(0)) + tensorBytes(c, c.node.input(1));
+}
+
 constexpr Host kNo = Host::None, kExact = Host::Exact, kInt = Host::Integer;
 constexpr View kNever = View::Never;
 constexpr Family kEw = Family::Elementwise, kMove = Family::Movement, kMm = Family::MatMul, kAtt = Family::Attention,
@@ -88,12 +97,12 @@ std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> t;
   const auto onnx = [&](const char* name, const char* shape, Host host, View view, FlopCount flops, Family family,
                         const char* description) {
-    t.push_back({"", name, shape, host, view, flops, family, family == kNone && host == kNo && view == kNever, nullptr,
-                 description});
+    t.push_back({"", name, shape, host, view, flops, nullptr, family, family == kNone && host == kNo && view == kNever,
+                 nullptr, description});
   };
   const auto tlOp = [&](const char* name, const char* shape, FlopCount flops, Family family, const char* by,
                         const char* description) {
-    t.push_back({"tl", name, shape, kNo, kNever, flops, family, false, by, description});
+    t.push_back({"tl", name, shape, kNo, kNever, flops, nullptr, family, false, by, description});
   };
   const std::vector<Group> groups = {
       {"broadcast", kInt, kEw, {{"Add", "a + b"}, {"Sub", "a - b"}, {"Mul", "a * b"}}},
@@ -153,6 +162,7 @@ std::vector<OpInfo> buildTable() {
   onnx("Concat", "concat", kExact, kNever, nullptr, kMove, "join along an axis");
   onnx("Split", "split", kNo, kNever, nullptr, kMove, "cut along an axis");
   onnx("Gather", "gather", kExact, kNever, nullptr, kMove, "rows by index along an axis");
+  t.back().bytes = gatherBytes;
   onnx("GatherElements", "gather-elements", kNo, kNever, nullptr, kNone, "elements by index along an axis");
   onnx("GatherND", "gather-nd", kNo, kNever, nullptr, kMove, "slices by index tuples (batch_dims 0)");
   onnx("ScatterND", "scatter", kNo, kNever, nullptr, kNone, "write slices by index tuples");
@@ -207,8 +217,6 @@ const char* familyName(Family f) {
   return "?";
 }
 
-bool isOnnxDomain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
-
 std::string opKey(const std::string& domain, const std::string& op) {
   return isOnnxDomain(domain) ? op : domain + "." + op;
 }
@@ -233,6 +241,21 @@ const OpInfo* findOp(const std::string& domain, const std::string& op) {
 const OpInfo* findOp(const onnx::NodeProto& node) { return findOp(node.domain(), node.op_type()); }
 
 bool isOnnxOp(const onnx::NodeProto& node, const char* op) { return node.op_type() == op && isOnnxDomain(node.domain()); }
+
+OpCost opCost(const CostNode& c) {
+  OpCost cost;
+  const OpInfo* op = findOp(c.node);
+  if (!op || isView(c.node, c.dtype)) return cost;
+  if (op->flops) cost.flops = op->flops(c);
+  if (op->bytes) {
+    cost.bytes = op->bytes(c);
+  } else {
+    for (const auto* names : {&c.node.input(), &c.node.output()})
+      for (const auto& t : *names)
+        if (!t.empty()) cost.bytes += tensorBytes(c, t);
+  }
+  return cost;
+}
 
 bool isView(const onnx::NodeProto& n, const DTypeOf& dtype) {
   if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1 || n.output(0).empty()) return false;

@@ -20,6 +20,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "onnx/model_io.h"  // isOnnxDomain
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -48,12 +49,15 @@ enum class View { Never, Always, SameType, NoMask, AtBinding };
 struct CostNode {
   const onnx::NodeProto& node;
   std::function<std::vector<int64_t>(const std::string&)> dims;
+  std::function<DType(const std::string&)> dtype;
   std::set<std::string>* counted;
 };
 // FLOPs of one node: the matrix work (2 x M x K x N of a product, attention's QK^T and PV,
 // convolutions, RoPE's angles from positions); nullptr counts none (elementwise ops,
 // norms, softmax and data movement are not counted).
 using FlopCount = double (*)(const CostNode&);
+// Bytes one node reads and writes; nullptr: each input and output once.
+using ByteCount = double (*)(const CostNode&);
 
 struct OpInfo {
   const char* domain;  // "" for ai.onnx
@@ -62,14 +66,13 @@ struct OpInfo {
   Host host;
   View view;
   FlopCount flops;
+  ByteCount bytes;
   Family family;       // Family::None: no device kernel
   bool shapeOnly;      // only folded by tl-shape: no kernel, no host evaluation
   const char* writtenBy;  // the stage that writes it (tl-domain ops), or nullptr
   const char* description;
 };
 
-// Whether a domain names the ONNX standard operators ("" or "ai.onnx").
-bool isOnnxDomain(const std::string& domain);
 // The table's key of an op: "Add" for ONNX operators, "tl.RoPE" for others.
 std::string opKey(const std::string& domain, const std::string& op);
 std::string opKey(const onnx::NodeProto& node);
@@ -85,6 +88,14 @@ bool isOnnxOp(const onnx::NodeProto& node, const char* op);
 
 // A tensor's dtype by name (ShapeAnalysis::dtypeOf()).
 using DTypeOf = std::function<DType(const std::string&)>;
+
+// A node's cost at a binding: its row's FLOPs and the bytes it reads and writes (each
+// input and output once, a view none, a Gather the rows it reads rather than its table);
+// an op the table lacks costs nothing.
+struct OpCost {
+  double flops = 0, bytes = 0;
+};
+OpCost opCost(const CostNode& c);
 // Whether a node runs no kernel: its output names its input's buffer (the view column;
 // View::AtBinding ops are views only at some run shapes, which the runtime decides).
 // Tensors are written only by their producer, so sharing is safe.

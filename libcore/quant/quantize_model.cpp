@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/error.h"
+#include "onnx/model_io.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -105,7 +106,7 @@ void store(onnx::GraphProto& g, const std::string& name, const QuantizedMatrix& 
 // MatMul, or tl-fuse's tl.MatMul (its columns split among outputs; a bias, a residual, a
 // norm, a GLU: graph/tl_ops.h): A times a weight.
 bool isMatMul(const onnx::NodeProto& n) {
-  const bool plain = n.op_type() == "MatMul" && (n.domain().empty() || n.domain() == "ai.onnx");
+  const bool plain = n.op_type() == "MatMul" && isOnnxDomain(n.domain());
   if (plain) return n.input_size() == 2;
   // tl.MatMul's transB weight is [N, K]: left in float.
   return n.op_type() == "MatMul" && n.domain() == "tl" && n.input_size() <= 5 && attrInt(n, "transB").value_or(0) == 0;

@@ -40,6 +40,7 @@ namespace tl {
 struct OpTime {
   std::string node, op;
   double ms = 0;
+  int64_t index = -1;  // the graph node that enqueued it; -1 for the executor's own commands
 };
 
 class Executor {
@@ -78,6 +79,8 @@ class Executor {
   void feedToken(const std::string& input, int slot);
   int64_t tokenAt(int slot);
 
+  // A node's cost at the last run's shapes (ops/op_table.h's opCost).
+  OpCost nodeCost(size_t node) const;
   // The last run's launches in order: the node, its op, the kernel variant it took and
   // why (tl-run --explain).
   struct LaunchNote {

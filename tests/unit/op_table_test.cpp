@@ -4,6 +4,7 @@
 // family; the host evaluator takes exactly what the host column says.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "ops/host_eval.h"
@@ -84,6 +85,37 @@ TEST(OpTable, ViewsFollowTheViewColumn) {
   EXPECT_FALSE(isView(transpose, [](const std::string&) { return DType::Float; }));
   transpose.set_domain("com.example");
   EXPECT_FALSE(findOp(transpose));
+}
+
+// A node's cost at a binding: FLOPs from its row, bytes of its inputs and outputs (a
+// Gather's rows rather than its table, a view nothing), worked by hand.
+TEST(OpTable, CostAtABinding) {
+  const std::map<std::string, std::vector<int64_t>> dims = {
+      {"a", {2, 3, 8}}, {"w", {8, 5}}, {"y", {2, 3, 5}}, {"table", {100, 8}}, {"ids", {2, 3}}, {"rows", {2, 3, 8}},
+      {"q", {1, 4, 3, 16}}, {"k", {1, 2, 10, 16}}, {"v", {1, 2, 10, 8}}, {"o", {1, 4, 3, 8}}};
+  const auto dimsOf = [&](const std::string& t) { return dims.at(t); };
+  const DTypeOf dtype = [](const std::string& t) { return t == "ids" ? DType::Int64 : DType::Float; };
+  std::set<std::string> counted;
+  const auto cost = [&](const char* domain, const char* op, std::vector<std::string> in, std::vector<std::string> out) {
+    onnx::NodeProto n;
+    n.set_domain(domain);
+    n.set_op_type(op);
+    for (const auto& t : in) n.add_input(t);
+    for (const auto& t : out) n.add_output(t);
+    return opCost(CostNode{n, dimsOf, dtype, &counted});
+  };
+  const OpCost mm = cost("", "MatMul", {"a", "w"}, {"y"});
+  EXPECT_EQ(mm.flops, 2.0 * 6 * 8 * 5);
+  EXPECT_EQ(mm.bytes, 4.0 * (48 + 40 + 30));
+  const OpCost g = cost("", "Gather", {"table", "ids"}, {"rows"});
+  EXPECT_EQ(g.flops, 0);
+  EXPECT_EQ(g.bytes, 2 * 4.0 * 48 + 8 * 6);  // 6 rows of 8 floats read and written, 6 int64 ids
+  const OpCost view = cost("", "Reshape", {"a", "ids"}, {"rows"});
+  EXPECT_EQ(view.bytes, 0);
+  // q [1, 4, 3, 16] against 10 keys of 16 and values of 8 (grouped: 2 kv heads).
+  const OpCost att = cost("tl", "Attention", {"q", "k", "v"}, {"o"});
+  EXPECT_EQ(att.flops, 2.0 * 4 * 3 * 10 * (16 + 8));
+  EXPECT_EQ(cost("com.example", "Mystery", {"a"}, {"y"}).bytes, 0);
 }
 
 }  // namespace

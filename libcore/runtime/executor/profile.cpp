@@ -1,8 +1,15 @@
 // Profiling: the device time of each command of a run, from OpenCL's events.
+#include <set>
+
 #include "cli/error.h"
 #include "runtime/executor.h"
 
 namespace tl {
+
+OpCost Executor::nodeCost(size_t node) const {
+  std::set<std::string> counted;
+  return opCost(CostNode{graph_.node(node), [this](const std::string& t) { return shape(t); }, analysis_.dtypeOf(), &counted});
+}
 
 void Executor::releaseEvents() {
   for (auto& [n, e] : events_) clReleaseEvent(e);
@@ -28,7 +35,8 @@ void Executor::collectProfile() {
     return (end - start) * 1e-6;
   };
   for (auto& x : extraEvents_) profile_.push_back({x.name, x.op, ms(x.e)});
-  for (auto& [node, e] : events_) profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), ms(e)});
+  for (auto& [node, e] : events_)
+    profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), ms(e), static_cast<int64_t>(node)});
 }
 
 }  // namespace tl
