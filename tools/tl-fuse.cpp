@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     const auto results = tl::runFusePasses(model, names);
     std::string report;
     for (const auto& r : results) {
-      report += r.pass + ": " + std::to_string(r.rewrites) + (r.pass == "dead-nodes" ? " removed" : " rewritten") +
+      report += r.pass + ": " + std::to_string(r.rewrites) + " " + r.counts +
                 (r.nearMisses.empty() ? "" : ", " + std::to_string(r.nearMisses.size()) + " near misses") + "\n";
       if (verbose)
         for (const auto& m : r.nearMisses) report += "  near miss: " + m + "\n";

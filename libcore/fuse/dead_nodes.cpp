@@ -32,6 +32,7 @@ PassResult removeDeadNodes(Model& model) {
   }
   auto* g = model.proto.mutable_graph();
   PassResult r;
+  r.counts = "removed";
   google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
   for (int i = 0; i < g->node_size(); ++i) {
     if (live[static_cast<size_t>(i)]) {

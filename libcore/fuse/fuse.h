@@ -46,7 +46,8 @@ namespace tl {
 
 struct PassResult {
   std::string pass;
-  int rewrites = 0;                     // patterns rewritten (nodes removed, for dead-nodes)
+  int rewrites = 0;                     // patterns rewritten (nodes removed, for dead-nodes; marked, for merge-attention)
+  const char* counts = "rewritten";     // what `rewrites` counts, as the report says it
   std::vector<std::string> nearMisses;  // "node 'X': why it was left alone"
 };
 

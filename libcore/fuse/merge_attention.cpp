@@ -15,6 +15,7 @@ namespace tl {
 
 PassResult markAttentionMerges(Model& model) {
   PassResult result;
+  result.counts = "marked";
   std::vector<int> marked;
   {
     Graph graph(model.proto.graph());
