@@ -23,6 +23,36 @@ void matmul_f32(__global const float* A, __global const float* B, __global float
   if (m < M && n < N) STORE((long)b * M + m, n, acc);
 }
 
+// matmul_f32 with a tl.MatMul's GLU epilogue (prefill on GPUs): output column n < N / 2 is
+// gate(A B[:, n]) * A B[:, n + N / 2]; each step loads A's tile and both of B's, and the
+// product's halves never reach memory (in steps they went to scratch and back through
+// glu_f32: a launch more a layer).
+__kernel __attribute__((reqd_work_group_size(TILE, TILE, 1)))
+void matmul_glu_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M, int N,
+                    int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb, int glu) {
+  __local float As[TILE][TILE];
+  __local float Gs[TILE][TILE];
+  __local float Us[TILE][TILE];
+  const int width = N / 2;
+  const int n = get_global_id(0), m = get_global_id(1), b = get_global_id(2);
+  const int tn = get_local_id(0), tm = get_local_id(1);
+  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb);
+  float g = 0.0f, u = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += TILE) {
+    int ka = k0 + tn, kb = k0 + tm;
+    As[tm][tn] = (m < M && ka < K) ? A[aoff + m * a_rs + ka * a_cs] : 0.0f;
+    Gs[tm][tn] = (n < width && kb < K) ? B[boff + kb * b_rs + n * b_cs] : 0.0f;
+    Us[tm][tn] = (n < width && kb < K) ? B[boff + kb * b_rs + (n + width) * b_cs] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TILE; ++k) {
+      g += As[tm][k] * Gs[k][tn];
+      u += As[tm][k] * Us[k][tn];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (m < M && n < width) STORE_GLU((long)b * M + m, n, g, u, width);
+}
+
 // One output element per work item, no local memory: for M = 1 (decode), where a
 // tile would idle 15 of 16 rows, and on CPU devices, where barriers cost more than
 // they save and the compiler vectorizes across consecutive n.

@@ -61,7 +61,8 @@ int setGemvArgs(Launch& l, const LowerNode& n) {
 // GLU of those. `product(a, outputs)` enqueues the kernel; only it runs when the node has
 // neither.
 void matmulInSteps(const LowerNode& n, std::string a, int64_t M, int64_t K, int64_t N, MatMulOut o,
-                   const std::function<void(const std::string&, const MatMulOut&)>& product) {
+                   const std::function<void(const std::string&, const MatMulOut&)>& product,
+                   const std::function<bool(const std::string&)>& glued = nullptr) {
   const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
   if (!scale.empty()) {
     const std::string normed = n.proto.name() + "#normed";
@@ -71,6 +72,7 @@ void matmulInSteps(const LowerNode& n, std::string a, int64_t M, int64_t K, int6
   }
   const int kind = gluKind(n.proto);
   if (!kind) return product(a, o);
+  if (glued && glued(a)) return;  // a product kernel that applies the GLU as it stores
   MatMulOut halves = o;
   halves.outs = {n.proto.name() + "#gate", n.proto.name() + "#up"};
   halves.widths = {N / 2, N / 2};
@@ -104,9 +106,17 @@ const Variant<MatMulCase> kMatMul[] = {
      [](const MatMulCase& c) { return grid(up16(c.N), static_cast<size_t>(c.M), static_cast<size_t>(c.batch), 16, 1); },
      "one output per item (any layout)"},
 };
+// A tl.MatMul's product with its GLU epilogue (no residual: the GLU's output takes none).
+const Variant<MatMulCase> kGluMatMul[] = {
+    {"matmul_glu_f32", [](const MatMulCase& c) { return c.gpu && c.M >= 16 && c.out->residual.empty(); },
+     [](const MatMulCase& c) { return grid(up16(c.N / 2), up16(c.M), static_cast<size_t>(c.batch), 16, 16); },
+     "GPU, 16 rows or more, a GLU: 16x16 tiles of the gate's and the up's columns, gated as stored"},
+};
 
-void matmul(const LowerNode& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const MatMulOut& o,
-            bool transA, bool transB) {
+// A float product through kMatMul's rows; with a GLU kind, through kGluMatMul's (its
+// outputs then the GLU's, half B's columns wide), returning false where none fits.
+bool matmul(const LowerNode& n, const std::string& a, Dims ad, const std::string& b, Dims bd, const MatMulOut& o,
+            bool transA, bool transB, int glu = 0) {
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t M = transA ? ad[ad.size() - 1] : ad[ad.size() - 2];
@@ -129,8 +139,9 @@ void matmul(const LowerNode& n, const std::string& a, Dims ad, const std::string
   const int64_t aRows = ad[ad.size() - 2], aCols = ad[ad.size() - 1];
   const int64_t bRows = bd[bd.size() - 2], bCols = bd[bd.size() - 1];
   const MatMulCase c{n.gpu(), transB, M, N, elementCount(batch), &o};
-  const auto& v = chooseVariant(kMatMul, c, n);
-  Launch l = launchVariant(n, v);
+  const Variant<MatMulCase>* v = glu ? findVariant(kGluMatMul, c, n) : &chooseVariant(kMatMul, c, n);
+  if (!v) return false;
+  Launch l = launchVariant(n, *v);
   l.mem(a).mem(b);
   setOutputs(l, o);
   l.i32(M)
@@ -142,8 +153,10 @@ void matmul(const LowerNode& n, const std::string& a, Dims ad, const std::string
       .i32(transB ? bCols : 1)
       .vec(pad8(batch, 1))
       .vec(pad8(batchStrides(ab, aRows * aCols), 0))
-      .vec(pad8(batchStrides(bb, bRows * bCols), 0))
-      .run(v.geometry(c));
+      .vec(pad8(batchStrides(bb, bRows * bCols), 0));
+  if (glu) l.i32(glu);
+  l.run(v->geometry(c));
+  return true;
 }
 
 void matmulOp(const LowerNode& n) {
@@ -211,9 +224,10 @@ void tlMatmulOp(const LowerNode& n) {
     setGemvArgs(l, n);
     return l.run(v->geometry(c));
   }
-  matmulInSteps(n, n.in(0), M, K, N, o, [&](const std::string& a, const MatMulOut& out) {
-    matmul(n, a, {M, K}, n.in(1), w, out, false, transB);
-  });
+  matmulInSteps(
+      n, n.in(0), M, K, N, o,
+      [&](const std::string& a, const MatMulOut& out) { matmul(n, a, {M, K}, n.in(1), w, out, false, transB); },
+      [&](const std::string& a) { return matmul(n, a, {M, K}, n.in(1), w, o, false, transB, c.glu); });
 }
 
 // ---- tl.QMatMul ----
