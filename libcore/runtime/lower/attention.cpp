@@ -9,6 +9,7 @@
 //   GEMV merges the attention's splits as it reads them (matmul.cpp), and the attention
 //   launches no combine.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "runtime/lower/lower.h"

@@ -12,7 +12,6 @@
 // Internal to runtime/: the executor and the family files include it.
 #pragma once
 
-#include <array>
 #include <map>
 #include <optional>
 #include <string>

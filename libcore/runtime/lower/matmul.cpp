@@ -47,13 +47,11 @@ MatMulOut matmulOutputs(const LowerNode& n, int64_t N) {
 }
 
 // The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
-// the GLU kind. Returns the GLU kind.
-int setGemvArgs(Launch& l, const LowerNode& n) {
+// the GLU kind.
+void setGemvArgs(Launch& l, const LowerNode& n) {
   const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
   if (scale.empty()) l.nullMem(); else l.mem(scale);
-  const int kind = gluKind(n.proto);
-  l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(kind);
-  return kind;
+  l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(gluKind(n.proto));
 }
 
 // Runs a (Q)MatMul whose kernel lacks the node's RMSNorm prologue or GLU epilogue in
