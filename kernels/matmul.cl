@@ -176,6 +176,53 @@ __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, _
 #undef STORE4
 }
 
+// matmul_4x4_f32 with a tl.MatMul's GLU epilogue (prefill on CPU devices): a 4x4 block of
+// output columns n < N / 2 from the gate's block at n and the up's at n + N / 2, gated as
+// stored; the product's halves never reach memory.
+__kernel void matmul_4x4_glu_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS,
+                                 int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa,
+                                 int8 bsb, int glu) {
+  const int width = N / 2;
+  const int n = get_global_id(0) * 4, m = get_global_id(1) * 4, b = get_global_id(2);
+  if (n >= width || m >= M) return;
+  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;
+  const int r1 = min(m + 1, M - 1), r2 = min(m + 2, M - 1), r3 = min(m + 3, M - 1);
+  __global const float* a0 = A + aoff + m * a_rs;
+  __global const float* a1 = A + aoff + r1 * a_rs;
+  __global const float* a2 = A + aoff + r2 * a_rs;
+  __global const float* a3 = A + aoff + r3 * a_rs;
+  float4 g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f, u0 = 0.0f, u1 = 0.0f, u2 = 0.0f, u3 = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    const float4 gv = vload4(0, B + boff + k * b_rs), uv = vload4(0, B + boff + width + k * b_rs);
+    const int ka = k * a_cs;
+    g0 += a0[ka] * gv;
+    g1 += a1[ka] * gv;
+    g2 += a2[ka] * gv;
+    g3 += a3[ka] * gv;
+    u0 += a0[ka] * uv;
+    u1 += a1[ka] * uv;
+    u2 += a2[ka] * uv;
+    u3 += a3[ka] * uv;
+  }
+  const long row = (long)b * M + m;
+#define STORE_GLU4(i, g, u)                       \
+  STORE_GLU(row + i, n, g.s0, u.s0, width);         \
+  STORE_GLU(row + i, n + 1, g.s1, u.s1, width);     \
+  STORE_GLU(row + i, n + 2, g.s2, u.s2, width);     \
+  STORE_GLU(row + i, n + 3, g.s3, u.s3, width)
+  STORE_GLU4(0, g0, u0);
+  if (m + 1 < M) {
+    STORE_GLU4(1, g1, u1);
+  }
+  if (m + 2 < M) {
+    STORE_GLU4(2, g2, u2);
+  }
+  if (m + 3 < M) {
+    STORE_GLU4(3, g3, u3);
+  }
+#undef STORE_GLU4
+}
+
 // One row and 8 columns of C per work item, B read as float8 along n (b_cs == 1, split
 // widths multiples of 8): a decode step's rows on CPU devices, where a 4x4 block would
 // repeat its one row four times.

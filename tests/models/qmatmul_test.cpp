@@ -103,8 +103,9 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [
 // both kernel families: the GPU decode kernels normalize and gate in place, the others in
 // steps through scratch. K = 256 takes the 32-code decode kernel, K = 204 the 8-code one
 // with a tail; N = 4104 one row through the wide kernel (devices of up to 64 compute units);
-// K = 203 (float only) the float decode kernel's k past its runs of 4. M = 64 on GPUs: a
-// float GLU runs inside the tiled product (matmul_glu_f32), no glu_f32 after it.
+// K = 203 (float only) the float decode kernel's k past its runs of 4. M = 64: a float GLU
+// runs inside the product's kernel (matmul_glu_f32 on GPUs, matmul_4x4_glu_f32 on CPUs),
+// no glu_f32 after it.
 struct Extras {
   bool norm, residual, bias;
   std::string glu;
@@ -173,10 +174,11 @@ TEST(MatMulExtras, MatchUnfusedMath) {
             if (e.norm) feed.push_back(makeTensor("scale", DType::Float, {K}, scale.data()));
             auto got = ex.run(feed);
             ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, width}));
-            if (gpu && M >= 16 && !quantized && !e.glu.empty()) {  // the GLU inside the tiled product
+            if (M >= 16 && !quantized && !e.glu.empty()) {  // the GLU inside the product's kernel
               std::vector<std::string> kernels;
               for (const auto& l : ex.explain()) kernels.push_back(l.kernel);
-              EXPECT_NE(std::find(kernels.begin(), kernels.end(), "matmul_glu_f32"), kernels.end());
+              const char* glued = gpu ? "matmul_glu_f32" : "matmul_4x4_glu_f32";
+              EXPECT_NE(std::find(kernels.begin(), kernels.end(), glued), kernels.end()) << glued;
               EXPECT_EQ(std::find(kernels.begin(), kernels.end(), "glu_f32"), kernels.end());
             }
             Mat xa = x;

@@ -109,6 +109,10 @@ const Variant<MatMulCase> kGluMatMul[] = {
     {"matmul_glu_f32", [](const MatMulCase& c) { return c.gpu && c.M >= 16 && c.out->residual.empty(); },
      [](const MatMulCase& c) { return grid(up16(c.N / 2), up16(c.M), static_cast<size_t>(c.batch), 16, 16); },
      "GPU, 16 rows or more, a GLU: 16x16 tiles of the gate's and the up's columns, gated as stored"},
+    {"matmul_4x4_glu_f32",
+     [](const MatMulCase& c) { return !c.gpu && !c.transB && c.M >= 4 && c.out->widthsOf(4) && c.out->residual.empty(); },
+     [](const MatMulCase& c) { return grid(up16(c.N / 8), static_cast<size_t>((c.M + 3) / 4), static_cast<size_t>(c.batch), 16, 1); },
+     "CPU, 4 rows or more, a GLU: 4x4 blocks of the gate's and the up's columns, gated as stored"},
 };
 
 // A float product through kMatMul's rows; with a GLU kind, through kGluMatMul's (its
