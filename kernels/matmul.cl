@@ -144,18 +144,23 @@ inline float4 fgemv_sum(__local float4* red, float4 v, int x, int y) {  // over 
 FGEMV(gemv_f32, 4)
 FGEMV(gemv_f32_m1, 1)
 
+// A 4x4 block's operands: a0..a3, A's rows m..m + 3 (the last repeated past M), and
+// boff, B's column n in batch b.
+#define BLOCK4_OPERANDS                                                                         \
+  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;     \
+  const int r1 = min(m + 1, M - 1), r2 = min(m + 2, M - 1), r3 = min(m + 3, M - 1);             \
+  __global const float* a0 = A + aoff + m * a_rs;                                               \
+  __global const float* a1 = A + aoff + r1 * a_rs;                                              \
+  __global const float* a2 = A + aoff + r2 * a_rs;                                              \
+  __global const float* a3 = A + aoff + r3 * a_rs;
+
 // A 4x4 block of C per work item, B read as float4 along n (needs b_cs == 1 and
 // N % 4 == 0): 16 multiply-adds per 5 loads, for CPU devices.
 __kernel void matmul_4x4_f32(__global const float* A, __global const float* B, __global float* C, SPLIT_ARGS,
                              int M, int N, int K, int a_rs, int a_cs, int b_rs, int b_cs, int8 bdims, int8 bsa, int8 bsb) {
   const int n = get_global_id(0) * 4, m = get_global_id(1) * 4, b = get_global_id(2);
   if (n >= N || m >= M) return;
-  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;
-  const int r1 = min(m + 1, M - 1), r2 = min(m + 2, M - 1), r3 = min(m + 3, M - 1);
-  __global const float* a0 = A + aoff + m * a_rs;
-  __global const float* a1 = A + aoff + r1 * a_rs;
-  __global const float* a2 = A + aoff + r2 * a_rs;
-  __global const float* a3 = A + aoff + r3 * a_rs;
+  BLOCK4_OPERANDS
   float4 c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
   for (int k = 0; k < K; ++k) {
     float4 bv = vload4(0, B + boff + k * b_rs);
@@ -185,12 +190,7 @@ __kernel void matmul_4x4_glu_f32(__global const float* A, __global const float* 
   const int width = N / 2;
   const int n = get_global_id(0) * 4, m = get_global_id(1) * 4, b = get_global_id(2);
   if (n >= width || m >= M) return;
-  const int aoff = strided_offset(b, bdims, bsa), boff = strided_offset(b, bdims, bsb) + n;
-  const int r1 = min(m + 1, M - 1), r2 = min(m + 2, M - 1), r3 = min(m + 3, M - 1);
-  __global const float* a0 = A + aoff + m * a_rs;
-  __global const float* a1 = A + aoff + r1 * a_rs;
-  __global const float* a2 = A + aoff + r2 * a_rs;
-  __global const float* a3 = A + aoff + r3 * a_rs;
+  BLOCK4_OPERANDS
   float4 g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f, u0 = 0.0f, u1 = 0.0f, u2 = 0.0f, u3 = 0.0f;
   for (int k = 0; k < K; ++k) {
     const float4 gv = vload4(0, B + boff + k * b_rs), uv = vload4(0, B + boff + width + k * b_rs);

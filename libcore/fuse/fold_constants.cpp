@@ -1,10 +1,10 @@
 // fold-constants: a tensor-computing node whose every input is a constant (an
 // initializer, a Constant node, a shape value tl-shape folded, or a node folded before it)
 // becomes an initializer holding its output (MNN III.C), evaluated once here instead of on
-// every run. Only ops whose host evaluation is exact fold (the op table's host column, ops/host_eval.h: integer
-// arithmetic, comparisons, logic, casts and data movement, Transpose included), so the
-// folded bytes are the ones a kernel would have written; float arithmetic stays, as its
-// rounding is the kernels'. Views stay (they run nothing, and folding one would copy its
+// every run. Only ops whose host evaluation is exact fold (the op table's host column,
+// ops/host_eval.h: integer arithmetic, comparisons, logic, casts and data movement,
+// Transpose included), so the folded bytes are the ones a kernel would have written;
+// float arithmetic stays, as its rounding is the kernels'. Views stay (they run nothing, and folding one would copy its
 // constant), as do outputs over kMaxElements elements (a folded copy of a large weight
 // would grow the model) and graph outputs.
 #include <algorithm>

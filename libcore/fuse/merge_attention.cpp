@@ -4,6 +4,7 @@
 // one-row GEMV merges the splits as it reads them and the attention launches no combine
 // (runtime/lower/matmul.cpp and attention.cpp read the mark; a launch fewer a layer, where
 // a decode step's host time on the H100 is about 10 µs a launch).
+#include <algorithm>
 #include <set>
 
 #include "fuse/fuse.h"
@@ -25,19 +26,13 @@ PassResult markAttentionMerges(Model& model) {
     for (size_t i = 0; i < graph.nodeCount(); ++i) {
       const auto& n = graph.node(i);
       if (!isAnchor(n, "tl.QMatMul") || attrInt(n, "merge_attention").value_or(0)) continue;
-      // Walk A back through views to its producer.
-      std::string t = n.input(0);
-      int at = graph.producer(t);
-      bool alone = true;
-      while (at >= 0 && isView(graph.node(static_cast<size_t>(at)), analysis.dtypeOf())) {
-        alone = alone && graph.consumers(t).size() == 1 && !outputs.count(t);
-        t = graph.node(static_cast<size_t>(at)).input(0);
-        at = graph.producer(t);
-      }
-      if (at < 0 || !isAnchor(graph.node(static_cast<size_t>(at)), "tl.Attention") ||
-          graph.node(static_cast<size_t>(at)).output(0) != t)
+      const ViewChain a = producerThroughViews(graph, n.input(0), analysis.dtypeOf());
+      if (a.producer < 0 || !isAnchor(graph.node(static_cast<size_t>(a.producer)), "tl.Attention") ||
+          graph.node(static_cast<size_t>(a.producer)).output(0) != a.tensors.back())
         continue;
-      alone = alone && graph.consumers(t).size() == 1 && !outputs.count(t);
+      const bool alone = std::all_of(a.tensors.begin(), a.tensors.end(), [&](const std::string& t) {
+        return graph.consumers(t).size() == 1 && !outputs.count(t);
+      });
       if (!alone) {
         result.nearMisses.push_back("node '" + graph.nodeName(i) + "' (tl.QMatMul): the attention output it reads is read by others too");
       } else if (!matmulOptional(n, MatMulInput::NormScale).empty()) {

@@ -257,6 +257,16 @@ OpCost opCost(const CostNode& c) {
   return cost;
 }
 
+ViewChain producerThroughViews(const Graph& graph, const std::string& tensor, const DTypeOf& dtype) {
+  ViewChain chain;
+  chain.tensors.push_back(tensor);
+  for (;;) {
+    chain.producer = graph.producer(chain.tensors.back());
+    if (chain.producer < 0 || !isView(graph.node(static_cast<size_t>(chain.producer)), dtype)) return chain;
+    chain.tensors.push_back(graph.node(static_cast<size_t>(chain.producer)).input(0));
+  }
+}
+
 bool isView(const onnx::NodeProto& n, const DTypeOf& dtype) {
   if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1 || n.output(0).empty()) return false;
   const OpInfo* op = findOp(n);

@@ -20,6 +20,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "graph/graph.h"
 #include "onnx/model_io.h"  // isOnnxDomain
 #include "tensor/tensor.h"
 
@@ -100,6 +101,15 @@ OpCost opCost(const CostNode& c);
 // View::AtBinding ops are views only at some run shapes, which the runtime decides).
 // Tensors are written only by their producer, so sharing is safe.
 bool isView(const onnx::NodeProto& node, const DTypeOf& dtype);
+
+// The node that wrote `tensor`, looking through views: its index (-1 for a graph input
+// or initializer) and the tensors passed on the way, `tensor` first and that node's
+// output last.
+struct ViewChain {
+  int producer = -1;
+  std::vector<std::string> tensors;
+};
+ViewChain producerThroughViews(const Graph& graph, const std::string& tensor, const DTypeOf& dtype);
 
 // The table as text: a header line, then a row per op (op, shape rule, host, view, FLOPs
 // counted, device family, the stage after which it appears; "-" for none, "shape-only"

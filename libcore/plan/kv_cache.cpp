@@ -73,10 +73,6 @@ bool mentions(const ShapeAnalysis& a, const TensorShape& t, const std::string& s
   return false;
 }
 
-}  // namespace
-
-namespace {
-
 // A tl.RoPE that appends to in-place caches, with position ids, whose q and caches one
 // tl.Attention alone reads: at decode that attention does the RoPE's work in its own
 // launch (runtime/lower/attention.cpp), reading the RoPE's inputs, which the memory plan

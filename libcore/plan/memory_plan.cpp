@@ -134,7 +134,7 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     const auto& n = graph.node(i);
     for (const auto& in : n.input())
       if (!in.empty()) read(in, step);
-    if (findOp(n) && findOp(n)->view == View::AtBinding && n.output_size() == 1)
+    if (const OpInfo* op = findOp(n); op && op->view == View::AtBinding && n.output_size() == 1)
       readsThrough[n.output(0)] = {n.input(0)};
     if (attrInt(n, "in_attention").value_or(0) && n.input_size() >= 7)  // tl-plan's mark (kv_cache.h)
       readsThrough[n.output(0)] = {n.input(0), n.input(3), n.input(6)};

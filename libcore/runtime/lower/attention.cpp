@@ -307,15 +307,10 @@ int mergeReader(const LowerNode& n) {
 
 // The tl.Attention behind a tl.QMatMul's A, through views, or -1.
 int attentionBehind(const LowerNode& n) {
-  const Graph& g = n.ex.graph();
-  for (std::string t = n.in(0);;) {
-    const int at = g.producer(t);
-    if (at < 0) return -1;
-    const auto& p = g.node(static_cast<size_t>(at));
-    if (p.domain() == "tl" && p.op_type() == "Attention") return p.output(0) == t ? at : -1;
-    if (!isView(p, n.ex.analysis().dtypeOf())) return -1;
-    t = p.input(0);
-  }
+  const ViewChain a = producerThroughViews(n.ex.graph(), n.in(0), n.ex.analysis().dtypeOf());
+  if (a.producer < 0) return -1;
+  const auto& p = n.ex.graph().node(static_cast<size_t>(a.producer));
+  return p.domain() == "tl" && p.op_type() == "Attention" && p.output(0) == a.tensors.back() ? a.producer : -1;
 }
 
 // tl.Attention (docs/ops.md): the row of kAttention, then the merge of its splits by

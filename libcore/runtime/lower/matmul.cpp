@@ -282,6 +282,7 @@ template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu 
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
+constexpr int kMerges = 1;  // a row's mode: it merges the attention's splits
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
@@ -293,10 +294,10 @@ const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
 const Variant<QCase> kQMatMul[] = {
-    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy},
-    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy},
-    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy},
-    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy},
+    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges},
+    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges},
+    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy, kMerges},
+    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy, kMerges},
     {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy},
     {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy},
     {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy},
@@ -348,10 +349,11 @@ std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
       c.M != 1)
     return std::nullopt;
   auto splits = mergedSplits(n, kMergeSplits, c.K);
+  if (!splits) return std::nullopt;
   QCase m = c;
   m.merged = true;
   const auto* v = findVariant(kQMatMul, m, n);
-  if (!v || v->why != kMergedWhy) return std::nullopt;  // no merging kernel built here
+  if (!v || v->mode != kMerges) return std::nullopt;  // no merging kernel built here
   return splits;
 }
 
