@@ -597,3 +597,147 @@ ATT_DEC(attention_dec64_f32, 64, 1)
 ATT_DEC(attention_dec_f32, 128, 0)
 ATT_DEC(attention_dec128_f32, 128, 1)
 #endif
+
+#ifdef TL_MMA
+// Prefill attention on tensor cores (attention.cpp's attention_mma_d* rows): the flash
+// form with f16 products and fp32 softmax and sums. A work-group of 4 warps takes 64 query
+// rows of one head (16 a warp), and steps through the keys its rows may see 64 at a time:
+// S = Q K^T (Q's fragments kept in registers, K's tile in local memory), the running max
+// and sum per row (a row's 4 threads agree through shuffles), P = exp2(S - max) as f16
+// fragments straight from S's registers, O += P V (V's tile stored transposed, so its
+// fragments are pairs of keys). Taken without a float mask or soft cap; hidden keys (the
+// causal and key masks) score + mask_value as att_score's do, and the keys after the last
+// one any row may see are skipped as attention_tile_f32 skips them. Q's and K's k order inside 32
+// dims is permuted alike (thread t reads dims 8t..8t+7 as one uint4, as gemm.cl's tiles).
+#define FA_BR 64
+#define FA_BC 64
+inline float quad_max(float x) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  x = fmax(x, y);
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  return fmax(x, y);
+}
+inline float quad_sum(float x) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  x += y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  return x + y;
+}
+// K's tile: rows of D halves, padded to D / 2 + 16 words so that two rows fill 32 banks;
+// V's: D rows of FA_BC keys, FA_BC / 2 + 4 words.
+#define ATTENTION_MMA(NAME, D_)                                                                    \
+  __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                             \
+      __global const float* q, __global const float* k, __global const float* v, __global const float* mask, \
+      __global float* out, ATT_ARGS) {                                                             \
+    __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
+    __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
+    const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4;                                                 \
+    const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3; \
+    const int tiles = (S + FA_BR - 1) / FA_BR, grp = get_group_id(0);                              \
+    const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), kvh = h / (H / Hkv);   \
+    const int s0 = tile * FA_BR, off = ATT_OFFSET;                                                 \
+    /* scores in base 2 (exp2): q and mask_value scaled by log2(e) */                             \
+    const float qscale = scale * 1.4426950408889634f, mv = mask_value * 1.4426950408889634f;       \
+    const int kmo = b * kmsb;                                                                      \
+    __local int more;                                                                              \
+    uint4 qf[2][D_ / 32];                                                                           \
+    _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                                                               \
+      const int s = min(s0 + warp * 16 + g + 8 * hh, S - 1);                                       \
+      __global const float* qr = q + b * qsb + h * qsh + s * qss;                                  \
+      _Pragma("unroll") for (int c = 0; c < D_ / 32; ++c) qf[hh][c] = half8_bits(vload8(0, qr + 32 * c + 8 * t) * qscale); \
+    }                                                                                              \
+    float o[D_ / 8][4];                                                                            \
+    _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                 \
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                    \
+    __global const float* kb = k + b * ksb + kvh * ksh;                                            \
+    __global const float* vb = v + b * vsb + kvh * vsh;                                            \
+    const int seen = causal ? min(T, s0 + FA_BR + off) : T;                                        \
+    const int r0 = s0 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */                     \
+    for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
+      if (t0 >= seen) { /* hidden from every row: on only for a row with no visible key yet */     \
+        if (tid == 0) more = 0;                                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+        if ((r0 < S && att_needs_hidden(m0, mv)) || (r0 + 8 < S && att_needs_hidden(m1, mv))) more = 1; \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+        if (!more) break;                                                                          \
+      }                                                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+      for (int e = tid; e < FA_BC * D_ / 8; e += 128) {                                            \
+        const int key = e / (D_ / 8), c = e % (D_ / 8);                                            \
+        Ks[key * KW + c] = half8_bits(t0 + key < T ? vload8(0, kb + (long)(t0 + key) * kst + 8 * c) : (float8)0.0f); \
+      }                                                                                            \
+      for (int e = tid; e < FA_BC / 2 * D_ / 4; e += 128) {                                        \
+        const int kp = e / (D_ / 4), d = e % (D_ / 4) * 4, key = t0 + 2 * kp;                       \
+        const float4 a = key < T ? vload4(0, vb + (long)key * vst + d) : (float4)0.0f;              \
+        const float4 c = key + 1 < T ? vload4(0, vb + (long)(key + 1) * vst + d) : (float4)0.0f;    \
+        Vt[d * VW + kp] = half2_bits(a.x, c.x);                                                    \
+        Vt[(d + 1) * VW + kp] = half2_bits(a.y, c.y);                                              \
+        Vt[(d + 2) * VW + kp] = half2_bits(a.z, c.z);                                              \
+        Vt[(d + 3) * VW + kp] = half2_bits(a.w, c.w);                                              \
+      }                                                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+      float sc[FA_BC / 8][4];                                                                      \
+      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j) {                                                        \
+        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;                                          \
+        _Pragma("unroll") for (int c = 0; c < D_ / 32; ++c) {                                                        \
+          const uint4 kf = Ks[(8 * j + g) * KW + 4 * c + t];                                       \
+          MMA_16816(sc[j], qf[0][c].x, qf[1][c].x, qf[0][c].y, qf[1][c].y, kf.x, kf.y);            \
+          MMA_16816(sc[j], qf[0][c].z, qf[1][c].z, qf[0][c].w, qf[1][c].w, kf.z, kf.w);            \
+        }                                                                                          \
+      }                                                                                            \
+      float x0 = m0, x1 = m1;                                                                      \
+      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j)                                                          \
+        _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                              \
+          const int key = t0 + 8 * j + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;                  \
+          if (key >= T) sc[j][e] = -INFINITY;                                                      \
+          else if (att_hidden(row, key, off, causal, km, kmb, kmo)) sc[j][e] += mv;                \
+          if (e < 2) x0 = fmax(x0, sc[j][e]); else x1 = fmax(x1, sc[j][e]);                        \
+        }                                                                                          \
+      x0 = quad_max(x0);                                                                           \
+      x1 = quad_max(x1);                                                                           \
+      /* a row with no finite score yet (mask_value -inf) keeps 0s, no NaN */                      \
+      const float c0 = x0 == -INFINITY ? 1.0f : native_exp2(m0 - x0);                              \
+      const float c1 = x1 == -INFINITY ? 1.0f : native_exp2(m1 - x1);                              \
+      m0 = x0;                                                                                     \
+      m1 = x1;                                                                                     \
+      const float z0 = x0 == -INFINITY ? 0.0f : x0, z1 = x1 == -INFINITY ? 0.0f : x1;              \
+      float p0 = 0.0f, p1 = 0.0f;                                                                  \
+      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j) {                                      \
+        sc[j][0] = native_exp2(sc[j][0] - z0);                                                     \
+        sc[j][1] = native_exp2(sc[j][1] - z0);                                                     \
+        sc[j][2] = native_exp2(sc[j][2] - z1);                                                     \
+        sc[j][3] = native_exp2(sc[j][3] - z1);                                                     \
+        p0 += sc[j][0] + sc[j][1];                                                                 \
+        p1 += sc[j][2] + sc[j][3];                                                                 \
+      }                                                                                            \
+      l0 = l0 * c0 + quad_sum(p0);                                                                 \
+      l1 = l1 * c1 + quad_sum(p1);                                                                 \
+      _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) {                                                           \
+        o[j][0] *= c0;                                                                             \
+        o[j][1] *= c0;                                                                             \
+        o[j][2] *= c1;                                                                             \
+        o[j][3] *= c1;                                                                             \
+      }                                                                                            \
+      _Pragma("unroll") for (int c = 0; c < FA_BC / 16; ++c) {                                                       \
+        const uint a0 = half2_bits(sc[2 * c][0], sc[2 * c][1]), a1 = half2_bits(sc[2 * c][2], sc[2 * c][3]); \
+        const uint a2 = half2_bits(sc[2 * c + 1][0], sc[2 * c + 1][1]);                            \
+        const uint a3 = half2_bits(sc[2 * c + 1][2], sc[2 * c + 1][3]);                            \
+        _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) {                                                         \
+          const int d = 8 * j + g;                                                                 \
+          MMA_16816(o[j], a0, a1, a2, a3, Vt[d * VW + 8 * c + t], Vt[d * VW + 8 * c + 4 + t]);     \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                                                               \
+      const int s = r0 + 8 * hh;                                                                   \
+      if (s >= S) continue;                                                                        \
+      const float l = hh ? l1 : l0, inv = zero_rows && !(l > 0.0f) ? 0.0f : 1.0f / l;              \
+      __global float* orow = out + b * osb + h * osh + s * oss;                                    \
+      _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) vstore2((float2)(o[j][2 * hh], o[j][2 * hh + 1]) * inv, 0, orow + 8 * j + 2 * t); \
+    }                                                                                              \
+  }
+ATTENTION_MMA(attention_mma_d64, 64)
+ATTENTION_MMA(attention_mma_d128, 128)
+#endif  // TL_MMA

@@ -5,47 +5,6 @@
 // columns on CPUs (a column and 4 or 8 rows per work item, 8 codes dequantized per
 // vector step).
 
-inline uint nibble(__global const uchar* w, int k) { return (w[k >> 1] >> ((k & 1) * 4)) & 15; }
-
-inline int q3h_code(__global const uchar* w, int k) {
-  const int bit = 7 * (k >> 1);
-  const int pair = ((w[bit >> 3] | (w[(bit >> 3) + 1] << 8)) >> (bit & 7)) & 0x7f;
-  return (k & 1) ? pair % 11 : pair / 11;
-}
-
-// The level f(code) of weight k of a column, one at a time...
-#define E0M4_LEVEL(q) as_float(0x40000000u | ((uint)(q) << 19))  // E0M4: two bit operations
-#define INT_LEVEL(q) ((float)(q))
-#define E0M4_AT(w, k) E0M4_LEVEL(nibble(w, k))
-#define INT4_AT(w, k) INT_LEVEL(nibble(w, k))
-#define Q8_AT(w, k) ((float)((__global const char*)(w))[k])
-#define Q3H_AT(w, k) ((float)q3h_code(w, k))
-
-// ... and eight at a time from k % 8 == 0: a 4-byte word of nibbles, 8 bytes, or 4 q3h pairs.
-#define SHIFTS8 (uint8)(0, 4, 8, 12, 16, 20, 24, 28)
-#define NIBBLES8(w, k) ((uint8)as_uint(vload4((k) >> 3, w)) >> SHIFTS8 & 15u)
-#define E0M4_AT8(w, k) e0m4_levels8(as_uint(vload4((k) >> 3, w)))
-#define INT4_AT8(w, k) convert_float8(NIBBLES8(w, k))
-#define Q8_AT8(w, k) convert_float8(vload8(0, (__global const char*)(w) + (k)))
-#define Q3H_AT8(w, k) q3h_levels8(w, k)
-
-// E0M4's 8 levels of a word: each nibble shifted straight to bits 19..22 by a constant,
-// then masked and given the exponent: two operations per code (one LOP3 on NVIDIA).
-inline float8 e0m4_levels8(uint x) {
-  const uint m = 0x00780000u, e = 0x40000000u;
-  return as_float8((uint8)((x << 19 & m) | e, (x << 15 & m) | e, (x << 11 & m) | e, (x << 7 & m) | e,
-                           (x << 3 & m) | e, (x >> 1 & m) | e, (x >> 5 & m) | e, (x >> 9 & m) | e));
-}
-
-// 4 pairs are 28 bits from a bit offset of 0 or 4 (7 * 4j): one 4-byte read (the row's
-// spare byte covers the end).
-inline float8 q3h_levels8(__global const uchar* w, int k) {
-  const int bit = 7 * (k >> 1);
-  const uint4 pair = (uint4)(as_uint(vload4(0, w + (bit >> 3))) >> (bit & 7)) >> (uint4)(0, 7, 14, 21) & 0x7fu;
-  const uint4 hi = pair / 11u, lo = pair - hi * 11u;
-  return convert_float8((uint8)(hi.s0, lo.s0, hi.s1, lo.s1, hi.s2, lo.s2, hi.s3, lo.s3));
-}
-
 // Stamps X(i) for the rows of a CPU work item: 4 for decode (fewer registers), 8 for prefill.
 #define ROWS4(X) X(0) X(1) X(2) X(3)
 #define ROWS8(X) ROWS4(X) X(4) X(5) X(6) X(7)
@@ -438,8 +397,6 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
     gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
 #define QGEMV16(NAME, ROWS, LEVELS8) QGEMV16_FROM(NAME, ROWS, LEVELS8, GEMV_NOTHING, GEMV_NOTHING, A8(0))
-#define E0M4_LEVELS8(x) e0m4_levels8(x)
-#define INT4_LEVELS8(x) convert_float8((uint8)(x) >> SHIFTS8 & 15u)
 QGEMV16(qgemv16_e0m4, 4, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
 QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)

@@ -31,6 +31,10 @@
 #                                            `planned` does, and tl-bench tg128 at DEPTHS
 #   scripts/device_bench.sh normshare NAME   a decode step's --profile with every pass but norm-matmul
 #                                            (RMSNorm as its own kernels), beside `fused`'s profile
+#   scripts/device_bench.sh gemm NAME      the prefill GEMM's two paths (--gemm auto, portable): bytellama
+#                                            e0m4 fused through each (perplexity, greedy text, --check), then
+#                                            NAME planned as `planned` makes it: pp128, pp1024, pp1024@d2048
+#                                            through each, and a prefill step's --profile
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -176,6 +180,34 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     [ -f "$f" ] || { mkdir -p "$(dirname "$f")"; $B/tl-fuse "$W/$2-e0m4/model.onnx" --passes "$passes" -o "$f"; }
     $B/tl-run "$f" --device NVIDIA --tokens 1,2,3,4 --generate -n 32 --profile > "$OUT/$2-nonorm-profile.txt" 2>&1
     sed -n '/last decode step/,$p' "$OUT/$2-nonorm-profile.txt" | head -30
+    ;;
+  gemm)
+    $B/tl-run --list-devices
+    q=$W/bytellama-e0m4-fused.onnx
+    $B/tl-quant models/bytellama-past/model.onnx --scheme e0m4 2>/dev/null | $B/tl-fuse - -o "$q" 2>/dev/null
+    for g in auto portable; do
+      printf '== bytellama e0m4 fused, --gemm %s: bits/byte ' $g
+      $B/tl-run "$q" --gemm $g --device NVIDIA --perplexity devdata/bytellama-heldout.txt --window 512 2>/dev/null
+      $B/tl-run "$q" --gemm $g --device NVIDIA --generate --prompt "def " -n 200 2>/dev/null > "$W/gen-$g.txt"
+      $B/tl-run "$q" --gemm $g --device NVIDIA --check models/bytellama-past --atol 2.5 2>&1 | grep -E "logits|PASSED|FAILED"
+    done
+    cmp "$W/gen-auto.txt" "$W/gen-portable.txt" && echo "greedy 200 tokens: equal" || { echo "greedy texts differ:"; cat "$W/gen-auto.txt" "$W/gen-portable.txt"; }
+    [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
+    fuse_and_plan "$2"
+    # NAME fp32, fused, against PyTorch fp32 on 200 tokens (scripts/torch_check_set.py)
+    [ -d "$W/$2-fp32/test_data_set_0" ] || python3 scripts/torch_check_set.py "$W/$2-fp32" "$2" 200
+    [ -f "$W/$2-fp32-fused.onnx" ] || $B/tl-fuse "$W/$2-fp32/model.onnx" -o "$W/$2-fp32-fused.onnx" 2>/dev/null
+    for g in auto portable; do
+      printf '== %s fp32 fused vs PyTorch fp32, --gemm %s: ' "$2" $g
+      $B/tl-run "$W/$2-fp32-fused.onnx" --gemm $g --device NVIDIA --check "$W/$2-fp32" --atol 1e-2 --rtol 1e-2 --explain \
+        > "$W/check-$g.txt" 2>&1
+      grep logits "$W/check-$g.txt"; echo "   attention launches: $(grep -o 'attention_[a-z0-9_]*' "$W/check-$g.txt" | sort | uniq -c | tr '\n' ' ')"
+    done
+    $B/tl-run "$p" --device NVIDIA --tokens "$(seq -s, 1 1024)" --generate -n 1 --profile 2>&1 >/dev/null | head -14
+    for g in auto portable; do
+      $B/tl-bench "$p" --gemm $g --name "$2-planned-$g" -p 128,1024 -n '' -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
+      $B/tl-bench "$p" --gemm $g --name "$2-planned-$g" -p 1024 -n '' -d 2048 -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
+    done
     ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.

@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
                  "2048x2560,2048x2048,2048x11264,5632x2048)")->capture_default_str();
   app.add_option("--plot", plot, "write an SVG roofline: the device's ceilings and every row as a point");
   app.add_option("--name", name, "the model's name in the rows (default: from its path)");
+  std::string gemm = "auto";
+  app.add_option("--gemm", gemm,
+                 "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe) or portable "
+                 "(the fp32 tiles every GPU runs)")
+      ->check(CLI::IsMember({"auto", "portable"}))
+      ->capture_default_str();
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
                "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
@@ -196,6 +202,7 @@ int main(int argc, char** argv) {
 
     tl::Device dev(tl::selectDevice(device), false);
     dev.setCommandBuffers(!noCommandBuffers);
+    dev.setTensorCores(gemm == "auto");
     tl::BenchReport report;
     progress("probing " + dev.info().name);
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });

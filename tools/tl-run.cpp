@@ -13,7 +13,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <set>
 
 #include "bench/timing.h"
 #include "check/reference_check.h"
@@ -26,6 +25,7 @@
 #include "onnx/model_io.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_library.h"
 #include "shape/shape_inference.h"
 
 namespace {
@@ -37,27 +37,30 @@ void printProfile(const tl::Executor& ex) {
     double ms = 0, bytes = 0, flops = 0;
     int kernels = 0;
   };
-  std::map<std::string, Row> byOp;
-  std::set<int64_t> costed;
+  // By op and kernel: which variant (and so which path, e.g. tensor cores or not) each took.
+  std::map<std::pair<std::string, std::string>, Row> byKernel;
+  std::map<int64_t, const tl::OpTime*> longest;  // a node's cost goes to the row of its longest launch
   double total = 0;
   for (const auto& t : ex.profile()) {
-    Row& r = byOp[t.op];
+    Row& r = byKernel[{t.op, t.kernel}];
     r.ms += t.ms;
     r.kernels += 1;
     total += t.ms;
-    if (t.index >= 0 && costed.insert(t.index).second) {
-      const tl::OpCost c = ex.nodeCost(static_cast<size_t>(t.index));
-      r.bytes += c.bytes;
-      r.flops += c.flops;
-    }
+    if (t.index >= 0 && (!longest.count(t.index) || longest[t.index]->ms < t.ms)) longest[t.index] = &t;
   }
-  std::vector<std::pair<std::string, Row>> rows(byOp.begin(), byOp.end());
+  for (const auto& [node, t] : longest) {
+    const tl::OpCost c = ex.nodeCost(static_cast<size_t>(node));
+    byKernel[{t->op, t->kernel}].bytes += c.bytes;
+    byKernel[{t->op, t->kernel}].flops += c.flops;
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, Row>> rows(byKernel.begin(), byKernel.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   std::fprintf(stderr, "profile: %zu kernels, %.3f ms device time\n", ex.profile().size(), total);
-  std::fprintf(stderr, "  %-22s %8s %10s %7s %9s %9s\n", "op", "kernels", "ms", "share", "GB/s", "GFLOP/s");
-  for (const auto& [op, r] : rows)
-    std::fprintf(stderr, "  %-22s %8d %10.3f %6.1f%% %9.1f %9.1f\n", op.c_str(), r.kernels, r.ms,
-                 total > 0 ? 100 * r.ms / total : 0, r.ms > 0 ? r.bytes / r.ms * 1e-6 : 0, r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
+  std::fprintf(stderr, "  %-18s %-26s %8s %10s %7s %9s %9s\n", "op", "kernel", "launches", "ms", "share", "GB/s", "GFLOP/s");
+  for (const auto& [key, r] : rows)
+    std::fprintf(stderr, "  %-18s %-26s %8d %10.3f %6.1f%% %9.1f %9.1f\n", key.first.c_str(), key.second.c_str(), r.kernels,
+                 r.ms, total > 0 ? 100 * r.ms / total : 0, r.ms > 0 ? r.bytes / r.ms * 1e-6 : 0,
+                 r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
 }
 
 // Each launch of the last run: its node, op, the kernel variant its lowering chose and why
@@ -167,6 +170,12 @@ int main(int argc, char** argv) {
   auto& app = tool.app();
   app.add_flag("--list-devices", listDevices, "list OpenCL devices with their capabilities, and exit");
   app.add_option("--device", device, "device by index (see --list-devices) or name substring; default: first GPU, else CPU");
+  std::string gemm = "auto";
+  app.add_option("--gemm", gemm,
+                 "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see\n"
+                 "--list-devices) or portable (the fp32 tiles every GPU runs)")
+      ->check(CLI::IsMember({"auto", "portable"}))
+      ->capture_default_str();
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
   app.add_option("--atol", atol, "absolute tolerance for --check")->capture_default_str();
   app.add_option("--rtol", rtol, "relative tolerance for --check")->capture_default_str();
@@ -191,7 +200,16 @@ int main(int argc, char** argv) {
     if (listDevices) {
       auto all = tl::listDevices();
       if (all.empty()) throw tl::Error("no OpenCL device found", tl::ExitCode::Device);
-      for (size_t i = 0; i < all.size(); ++i) std::cout << i << ": " << tl::describe(all[i]) << "\n";
+      for (size_t i = 0; i < all.size(); ++i) {
+        std::cout << i << ": " << tl::describe(all[i]) << "\n";
+        if (!all[i].isGpu) continue;
+        tl::Device d(all[i], false);
+        std::string why;
+        std::cout << "   prefill GEMM: "
+                  << (tl::probeTensorCores(d, &why) ? "tensor cores (mma.sync f16 x f16 -> f32, inline PTX)"
+                                                    : "portable fp32 tiles (tensor cores: " + why + ")")
+                  << "\n";
+      }
       return;
     }
     const int modes = !checkDir.empty() + gen + !perplexityFile.empty();
@@ -207,6 +225,7 @@ int main(int argc, char** argv) {
     std::vector<tl::DataSet> sets;
     if (!checkDir.empty()) sets = tl::loadDataSets(checkDir);
     tl::Device dev(tl::selectDevice(device), profile);
+    dev.setTensorCores(gemm == "auto");
     std::fprintf(stderr, "device: %s / %s\n", dev.info().platformName.c_str(), dev.info().name.c_str());
     tl::Executor ex(dev, model, graph, analysis);
     if (gen || !perplexityFile.empty()) {

@@ -71,6 +71,11 @@ class Device {
   // 32 KB gets). KernelLibrary compiles only the kernels that fit (TL_LOCAL_MEM), and
   // lowering picks among those; set it before making an Executor.
   size_t localMemory() const { return localMemory_; }
+  // NVIDIA's tensor cores for prefill GEMMs (kernels/mma.cl), where the device builds and
+  // passes their probe (runtime/kernel_library.h); off forces the portable fp32 tiles
+  // (tl-run and tl-bench --gemm portable). Set it before making an Executor.
+  bool tensorCores() const { return tensorCores_; }
+  void setTensorCores(bool on) { tensorCores_ = on; }
   void setLocalMemory(size_t bytes) { localMemory_ = std::min(bytes, info_.localMem); }
 
  private:
@@ -83,6 +88,7 @@ class Device {
   CommandBufferApi commands_;
   bool useCommandBuffers_ = true;
   size_t localMemory_;
+  bool tensorCores_ = true;
 };
 
 }  // namespace tl

@@ -41,6 +41,7 @@ struct OpTime {
   std::string node, op;
   double ms = 0;
   int64_t index = -1;  // the graph node that enqueued it; -1 for the executor's own commands
+  std::string kernel;  // the kernel launched ("" for the executor's own commands)
 };
 
 class Executor {
@@ -125,7 +126,7 @@ class Executor {
   // A kernel's operand: buffer(), after uploading a folded tensor's values when this
   // binding changed them (only tensors that kernels read as data go up, once per change).
   cl_mem operand(const std::string& tensor);
-  void recordEvent(size_t node, cl_event e);
+  void recordEvent(size_t node, cl_event e, const std::string& kernel);
   // The kernel object of the next launch site of the node being lowered (its own object,
   // so that its arguments stay set for replays; `site` receives its index), and that
   // site's launch. `why` is the lowering's reason for the kernel (explain()).
@@ -275,7 +276,12 @@ class Executor {
   std::vector<char> runView_;                                       // by node index, at the current binding
   size_t recording_ = static_cast<size_t>(-1);                      // the node being lowered
   size_t nextSite_ = 0;
-  std::vector<std::pair<size_t, cl_event>> events_;
+  struct NodeEvent {
+    size_t node;
+    cl_event e;
+    std::string kernel;
+  };
+  std::vector<NodeEvent> events_;
   struct ExtraEvent {  // a command of a run that no node enqueued
     std::string name, op;
     cl_event e;

@@ -15,6 +15,12 @@ namespace tl {
 
 const char* kernelSource();  // generated at build time
 
+// Whether the device runs NVIDIA's tensor-core instructions from OpenCL (kernels/mma.cl):
+// an NVIDIA platform whose compiler builds mma_probe, which then computes a 16 x 8 x 16
+// product as the host does. Otherwise false, with what failed in `why`. Never throws on
+// a failed build: such a device keeps the portable kernels.
+bool probeTensorCores(const Device& device, std::string* why = nullptr);
+
 class KernelLibrary {
  public:
   explicit KernelLibrary(const Device& device);
@@ -24,6 +30,9 @@ class KernelLibrary {
 
   cl_kernel get(const std::string& name);  // throws tl::Error naming the kernel if absent
   bool has(const std::string& name) const { return kernels_.count(name) > 0; }  // built for this device
+  // The tensor-core kernels (kernels/gemm.cl's qgemm_mma_*) were built: the device passed
+  // probeTensorCores and Device::tensorCores() was on.
+  bool tensorCores() const { return mma_ != nullptr; }
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.
@@ -35,6 +44,7 @@ class KernelLibrary {
  private:
   const Device& device_;
   cl_program program_ = nullptr;
+  cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name
   std::map<std::string, cl_kernel> kernels_;
 };

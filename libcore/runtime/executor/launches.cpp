@@ -50,7 +50,7 @@ void Executor::enqueueSite(size_t node, const Site& s) {
                                           device_.profiling() ? &e : nullptr);
           }),
           "clEnqueueNDRangeKernel", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
-  recordEvent(node, e);
+  recordEvent(node, e, s.kernel);
   traffic_.written += s.cacheBytes;
 }
 

@@ -12,15 +12,15 @@ OpCost Executor::nodeCost(size_t node) const {
 }
 
 void Executor::releaseEvents() {
-  for (auto& [n, e] : events_) clReleaseEvent(e);
+  for (auto& x : events_) clReleaseEvent(x.e);
   for (auto& x : extraEvents_) clReleaseEvent(x.e);
   events_.clear();
   extraEvents_.clear();
 }
 
 
-void Executor::recordEvent(size_t node, cl_event e) {
-  if (e) events_.emplace_back(node, e);
+void Executor::recordEvent(size_t node, cl_event e, const std::string& kernel) {
+  if (e) events_.push_back({node, e, kernel});
 }
 
 
@@ -34,9 +34,9 @@ void Executor::collectProfile() {
     clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
     return (end - start) * 1e-6;
   };
-  for (auto& x : extraEvents_) profile_.push_back({x.name, x.op, ms(x.e)});
-  for (auto& [node, e] : events_)
-    profile_.push_back({graph_.nodeName(node), graph_.node(node).op_type(), ms(e), static_cast<int64_t>(node)});
+  for (auto& x : extraEvents_) profile_.push_back({x.name, x.op, ms(x.e), -1, ""});
+  for (auto& x : events_)
+    profile_.push_back({graph_.nodeName(x.node), graph_.node(x.node).op_type(), ms(x.e), static_cast<int64_t>(x.node), x.kernel});
 }
 
 }  // namespace tl

@@ -44,13 +44,15 @@ AttentionViews attentionViews(const LowerNode& n) {
 struct AttentionCase {
   bool gpu = false;
   int64_t B = 0, H = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0;
+  bool plain = false;  // no float mask or soft cap
   int64_t rows() const { return B * H * S; }
   int64_t groupRows() const { return H / Hkv * S; }  // query rows that share a kv head
   // Decode rows: heads up to 128, multiples of 4, their keys an item each.
   bool decode() const { return gpu && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0; }
 };
 AttentionCase attentionCase(const LowerNode& n, const AttentionViews& a) {
-  return {n.gpu(), a.q[0], a.q[1], a.q[2], a.q[3], a.k[1], a.k[2], a.v[3]};
+  return {n.gpu(), a.q[0], a.q[1], a.q[2], a.q[3], a.k[1], a.k[2], a.v[3],
+          !n.hasIn(3) && n.attrFloat("softcap", 0.0f) == 0.0f};
 }
 
 // How a variant's work-groups divide the keys: splits of `chunk` keys each (merged by
@@ -100,7 +102,15 @@ bool isDecRow(const AttentionCase& c, int64_t d) { return c.decode() && c.D == d
 // per-row kernel won (docs/tl-bench.md, sessions 7, 8 and 12). Devices with little local
 // memory or small work-groups lack the tile, GQA and 128-wide kernels (ATT_FITS; the GQA
 // kernel needs more than the decode rows' ones, so where it is built they are).
+bool isMmaRow(const AttentionCase& c, int64_t d) { return c.gpu && c.S > 4 && c.plain && c.D == d && c.Dv == d; }
+Geometry mmaGeometry(const AttentionCase& c) {  // kernels/attention.cl's FA_BR rows a work-group of 128
+  return grid(static_cast<size_t>(c.B * c.H * ((c.S + 63) / 64)) * 128, 1, 1, 128, 1);
+}
 const Variant<AttentionCase> kAttention[] = {
+    {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry,
+     "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products", Tile},
+    {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry,
+     "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products", Tile},
     {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.D <= 128 && c.Dv <= 128; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 15) / 16)) * 64, 1, 1, 64, 1); },
      "GPU prefill: 16 query rows share each tile of 32 keys in local memory", Tile},

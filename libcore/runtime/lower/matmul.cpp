@@ -249,7 +249,7 @@ struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false;
   int glu = 0;
-  int64_t M = 0, N = 0, K = 0, G = 0, computeUnits = 0;
+  int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
   bool gemv() const { return gpu && M <= 4 && G % 8 == 0; }
   // ... reading 16-level codes 32 at a time (e0m4, int4).
@@ -259,8 +259,18 @@ struct QCase {
   // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
   // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
   bool wide() const { return gemv16() && M == 1 && N / 4 > 16 * computeUnits; }
+  // GPU prefill through kernels/gemm.cl: chunks of 8 codes that share a scale, code rows
+  // its whole-word loads may read (dequant.cl's LOAD).
+  bool gemm() const {
+    const int64_t align = scheme == Scheme::Q8 ? 8 : scheme == Scheme::Q3h ? 1 : 4;
+    return gpu && M > 4 && K % 8 == 0 && G % 8 == 0 && rowBytes % align == 0 && scheme != Scheme::W4a8;
+  }
+  // ... in 128 x 128 tiles where they fill the device, else 64 x 64.
+  bool gemm128() const { return gemm() && static_cast<int64_t>(up(M, 128) * up(N, 128)) >= computeUnits; }
+  static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
-size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
+using std::size_t;
+constexpr auto up = QCase::up;
 Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
 Geometry gemvGeometry(const QCase& c) {  // 4 weight columns per work-group (2 and their up columns with a GLU)
   return grid((c.glu ? up(c.N / 2, 2) : up(c.N, 4)) * 64, 1, 1, 64, 1);
@@ -269,6 +279,9 @@ Geometry w4a8GemvGeometry(const QCase& c) { return grid(up(c.N, 4) * 64, 1, 1, 6
 Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 64) * 16, 1, 16, 16); }
 Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
 Geometry cols8Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 8), 1, 64, 1); }
+template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per 256 items
+  return grid(up(c.N, T) * 256, up(c.M, T), 1, 256, 1);
+}
 
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
@@ -277,12 +290,16 @@ template <Scheme S> bool gemv16OneRow(const QCase& c) { return c.scheme == S && 
 template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv16(); }
 template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
+template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
+template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
 template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
-constexpr int kMerges = 1;  // a row's mode: it merges the attention's splits
+// A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
+// and GLU itself (GEMV_ARGS).
+constexpr int kMerges = 1, kNative = 2;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
@@ -290,30 +307,50 @@ const char* const kGemv16Why = "decode, up to 4 rows: 32 codes at a time, the no
 const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the norm and GLU inside";
 const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, the norm and GLU inside";
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
+const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
+const char* const kMma64Why = "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (128s would not fill the device), the norm and GLU inside";
+const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
+const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would not fill the device), the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
 const Variant<QCase> kQMatMul[] = {
-    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges},
-    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges},
-    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy, kMerges},
-    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy, kMerges},
-    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy},
-    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy},
-    {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy},
-    {"qgemv16_int4_m1", gemv16OneRow<Int4>, gemvGeometry, kGemv16OneWhy},
-    {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why},
-    {"qgemv16_int4", gemv16<Int4>, gemvGeometry, kGemv16Why},
-    {"qgemv_e0m4_m1", gemvOneRow<E0m4>, gemvGeometry, kGemvOneWhy},
-    {"qgemv_int4_m1", gemvOneRow<Int4>, gemvGeometry, kGemvOneWhy},
-    {"qgemv_q8_m1", gemvOneRow<Q8>, gemvGeometry, kGemvOneWhy},
-    {"qgemv_q3h_m1", gemvOneRow<Q3h>, gemvGeometry, kGemvOneWhy},
+    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative},
+    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative},
+    {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy, kNative},
+    {"qgemv16_int4_m1", gemv16OneRow<Int4>, gemvGeometry, kGemv16OneWhy, kNative},
+    {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why, kNative},
+    {"qgemv16_int4", gemv16<Int4>, gemvGeometry, kGemv16Why, kNative},
+    {"qgemv_e0m4_m1", gemvOneRow<E0m4>, gemvGeometry, kGemvOneWhy, kNative},
+    {"qgemv_int4_m1", gemvOneRow<Int4>, gemvGeometry, kGemvOneWhy, kNative},
+    {"qgemv_q8_m1", gemvOneRow<Q8>, gemvGeometry, kGemvOneWhy, kNative},
+    {"qgemv_q3h_m1", gemvOneRow<Q3h>, gemvGeometry, kGemvOneWhy, kNative},
     {"qgemv_w4a8_m1", gemvOneRow<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
-    {"qgemv_e0m4", gemv<E0m4>, gemvGeometry, kGemvWhy},
-    {"qgemv_int4", gemv<Int4>, gemvGeometry, kGemvWhy},
-    {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy},
-    {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy},
+    {"qgemv_e0m4", gemv<E0m4>, gemvGeometry, kGemvWhy, kNative},
+    {"qgemv_int4", gemv<Int4>, gemvGeometry, kGemvWhy, kNative},
+    {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy, kNative},
+    {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
+    {"qgemm_mma_e0m4", gemm128<E0m4>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm64_mma_e0m4", gemm64<E0m4>, gemmGeometry<64>, kMma64Why, kNative},
+    {"qgemm_mma_int4", gemm128<Int4>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm64_mma_int4", gemm64<Int4>, gemmGeometry<64>, kMma64Why, kNative},
+    {"qgemm_mma_q8", gemm128<Q8>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm64_mma_q8", gemm64<Q8>, gemmGeometry<64>, kMma64Why, kNative},
+    {"qgemm_mma_q3h", gemm128<Q3h>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm64_mma_q3h", gemm64<Q3h>, gemmGeometry<64>, kMma64Why, kNative},
+    {"qgemm_e0m4", gemm128<E0m4>, gemmGeometry<128>, kGemmWhy, kNative},
+    {"qgemm64_e0m4", gemm64<E0m4>, gemmGeometry<64>, kGemm64Why, kNative},
+    {"qgemm_int4", gemm128<Int4>, gemmGeometry<128>, kGemmWhy, kNative},
+    {"qgemm64_int4", gemm64<Int4>, gemmGeometry<64>, kGemm64Why, kNative},
+    {"qgemm_q8", gemm128<Q8>, gemmGeometry<128>, kGemmWhy, kNative},
+    {"qgemm64_q8", gemm64<Q8>, gemmGeometry<64>, kGemm64Why, kNative},
+    {"qgemm_q3h", gemm128<Q3h>, gemmGeometry<128>, kGemmWhy, kNative},
+    {"qgemm64_q3h", gemm64<Q3h>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qmatmul_tiles_e0m4", tiles<E0m4>, tilesGeometry, kTilesWhy},
     {"qmatmul_tiles_int4", tiles<Int4>, tilesGeometry, kTilesWhy},
     {"qmatmul_tiles_q8", tiles<Q8>, tilesGeometry, kTilesWhy},
@@ -334,6 +371,7 @@ constexpr int64_t kMergeSplits = 4;  // kernels/qmatmul.cl's MERGE_SPLITS: every
 QCase qcase(const LowerNode& n) {
   QCase c{schemeOf(n)};
   c.K = n.attrInt("K", 0), c.N = n.attrInt("N", 0), c.G = n.attrInt("group", 0);
+  c.rowBytes = n.shape(n.in(1)).at(1);
   c.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(c.K, 1);
   c.gpu = n.gpu();
   c.glu = gluKind(n.proto);
@@ -353,7 +391,7 @@ std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
   QCase m = c;
   m.merged = true;
   const auto* v = findVariant(kQMatMul, m, n);
-  if (!v || v->mode != kMerges) return std::nullopt;  // no merging kernel built here
+  if (!v || !(v->mode & kMerges)) return std::nullopt;  // no merging kernel built here
   return splits;
 }
 
@@ -364,8 +402,8 @@ void qmatmulOp(const LowerNode& n) {
   const auto splits = merged(n, c);
   c.merged = splits.has_value();
   const auto& v = chooseVariant(kQMatMul, c, n);
-  const int64_t rowBytes = n.shape(n.in(1)).at(1), groups = n.shape(n.in(2)).at(1);
-  const bool w4a8 = c.scheme == Scheme::W4a8, native = c.gemv() && !w4a8;  // native: the norm and GLU inside
+  const int64_t groups = n.shape(n.in(2)).at(1);
+  const bool w4a8 = c.scheme == Scheme::W4a8, native = v.mode & kNative;
   const auto product = [&](const std::string& a, const MatMulOut& o) {
     Launch l = launchVariant(n, v);
     if (w4a8) {
@@ -384,7 +422,7 @@ void qmatmulOp(const LowerNode& n) {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
-    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(rowBytes).i32(groups);
+    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
     if (native) setGemvArgs(l, n);
     if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
     l.run(v.geometry(c));

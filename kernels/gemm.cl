@@ -1,0 +1,262 @@
+// Prefill GEMMs of tl.QMatMul on GPUs (matmul.cpp's qgemm_* rows): C = rmsnorm(A) x
+// dequant(W) with the node's norm prologue and GLU epilogue inside, so that a prefill
+// layer launches no more kernels than a decode layer. A work-group of 256 items computes
+// a BM x BN tile of the weights' columns (with a GLU: BN / 2 gate columns and their BN / 2
+// up columns, each pair in the same item's registers), a slice of k at a time:
+// - the slices of A (BM rows) and of the weights (BN columns, each code dequantized once)
+//   go through local memory; the next slice's global reads are issued before the current
+//   slice's products, so their latency hides behind them;
+// - the norm's sums of squares come from A as it is loaded (an item loads the same rows
+//   at every step), its scale NW multiplies A as it is stored, and each row's inverse RMS
+//   multiplies the row's sums at the end: (sum_k a_k nw_k w_k) / rms is the normed product.
+// Two inner products: fp32 FMAs (qgemm_*, any GPU), and on NVIDIA sm_80+ tensor cores
+// through inline PTX (qgemm_mma_*, built apart with TL_MMA: runtime/kernel_library.cpp).
+// Needs K % 8 == 0, group % 8 == 0 (a chunk of 8 codes shares a scale) and code rows that
+// LOAD may read whole-word (dequant.cl).
+
+#define GEMM_WG 256
+#define GEMM_ARGS                                                                                     \
+  __global const float *A, __global const uchar *W, __global const float *S, __global const float *O,   \
+      __global float *C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS
+
+// The weight column behind a tile's local column: c0 + lc, or with a GLU the gate (up = 0)
+// or the up column of output column c0 + oc; -1 past the weights (the tile loads zeros).
+inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
+  if (!glu) return c0 + lc < N ? c0 + lc : -1;
+  return c0 + oc < N / 2 ? (up ? N / 2 : 0) + c0 + oc : -1;
+}
+
+// Chunk s of the weights' slice from k0: 8 raw codes of column bcol[s] at kq, with their
+// group's scale and offset; zeros past the matrix.
+#define FETCH_CODES(s, k0, kq, RAW, LOAD)                                                     \
+  {                                                                                           \
+    const int k_ = (k0) + (kq);                                                               \
+    if (bcol[s] >= 0 && k_ < K) {                                                             \
+      rb[s] = LOAD(W + (long)bcol[s] * row_bytes, k_);                                        \
+      rs[s] = S[(long)bcol[s] * groups + k_ / G];                                             \
+      ro[s] = O[(long)bcol[s] * groups + k_ / G];                                             \
+    } else {                                                                                  \
+      rb[s] = (RAW)0;                                                                         \
+      rs[s] = ro[s] = 0.0f;                                                                   \
+    }                                                                                         \
+  }
+// The norm's inverse RMS of the tile's rows into rinv (ss: each item's sums of squares of
+// its AC chunks, chunk e = tid + 256 s of rows e / 4), through `red` (BM * 4 floats). Every
+// item must reach it.
+#define NORM_RINV(red, rinv, ss, AC, BM)                                                      \
+  if (NW) {                                                                                   \
+    for (int s = 0; s < AC; ++s) red[tid + GEMM_WG * s] = ss[s];                              \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    for (int r = tid; r < BM; r += GEMM_WG)                                                   \
+      rinv[r] = 1.0f / sqrt((red[4 * r] + red[4 * r + 1] + red[4 * r + 2] + red[4 * r + 3]) / K + eps); \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+  }
+
+// A float4 into x[i..i+3] (registers, once the loops are unrolled).
+#define SPLAT4(dst, at, v)    \
+  {                           \
+    const float4 v_ = v;      \
+    dst[at] = v_.x;           \
+    dst[(at) + 1] = v_.y;     \
+    dst[(at) + 2] = v_.z;     \
+    dst[(at) + 3] = v_.w;     \
+  }
+
+#if TL_MAX_WG >= GEMM_WG
+// fp32: 16 x 16 items, each TM x TN outputs (rows ty * TM + i, columns tx * TN + j; with a
+// GLU, columns j < TN / 2 are gates and j + TN / 2 their ups), slices of 16 k.
+#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8)                                               \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
+    __local float As[16][BM + 4] __attribute__((aligned(16)));                                \
+    __local float Bs[16][BN + 4] __attribute__((aligned(16)));                                \
+    __local float rinv[BM];                                                                   \
+    const int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;                            \
+    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
+    const int TM = BM / 16, TN = BN / 16;                                                     \
+    /* A: chunks of 4 floats, e = tid + 256 s at row e / 4; codes: 8 at column e / 2 */       \
+    float4 ra[BM / 64];                                                                       \
+    float ss[BM / 64];                                                                        \
+    RAW rb[(BN + 127) / 128];                                                                 \
+    float rs[(BN + 127) / 128], ro[(BN + 127) / 128];                                         \
+    int bcol[(BN + 127) / 128];                                                               \
+    _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                              \
+      const int e = tid + GEMM_WG * s, lc = e >> 1, j = lc % TN;                              \
+      bcol[s] = e < BN * 2 ? tile_column(c0, lc, lc / TN * (TN / 2) + j % (TN / 2), j >= TN / 2, N, glu) : -1; \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                           \
+    float acc[BM / 16][BN / 16];                                                              \
+    _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                              \
+      _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;                                          \
+    QGEMM_FETCH(0, BM, BN, RAW, LOAD)                                                         \
+    for (int k0 = 0; k0 < K; k0 += 16) {                                                      \
+      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
+        const int e = tid + GEMM_WG * s, row = e >> 2, kq = (e & 3) * 4;                      \
+        float4 v = ra[s];                                                                     \
+        if (NW) {                                                                             \
+          ss[s] += dot(v, v);                                                                 \
+          if (k0 + kq < K) v *= vload4(0, NW + k0 + kq);                                      \
+        }                                                                                     \
+        As[kq][row] = v.x;                                                                    \
+        As[kq + 1][row] = v.y;                                                                \
+        As[kq + 2][row] = v.z;                                                                \
+        As[kq + 3][row] = v.w;                                                                \
+      }                                                                                       \
+      _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                            \
+        const int e = tid + GEMM_WG * s, lc = e >> 1, kq = (e & 1) * 8;                       \
+        if (e < BN * 2) {                                                                     \
+          const float8 w = fma(LEVELS8(rb[s]), (float8)rs[s], (float8)ro[s]);                 \
+          Bs[kq][lc] = w.s0;                                                                  \
+          Bs[kq + 1][lc] = w.s1;                                                              \
+          Bs[kq + 2][lc] = w.s2;                                                              \
+          Bs[kq + 3][lc] = w.s3;                                                              \
+          Bs[kq + 4][lc] = w.s4;                                                              \
+          Bs[kq + 5][lc] = w.s5;                                                              \
+          Bs[kq + 6][lc] = w.s6;                                                              \
+          Bs[kq + 7][lc] = w.s7;                                                              \
+        }                                                                                     \
+      }                                                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      if (k0 + 16 < K) QGEMM_FETCH(k0 + 16, BM, BN, RAW, LOAD)                                \
+      _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                                       \
+        float a[BM / 16], b[BN / 16];                                                         \
+        _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[kk][ty * TM + i]) \
+        _Pragma("unroll") for (int j = 0; j < TN; j += 4) SPLAT4(b, j, *(__local float4*)&Bs[kk][tx * TN + j]) \
+        _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                          \
+          _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);                \
+      }                                                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+    }                                                                                         \
+    __local float* red = &As[0][0];                                                           \
+    NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
+    _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                                            \
+      const int row = ty * TM + i, m = m0 + row;                                              \
+      if (m >= M) break;                                                                      \
+      const float sc = NW ? rinv[row] : 1.0f;                                                 \
+      if (glu) {                                                                              \
+        _Pragma("unroll") for (int j = 0; j < TN / 2; ++j) {                                                    \
+          const int n = c0 + tx * (TN / 2) + j;                                               \
+          if (n < N / 2) STORE_GLU(m, n, acc[i][j] * sc, acc[i][j + TN / 2] * sc, N / 2);     \
+        }                                                                                     \
+      } else {                                                                                \
+        _Pragma("unroll") for (int j = 0; j < TN; ++j) {                                                        \
+          const int n = c0 + tx * TN + j;                                                     \
+          if (n < N) STORE(m, n, acc[i][j] * sc);                                             \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+  }
+#define QGEMM_FETCH(k0, BM, BN, RAW, LOAD)                                                    \
+  {                                                                                           \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                       \
+      const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * 4;              \
+      ra[s] = m < M && k < K ? *(__global const float4*)(A + (long)m * K + k) : (float4)0.0f; \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) FETCH_CODES(s, k0, ((tid + GEMM_WG * s) & 1) * 8, RAW, LOAD) \
+  }
+
+QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
+QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
+QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
+QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
+QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
+QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
+QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+
+#ifdef TL_MMA
+// Tensor cores (mma.cl's MMA_16816): 8 warps, 2 (rows) x 4 (columns), each BM / 2 x BN / 4
+// outputs in BM / 32 x BN / 32 tiles of 16 x 8; slices of 32 k. A row of a slice is 32
+// halves in local memory, 4 uint4 of 8. The k order inside a slice is free as long as A
+// and the weights share it, so thread t's fragments are the halves 8t..8t+7 of their rows:
+// one uint4 each (registers .x.y for the first k16 step, .z.w for the second), and a phase
+// of 8 threads reads two rows, 32 banks, no conflict.
+// The local row of the weights' slice behind warp column wn's n-tile j: with a GLU, gate
+// tiles first (their ups BN / 2 rows on), so an item holds a gate and its up alike.
+#define MMA_BROW(wn, j, NT, BN) (glu ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
+
+#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
+    __local uint4 As[BM * 4], Bs[BN * 4];                                                     \
+    __local float rinv[BM];                                                                   \
+    const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
+    const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
+    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
+    const int MT = BM / 32, NT = BN / 32;                                                     \
+    /* A: chunks of 8 floats, e = tid + 256 s at row e / 4; codes: 8 at local row e / 4 */    \
+    float8 ra[BM / 64];                                                                       \
+    float ss[BM / 64];                                                                        \
+    RAW rb[BN / 64];                                                                          \
+    float rs[BN / 64], ro[BN / 64];                                                           \
+    int bcol[BN / 64];                                                                        \
+    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s) {                                                       \
+      const int lc = (tid + GEMM_WG * s) >> 2;                                                \
+      bcol[s] = tile_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu);                     \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                           \
+    float acc[BM / 32][BN / 32][4];                                                           \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
+    QGEMM_MMA_FETCH(0, BM, BN, RAW, LOAD)                                                     \
+    for (int k0 = 0; k0 < K; k0 += 32) {                                                      \
+      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
+        const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                    \
+        float8 v = ra[s];                                                                     \
+        if (NW) {                                                                             \
+          ss[s] += dot(v.lo, v.lo) + dot(v.hi, v.hi);                                         \
+          if (k0 + kq < K) v *= vload8(0, NW + k0 + kq);                                      \
+        }                                                                                     \
+        As[e] = half8_bits(v);                                                                \
+      }                                                                                       \
+      _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                                       \
+        Bs[tid + GEMM_WG * s] = half8_bits(fma(LEVELS8(rb[s]), (float8)rs[s], (float8)ro[s])); \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      if (k0 + 32 < K) QGEMM_MMA_FETCH(k0 + 32, BM, BN, RAW, LOAD)                            \
+      uint4 bf[BN / 32];                                                                      \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[(MMA_BROW(wn, j, NT, BN) + g) * 4 + t];         \
+      _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                                          \
+        const int r0 = wm * (BM / 2) + i * 16 + g;                                            \
+        const uint4 a0 = As[r0 * 4 + t], a1 = As[(r0 + 8) * 4 + t];                           \
+        _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                                        \
+          MMA_16816(acc[i][j], a0.x, a1.x, a0.y, a1.y, bf[j].x, bf[j].y);                     \
+          MMA_16816(acc[i][j], a0.z, a1.z, a0.w, a1.w, bf[j].z, bf[j].w);                     \
+        }                                                                                     \
+      }                                                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+    }                                                                                         \
+    __local float* red = (__local float*)As;                                                  \
+    NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
+      _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                                           \
+        const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                     \
+        if (m >= M) continue;                                                                 \
+        const float sc = NW ? rinv[row] : 1.0f;                                               \
+        _Pragma("unroll") for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */ \
+          _Pragma("unroll") for (int x = 0; x < 2; ++x) {                                     \
+            const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                           \
+            if (glu) {                                                                        \
+              if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
+            } else if (n < N) {                                                               \
+              STORE(m, n, acc[i][j][2 * h + x] * sc);                                         \
+            }                                                                                 \
+          }                                                                                   \
+      }                                                                                       \
+  }
+#define QGEMM_MMA_FETCH(k0, BM, BN, RAW, LOAD)                                                \
+  {                                                                                           \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                       \
+      const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * 8;              \
+      ra[s] = m < M && k < K ? *(__global const float8*)(A + (long)m * K + k) : (float8)0.0f; \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s) FETCH_CODES(s, k0, ((tid + GEMM_WG * s) & 3) * 8, RAW, LOAD) \
+  }
+
+QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
+QGEMM_MMA(qgemm_mma_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
+QGEMM_MMA(qgemm_mma_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
+QGEMM_MMA(qgemm_mma_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
+QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
+QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
+QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+#endif  // TL_MMA
+#endif  // TL_MAX_WG >= GEMM_WG

@@ -1,0 +1,34 @@
+// NVIDIA tensor cores from OpenCL C: inline PTX, which NVIDIA's compiler accepts (sm_80+
+// for these forms). Only built apart, with TL_MMA defined, on NVIDIA platforms
+// (runtime/kernel_library.cpp), after mma_probe below has built and computed right.
+#ifdef TL_MMA
+// d += a x b for a 16 x 16 (row) by 16 x 8 (col) tile, f16 in, f32 accumulate: a0..a3 and
+// b0, b1 hold two halves each (the lower one at the lower k), in PTX's fragment layout.
+#define MMA_16816(d, a0, a1, a2, a3, b0, b1)                                                                \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                      \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+// Two floats as a pair of halves (round to nearest), lo in the lower 16 bits: one cvt.
+inline uint half2_bits(float lo, float hi) {
+  uint r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+inline uint4 half8_bits(float8 v) {
+  return (uint4)(half2_bits(v.s0, v.s1), half2_bits(v.s2, v.s3), half2_bits(v.s4, v.s5), half2_bits(v.s6, v.s7));
+}
+
+// A 16 x 8 x 16 product checked against the host when the program is built
+// (runtime/kernel_library.cpp): a device that builds but computes it wrong keeps the
+// portable path. A [16][16] and B [8][16] (n, k) as half bits, C [16][8].
+__kernel void mma_probe(__global const uint* A, __global const uint* B, __global float* C) {
+  const int lane = get_local_id(0), g = lane >> 2, t = lane & 3;
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  MMA_16816(d, A[g * 8 + t], A[(g + 8) * 8 + t], A[g * 8 + t + 4], A[(g + 8) * 8 + t + 4], B[g * 8 + t], B[g * 8 + t + 4]);
+  C[g * 8 + 2 * t] = d[0];
+  C[g * 8 + 2 * t + 1] = d[1];
+  C[(g + 8) * 8 + 2 * t] = d[2];
+  C[(g + 8) * 8 + 2 * t + 1] = d[3];
+}
+
+#endif  // TL_MMA
