@@ -62,6 +62,18 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     dst[(at) + 3] = v_.w;     \
   }
 
+// One slice's global reads into registers, from k0: chunk s of A (AW floats of type AT at
+// row e / 4, e = tid + 256 s) and code chunk s (FETCH_CODES, BKS chunks a column).
+#define GEMM_FETCH(k0, BM, AT, AW, BCH, BKS, RAW, LOAD)                                        \
+  {                                                                                           \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
+      const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * AW;             \
+      ra[s] = m < M && k < K ? *(__global const AT*)(A + (long)m * K + k) : (AT)0.0f;         \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < BCH; ++s)                                           \
+      FETCH_CODES(s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                          \
+  }
+
 #if TL_MAX_WG >= GEMM_WG
 // fp32: 16 x 16 items, each TM x TN outputs (rows ty * TM + i, columns tx * TN + j; with a
 // GLU, columns j < TN / 2 are gates and j + TN / 2 their ups), slices of 16 k.
@@ -87,7 +99,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     float acc[BM / 16][BN / 16];                                                              \
     _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;                                          \
-    QGEMM_FETCH(0, BM, BN, RAW, LOAD)                                                         \
+    GEMM_FETCH(0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                                                         \
     for (int k0 = 0; k0 < K; k0 += 16) {                                                      \
       _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
         const int e = tid + GEMM_WG * s, row = e >> 2, kq = (e & 3) * 4;                      \
@@ -116,7 +128,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
         }                                                                                     \
       }                                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 16 < K) QGEMM_FETCH(k0 + 16, BM, BN, RAW, LOAD)                                \
+      if (k0 + 16 < K) GEMM_FETCH(k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                                \
       _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                                       \
         float a[BM / 16], b[BN / 16];                                                         \
         _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[kk][ty * TM + i]) \
@@ -144,14 +156,6 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
-  }
-#define QGEMM_FETCH(k0, BM, BN, RAW, LOAD)                                                    \
-  {                                                                                           \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                       \
-      const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * 4;              \
-      ra[s] = m < M && k < K ? *(__global const float4*)(A + (long)m * K + k) : (float4)0.0f; \
-    }                                                                                         \
-    _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) FETCH_CODES(s, k0, ((tid + GEMM_WG * s) & 1) * 8, RAW, LOAD) \
   }
 
 QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
@@ -196,7 +200,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     float acc[BM / 32][BN / 32][4];                                                           \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    QGEMM_MMA_FETCH(0, BM, BN, RAW, LOAD)                                                     \
+    GEMM_FETCH(0, BM, float8, 8, BN / 64, 4, RAW, LOAD)                                                     \
     for (int k0 = 0; k0 < K; k0 += 32) {                                                      \
       _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
         const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                    \
@@ -210,7 +214,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
       _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                                       \
         Bs[tid + GEMM_WG * s] = half8_bits(fma(LEVELS8(rb[s]), (float8)rs[s], (float8)ro[s])); \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 32 < K) QGEMM_MMA_FETCH(k0 + 32, BM, BN, RAW, LOAD)                            \
+      if (k0 + 32 < K) GEMM_FETCH(k0 + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD)                            \
       uint4 bf[BN / 32];                                                                      \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[(MMA_BROW(wn, j, NT, BN) + g) * 4 + t];         \
       _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                                          \
@@ -240,14 +244,6 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
             }                                                                                 \
           }                                                                                   \
       }                                                                                       \
-  }
-#define QGEMM_MMA_FETCH(k0, BM, BN, RAW, LOAD)                                                \
-  {                                                                                           \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                       \
-      const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * 8;              \
-      ra[s] = m < M && k < K ? *(__global const float8*)(A + (long)m * K + k) : (float8)0.0f; \
-    }                                                                                         \
-    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s) FETCH_CODES(s, k0, ((tid + GEMM_WG * s) & 3) * 8, RAW, LOAD) \
   }
 
 QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)

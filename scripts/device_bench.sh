@@ -35,6 +35,15 @@
 #                                            e0m4 fused through each (perplexity, greedy text, --check), then
 #                                            NAME planned as `planned` makes it: pp128, pp1024, pp1024@d2048
 #                                            through each, and a prefill step's --profile
+#   scripts/device_bench.sh peerprep NAMES   (a fresh machine, first call) starts llama.cpp's CUDA build in
+#                                            the background (devdata/llamacpp: llamacpp-src.tar.xz,
+#                                            device.sh, make_gguf.py from ../shared/scripts/llamacpp),
+#                                            then exports, quantizes, fuses and plans each of NAMES
+#   scripts/device_bench.sh prefill NAMES    (the next call, at once) waits for the build, writes each
+#                                            model's random-weight Q4_0 GGUF, then one tl-bench run a model
+#                                            and depth: tl (e0m4, fused, planned) with llama.cpp CUDA Q4_0
+#                                            -fa 1 beside it (scripts/bench_llamacpp.py): pp128, pp1024,
+#                                            pp1024@d2048
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -207,6 +216,30 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     for g in auto portable; do
       $B/tl-bench "$p" --gemm $g --name "$2-planned-$g" -p 128,1024 -n '' -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
       $B/tl-bench "$p" --gemm $g --name "$2-planned-$g" -p 1024 -n '' -d 2048 -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
+    done
+    ;;
+  peerprep)
+    L=devdata/llamacpp
+    setsid nohup bash $L/device.sh build "$PWD/$L" > "$W/llamacpp-build.log" 2>&1 < /dev/null &
+    for m in $(echo "$2" | tr , ' '); do
+      [ -f "$W/$m-e0m4/model.onnx" ] || "$0" export "$m" 2>&1 | grep -E "export_real|tl-quant" || true
+      fuse_and_plan "$m"
+    done
+    ls "$W"
+    ;;
+  prefill)
+    L=devdata/llamacpp
+    while [ ! -x /root/lc/b/bin/llama-bench ] && pgrep -f "device.sh build" >/dev/null; do sleep 5; done
+    [ -x /root/lc/b/bin/llama-bench ] || { tail -20 "$W/llamacpp-build.log"; exit 1; }
+    for m in $(echo "$2" | tr , ' '); do
+      [ -f "/root/w/$m-Q4_0.gguf" ] || bash $L/device.sh gguf "$PWD/$L" "$m" Q4_0 >/dev/null 2>&1
+      p="$W/$m-e0m4-planned/model.onnx"
+      peer="python3 scripts/bench_llamacpp.py /root/w/$m-Q4_0.gguf --llama-bench /root/lc/b/bin/llama-bench --name $m"
+      for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
+        GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" --name "$m" $t -n '' -r "$R" --device NVIDIA --peer "$peer" \
+          -o "$OUT/$m-prefill-$(echo $t | tr -dc 0-9).md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+        grep "^| " "$OUT/$m-prefill-$(echo $t | tr -dc 0-9).md"
+      done
     done
     ;;
   fusetests)

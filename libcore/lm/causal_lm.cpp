@@ -108,8 +108,9 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> CausalLm::inputShapes(
   return out;
 }
 
-int64_t CausalLm::enqueueStep(const std::vector<int64_t>& tokens) {
+int64_t CausalLm::enqueueStep(const std::vector<int64_t>& tokens, int64_t rows) {
   if (tokens.empty()) throw Error("no tokens to feed");
+  ex_.keepLastRows("logits", rows);
   for (auto t : tokens)
     if (t < 0 || t >= vocab_) throw Error("token " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(vocab_));
   std::vector<int64_t> feed = tokens;
@@ -149,14 +150,14 @@ int64_t CausalLm::enqueueStep(const std::vector<int64_t>& tokens) {
 }
 
 std::vector<float> CausalLm::step(const std::vector<int64_t>& tokens, bool allPositions) {
-  const int64_t n = enqueueStep(tokens);
   const int64_t rows = static_cast<int64_t>(tokens.size());
+  const int64_t n = enqueueStep(tokens, allPositions ? rows : 1);
   if (allPositions) return ex_.readFloats("logits", (n - rows) * vocab_, rows * vocab_);
   return ex_.readFloats("logits", (n - 1) * vocab_, vocab_);
 }
 
 int64_t CausalLm::stepGreedy(const std::vector<int64_t>& tokens) {
-  const int64_t n = enqueueStep(tokens);
+  const int64_t n = enqueueStep(tokens, 1);
   return ex_.argmax("logits", (n - 1) * vocab_, vocab_);
 }
 
@@ -168,10 +169,10 @@ std::vector<int64_t> CausalLm::generateGreedy(int64_t first, int64_t n) {
   }
   for (int64_t i = 0; i < n; ++i) {
     if (i == 0) {
-      enqueueStep({first});
+      enqueueStep({first}, 1);
     } else {
       ex_.feedToken("input_ids", static_cast<int>((i - 1) % 2));
-      enqueueStep({0});  // a placeholder: the device puts step i - 1's token there
+      enqueueStep({0}, 1);  // a placeholder: the device puts step i - 1's token there
     }
     ex_.argmaxToSlot("logits", 0, vocab_, static_cast<int>(i % 2));
     if (i > 0) out.push_back(ex_.tokenAt(static_cast<int>((i - 1) % 2)));

@@ -55,7 +55,9 @@ class CausalLm {
   std::vector<int64_t> generateGreedy(int64_t first, int64_t n);
 
  private:
-  int64_t enqueueStep(const std::vector<int64_t>& tokens);  // returns the positions fed
+  // Returns the positions fed; the step computes the last `rows` rows of the logits only
+  // (Executor::keepLastRows), the rest of them stale.
+  int64_t enqueueStep(const std::vector<int64_t>& tokens, int64_t rows);
   Executor& ex_;
   std::vector<std::string> kvInputs_, kvOutputs_;
   std::vector<std::vector<int64_t>> kvEmpty_;  // [batch 1, heads, 0, head_dim] per cache input

@@ -134,6 +134,18 @@ class Executor {
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
+  // A float scratch tensor with a shape: a stand-in that a node's lowering runs on.
+  void scratchTensor(const std::string& key, const std::vector<int64_t>& dims);
+  // Rows of graph output `output` that the coming runs need: its last `rows` (0: all, the
+  // default). A causal LM's step reads the last position's logits (as llama.cpp computes
+  // only the outputs a batch asks for), so the node making them runs on those rows only
+  // and leaves the rest unwritten (lower/matmul.cpp). Changing it re-lowers that node;
+  // run() sets every output back to all rows.
+  void keepLastRows(const std::string& output, int64_t rows);
+  int64_t lastRowsKept(const std::string& tensor) const {
+    auto it = lastRows_.find(tensor);
+    return it == lastRows_.end() ? 0 : it->second;
+  }
   // Has a later node of this run lowered again (its launch depends on what this one chose).
   void relower(size_t node) { dirty_.at(node) = 1; }
   bool dryRun() const { return dry_; }
@@ -204,6 +216,7 @@ class Executor {
   char viewKind(size_t node, SubView* at) const;
   void refreshSubViews();            // (re)makes the active sub-views' sub-buffers where their roots moved
   std::unordered_map<std::string, std::vector<int64_t>> shapes_;
+  std::unordered_map<std::string, int64_t> lastRows_;  // keepLastRows
   std::unordered_map<std::string, std::vector<int64_t>> values_;
   // Tensors whose dims or values depend on symbols, with those symbols: a binding
   // re-evaluates only those whose symbols changed (a decode step: the past length's).

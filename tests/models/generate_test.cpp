@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/test_support.h"
+#include "fuse/fuse.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "lm/loaded_lm.h"
@@ -51,6 +52,34 @@ TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
   auto a = past.lm.step(toks, true), b = nopast.lm.step(toks, true);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4) << i;
+}
+
+// A prefill step computes the logits of its last position only (Executor::keepLastRows:
+// the fused lm_head runs on that row, copied in and out), equal to an every-row run's last.
+TEST(Generate, PrefillComputesOnlyTheLastRowOfTheLogits) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(model, {});
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  Device device(selectDevice(""), false);
+  Executor ex(device, model, graph, analysis);
+  CausalLm lm(ex, graph, analysis);
+  const std::vector<int64_t> toks{5, 77, 200, 13, 42, 9, 100, 3};
+  const auto all = lm.step(toks, true);
+  const std::string head = graph.nodeName(static_cast<size_t>(graph.producer("logits")));
+  auto copies = [&] {
+    int n = 0;
+    for (const auto& l : ex.explain()) n += l.node == head && l.kernel == "copy_b32";
+    return n;
+  };
+  EXPECT_EQ(copies(), 0);
+  lm.reset();
+  const auto last = lm.step(toks);
+  EXPECT_EQ(copies(), 2) << "the lm_head's last row in, its logits out";
+  ASSERT_EQ(last.size(), 256u);
+  for (size_t i = 0; i < last.size(); ++i) ASSERT_NEAR(last[i], all[all.size() - 256 + i], 1e-4) << i;
+  lm.step({7});  // a decode step: one row, nothing copied
+  EXPECT_EQ(copies(), 0);
 }
 
 TEST(Generate, ADecodeStepWaitsOnlyForItsLogits) {

@@ -155,4 +155,18 @@ Executor::MemoryUse Executor::memoryUse(const std::vector<std::string>& cache) c
   return m;
 }
 
+void Executor::scratchTensor(const std::string& key, const std::vector<int64_t>& dims) {
+  shapes_[key] = dims;
+  ensure(key, static_cast<size_t>(elementCount(dims)) * 4);
+}
+
+
+void Executor::keepLastRows(const std::string& output, int64_t rows) {
+  if (lastRowsKept(output) == rows) return;
+  lastRows_[output] = rows;
+  const int p = graph_.producer(output);
+  if (p >= 0) dirty_.at(static_cast<size_t>(p)) = 1;
+  dropReplay();  // a whole-run replay would repeat the old launches
+}
+
 }  // namespace tl

@@ -103,7 +103,9 @@ struct LowerNode {
   bool hasIn(size_t i) const { return static_cast<int>(i) < proto.input_size() && !in(i).empty(); }
   bool hasOut(size_t i) const { return static_cast<int>(i) < proto.output_size() && !out(i).empty(); }
   const Dims& shape(const std::string& t) const { return ex.shape(t); }
-  DType dtype(const std::string& t) const { return ex.analysis().at(t).dtype; }
+  DType dtype(const std::string& t) const {  // stand-ins (Executor::scratchTensor) are float
+    return ex.analysis().tensors.count(t) ? ex.analysis().at(t).dtype : DType::Float;
+  }
   bool gpu() const { return ex.device().gpuKernels(); }
   bool built(const std::string& kernel) const { return ex.kernels().has(kernel); }
   Launch launch(const std::string& kernel, const char* why = "the op's kernel") const {
@@ -163,6 +165,10 @@ void glu(const LowerNode& n, const std::string& g, const std::string& u, const s
 // into y (and the sum into `sum`); "" for an absent residual or sum.
 void rmsNorm(const LowerNode& n, const std::string& x, const std::string& residual, const std::string& scale,
              const std::string& y, const std::string& sum, int64_t rows, int64_t cols, float eps);
+// movement.cpp: out[outOff + outStrides . c] = in[inOff + inStrides . c] for c over dims
+// (copy_b32 and its kin), one launch.
+void copyRegion(const LowerNode& n, const std::string& src, const std::string& dst, Dims dims, int64_t inOff,
+                Dims inStrides, int64_t outOff, Dims outStrides);
 // movement.cpp: Concat, and tl.Concat's pair in one launch (tl.KvAppend off the plan).
 void concatOp(const LowerNode& n);
 void concatPairOp(const LowerNode& n);

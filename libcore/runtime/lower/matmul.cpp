@@ -79,6 +79,33 @@ void matmulInSteps(const LowerNode& n, std::string a, int64_t M, int64_t K, int6
   glu(n, halves.outs[0], halves.outs[1], o.outs[0], M * N / 2, kind);
 }
 
+// A tl.MatMul or tl.QMatMul of one output, no residual, over rows of one sequence, whose
+// coming runs need only the last R of its M rows (Executor::keepLastRows: a causal LM's
+// logits): A's last rows go to a stand-in, the node is lowered on it into another, and
+// those rows are copied to their place, the ones before left unwritten. False where the
+// node does not qualify or R covers M (a decode step: nothing extra launched).
+bool lowerLastRows(const LowerNode& n, void (*lower)(const LowerNode&)) {
+  const int64_t R = n.ex.lastRowsKept(n.out(0));
+  if (R <= 0 || n.proto.output_size() != 1 || !matmulOptional(n.proto, MatMulInput::Residual).empty()) return false;
+  const Dims& a = n.shape(n.in(0));
+  const Dims& c = n.shape(n.out(0));
+  if (a.size() < 2 || c.size() != a.size() || a[a.size() - 2] * a.back() != elementCount(a)) return false;
+  const int64_t M = a[a.size() - 2], K = a.back(), N = c.back();
+  if (M <= R || c[c.size() - 2] != M) return false;
+  const std::string in = n.proto.name() + "#last_rows", out = n.proto.name() + "#last_rows_out";
+  Dims ad = a, cd = c;
+  ad[ad.size() - 2] = cd[cd.size() - 2] = R;
+  n.ex.scratchTensor(in, ad);
+  n.ex.scratchTensor(out, cd);
+  copyRegion(n, n.in(0), in, {R * K}, (M - R) * K, {1}, 0, {1});
+  onnx::NodeProto rows = n.proto;
+  rows.set_input(0, in);
+  rows.set_output(0, out);
+  lower(LowerNode{n.ex, n.index, rows});
+  copyRegion(n, out, n.out(0), {R * N}, 0, {1}, (M - R) * N, {1});
+  return true;
+}
+
 // ---- float products: MatMul, Gemm, and tl.MatMul off its decode kernels ----
 
 struct MatMulCase {
@@ -211,6 +238,7 @@ const Variant<GemvCase> kWeightGemv[] = {
 
 // tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
 void tlMatmulOp(const LowerNode& n) {
+  if (lowerLastRows(n, tlMatmulOp)) return;
   requireFloatInputs(n);
   const Dims& w = n.shape(n.in(1));
   const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
@@ -398,6 +426,7 @@ std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
 // quantizes A's rows to int8.
 void qmatmulOp(const LowerNode& n) {
+  if (lowerLastRows(n, qmatmulOp)) return;
   QCase c = qcase(n);
   const auto splits = merged(n, c);
   c.merged = splits.has_value();

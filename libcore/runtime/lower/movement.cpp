@@ -8,11 +8,9 @@
 #include "runtime/lower/lower.h"
 
 namespace tl {
-namespace {
 
-// out[oo + os . c] = in[io + is . c] for c over dims.
-void copy(const LowerNode& n, const std::string& src, const std::string& dst, Dims dims, int64_t inOff,
-          Dims inStrides, int64_t outOff, Dims outStrides) {
+void copyRegion(const LowerNode& n, const std::string& src, const std::string& dst, Dims dims, int64_t inOff,
+                Dims inStrides, int64_t outOff, Dims outStrides) {
   collapse(dims, {&inStrides, &outStrides});
   n.launch(std::string("copy_") + sizeSuffix(n.dtype(src)))
       .mem(src)
@@ -26,6 +24,8 @@ void copy(const LowerNode& n, const std::string& src, const std::string& dst, Di
       .run1d(elementCount(dims));
 }
 
+namespace {
+
 void transposeOp(const LowerNode& n) {
   const Dims& in = n.shape(n.in(0));
   Dims perm;
@@ -37,12 +37,12 @@ void transposeOp(const LowerNode& n) {
   Dims is = contiguousStrides(in), strides;
   for (auto p : perm) strides.push_back(is[n.axis(p, in.size())]);
   const Dims& o = n.shape(n.out(0));
-  copy(n, n.in(0), n.out(0), o, 0, strides, 0, contiguousStrides(o));
+  copyRegion(n, n.in(0), n.out(0), o, 0, strides, 0, contiguousStrides(o));
 }
 
 void expandOp(const LowerNode& n) {
   const Dims& o = n.shape(n.out(0));
-  copy(n, n.in(0), n.out(0), o, 0, broadcastStrides(n.shape(n.in(0)), o), 0, contiguousStrides(o));
+  copyRegion(n, n.in(0), n.out(0), o, 0, broadcastStrides(n.shape(n.in(0)), o), 0, contiguousStrides(o));
 }
 
 // A Slice at this run's shapes: the input element its first output element reads, and
@@ -78,7 +78,7 @@ void sliceOp(const LowerNode& n) {
   Dims strides;
   const int64_t off = sliceLayout(n.proto, n.ex, &strides);
   const Dims& o = n.shape(n.out(0));
-  copy(n, n.in(0), n.out(0), o, off, strides, 0, contiguousStrides(o));
+  copyRegion(n, n.in(0), n.out(0), o, off, strides, 0, contiguousStrides(o));
 }
 
 void splitOp(const LowerNode& n) {
@@ -89,7 +89,7 @@ void splitOp(const LowerNode& n) {
   for (int i = 0; i < n.proto.output_size(); ++i) {
     if (n.out(i).empty()) continue;
     const Dims& d = n.shape(n.out(i));
-    copy(n, n.in(0), n.out(i), d, at * is[k], is, 0, contiguousStrides(d));
+    copyRegion(n, n.in(0), n.out(i), d, at * is[k], is, 0, contiguousStrides(d));
     at += d[k];
   }
 }

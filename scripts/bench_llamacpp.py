@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""llama.cpp as a tl-bench peer: runs llama-bench on a GGUF model and prints its results as
+tl-bench rows (docs/tl-bench.md), so that `tl-bench --peer` sets them beside tl's.
+
+  python3 scripts/bench_llamacpp.py MODEL.gguf [--llama-bench PATH] [--name NAME] [--ngl 99]
+      [--threads N] [--no-fa] [-p LIST] [-n LIST] [-d LIST] [-r N] [-o jsonl|md]
+
+tl-bench appends -p, -n, -d, -r and -o jsonl (empty lists: no such tests). Flash attention
+is on (-fa 1) unless --no-fa. Bytes per token follow tl-bench's definition: the weights once
+(llama-bench's model size) and the KV cache read in full and the new rows written, in f16
+(the cache type llama-bench uses by default), from the GGUF's own dimensions (read with
+gguf-py: GGUF_PY or the llama.cpp tree's gguf-py beside llama-bench; without it the rows
+carry no bytes). llama.cpp's source comes from the npm package node-llama-cpp: see
+../shared/scripts/llamacpp/ for building it here (CPU) and on the GPU machine (CUDA).
+"""
+import argparse, json, os, subprocess, sys
+
+ap = argparse.ArgumentParser(usage=__doc__)
+ap.add_argument("model")
+ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", "llama-bench"))
+ap.add_argument("--name", default="")
+ap.add_argument("--ngl", type=int, default=99, help="layers on the GPU (0: CPU only)")
+ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama-bench's default)")
+ap.add_argument("--no-fa", action="store_true")
+ap.add_argument("-p", default="")
+ap.add_argument("-n", default="")
+ap.add_argument("-d", default="0")
+ap.add_argument("-r", type=int, default=5)
+ap.add_argument("-o", choices=["jsonl", "md"], default="md")
+a = ap.parse_args()
+
+
+def kv_row_bytes(path):
+    """f16 K and V of one token over all layers, from the GGUF's metadata; None without gguf-py."""
+    for d in (os.environ.get("GGUF_PY"), os.path.join(os.path.dirname(os.path.abspath(a.llama_bench)), "..", "..", "gguf-py")):
+        if d and os.path.isdir(d):
+            sys.path.insert(0, d)
+    try:
+        import gguf
+    except ImportError:
+        return None
+    r = gguf.GGUFReader(path)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    val = lambda k: int(r.fields[f"{arch}.{k}"].parts[-1][0])
+    heads, kv = val("attention.head_count"), val("attention.head_count_kv")
+    head_dim = val("embedding_length") // heads
+    return 2 * val("block_count") * kv * head_dim * 2
+
+
+ints = lambda s: [int(x) for x in s.split(",") if x.strip()]
+cmd = [a.llama_bench, "-m", a.model, "-p", ",".join(map(str, ints(a.p))) or "0",
+       "-n", ",".join(map(str, ints(a.n))) or "0", "-d", ",".join(map(str, ints(a.d))) or "0",
+       "-r", str(a.r), "-ngl", str(a.ngl), "-fa", "0" if a.no_fa else "1", "-o", "json"]
+if a.threads:
+    cmd += ["-t", str(a.threads)]
+print("bench_llamacpp: " + " ".join(cmd), file=sys.stderr, flush=True)
+out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+results = json.loads(out)
+kv_row = kv_row_bytes(a.model)
+rows = []
+for x in results:
+    p, n, d = x.get("n_prompt", 0), x.get("n_gen", 0), x.get("n_depth", 0)
+    if not p and not n:
+        continue
+    test = (f"pp{p}" if p else f"tg{n}") + (f"@d{d}" if d else "")
+    backend = x.get("backends") or x.get("backend", "")
+    quant = x.get("model_type", "").split(" ")[-1]
+    engine = f"llama.cpp {x.get('build_commit', '')} {backend} {quant} {'-fa 1' if not a.no_fa else ''}".strip()
+    if a.ngl == 0 or backend.upper() == "CPU":
+        engine += f" -t {x.get('n_threads')}"
+    row = dict(model=a.name or os.path.basename(a.model).rsplit(".", 1)[0], engine=engine,
+               device=x.get("gpu_info") or x.get("cpu_info", ""), test=test, n_prompt=p, n_gen=n, n_depth=d,
+               reps=len(x.get("samples_ts", [])), avg_ts=x["avg_ts"], stddev_ts=x["stddev_ts"],
+               samples_ts=x.get("samples_ts", []), weight_bytes=x.get("model_size", 0))
+    if kv_row is not None:  # tl-bench's bytes per token (scripts/bench_torch.py has the same)
+        w = x.get("model_size", 0)
+        row["bytes_per_token"] = ((w + kv_row * (d + 2 * p)) / p) if p else (w + kv_row * (max(d, 1) + (n - 1) / 2 + 2))
+    rows.append(row)
+if a.o == "jsonl":
+    for r in rows:
+        print(json.dumps(r))
+else:
+    print("| model | engine | test | t/s |\n| :--- | :--- | :--- | ---: |")
+    for r in rows:
+        print(f"| {r['model']} | {r['engine']} | {r['test']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} |")
