@@ -31,4 +31,19 @@ __kernel void mma_probe(__global const uint* A, __global const uint* B, __global
   C[(g + 8) * 8 + 2 * t + 1] = d[3];
 }
 
+// The tensor cores' peak (tl-bench --probe): four independent chains of m16n8k16 products
+// per warp, 4 x 4096 flops an iteration, 512 an item (probe.cpp's fmaGflops, width 32).
+__kernel void probe_mma_f16(__global float* out, float fa, float fb, int iters) {
+  const uint a = half2_bits(fa, fb) ^ (get_global_id(0) & 1), b = half2_bits(fb, fa);
+  float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float d2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d3[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i = 0; i < iters; ++i) {
+    MMA_16816(d0, a, a, a, a, b, b);
+    MMA_16816(d1, a, a, a, a, b, b);
+    MMA_16816(d2, a, a, a, a, b, b);
+    MMA_16816(d3, a, a, a, a, b, b);
+  }
+  out[get_global_id(0)] = d0[0] + d1[1] + d2[2] + d3[3];
+}
+
 #endif  // TL_MMA

@@ -100,7 +100,12 @@ int main(int argc, char** argv) {
                  "a command that runs the same tests on another engine: tl-bench appends -p -n -d -r and "
                  "'-o jsonl' and reads its rows (scripts/bench_ort.mjs, scripts/bench_torch.py); repeatable");
   app.add_flag("--probe", probeOnly, "measure the device alone: copy and read bandwidth, fp32/fp16 peak, launch, round trip");
-  app.add_flag("--kernels", kernels, "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme)");
+  app.add_flag("--kernels", kernels,
+               "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme), then the prefill GEMM\n"
+               "table: the same at --gemm-rows rows, through each path the device has (tensor cores, portable)");
+  std::string gemmRows = tl::kDefaultGemmRows;
+  app.add_option("--gemm-rows", gemmRows, "rows of A (M) for --kernels' GEMM table, comma-separated ('' for none)")
+      ->capture_default_str();
   app.add_option("--schemes", schemes, "schemes for --kernels (fp32: the unquantized MatMul beside them)")->capture_default_str();
   app.add_option("--kernel-runs", kernelRuns, "runs per kernel for --kernels")->capture_default_str();
   app.add_option("--kernel-shapes", kernelShapes, "(K, N) of the GEMVs for --kernels, as KxN (a model's own, e.g. TinyLlama's after tl-fuse: "
@@ -206,9 +211,14 @@ int main(int argc, char** argv) {
     tl::BenchReport report;
     progress("probing " + dev.info().name);
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });
-    if (kernels)
+    if (kernels) {
       report.kernels =
           tl::benchQuantKernels(dev, schemeList, shapes, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
+      const auto rows = tl::parseIntList("--gemm-rows", gemmRows);
+      if (!rows.empty())
+        report.gemm = tl::benchGemmKernels(dev, schemeList, shapes, rows, kernelRuns,
+                                           [&](const std::string& s) { progress("kernels: " + s); });
+    }
     std::vector<std::vector<tl::BenchRow>> rows;  // per model, then per peer
     for (auto& s : subjects) {
       tool.blame(s.path);

@@ -27,6 +27,30 @@ std::vector<float> randomValues(int64_t n, std::mt19937& rng) {
 // Larger than any last-level cache tl meets (the H100's L2 holds 50 MB).
 constexpr size_t kFlushBytes = size_t(256) << 20;
 
+// A buffer that evicts the caches when filled: before each timed run, so that weights come
+// from memory as in a model whose layers do not fit in cache.
+class CacheFlush {
+ public:
+  explicit CacheFlush(Device& dev) : dev_(dev), bytes_(std::min(kFlushBytes, dev.info().maxAlloc)) {
+    cl_int err;
+    m_ = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, bytes_, nullptr, &err);
+    clCheck(err, "clCreateBuffer", "cache flush");
+  }
+  ~CacheFlush() { clReleaseMemObject(m_); }
+  CacheFlush(const CacheFlush&) = delete;
+  CacheFlush& operator=(const CacheFlush&) = delete;
+  void operator()() {
+    const char zero = 0;
+    clCheck(clEnqueueFillBuffer(dev_.queue(), m_, &zero, 1, 0, bytes_, 0, nullptr, nullptr), "clEnqueueFillBuffer",
+            "cache flush");
+  }
+
+ private:
+  Device& dev_;
+  size_t bytes_;
+  cl_mem m_;
+};
+
 struct Case {
   KernelRow row;
   Model model;
@@ -34,6 +58,35 @@ struct Case {
   ShapeAnalysis analysis;
   std::unique_ptr<Executor> ex;
 };
+
+// The one-MatMul model in `scheme`: quantized (group 128), or for fp32 as tl-fuse leaves a
+// weight's MatMul: tl.MatMul, the decode GEMV's op.
+Model schemeModel(const Model& base, const std::string& scheme) {
+  Model m = base;
+  if (scheme == kFp32Scheme) {
+    m.proto.mutable_graph()->mutable_node(0)->set_domain("tl");
+    auto* o = m.proto.add_opset_import();
+    o->set_domain("tl");
+    o->set_version(1);
+  } else {
+    QuantOptions opt;
+    opt.scheme = parseScheme(scheme);
+    opt.group = 128;
+    opt.quantizeLmHead = true;
+    quantizeModel(m, opt, false);
+  }
+  return m;
+}
+
+Tensor randomInput(int64_t M, int64_t K, std::mt19937& rng) {
+  Tensor x;
+  x.name = "x";
+  x.dtype = DType::Float;
+  x.dims = {M, K};
+  const auto xs = randomValues(M * K, rng);
+  x.bytes.assign(reinterpret_cast<const uint8_t*>(xs.data()), reinterpret_cast<const uint8_t*>(xs.data() + M * K));
+  return x;
+}
 
 }  // namespace
 
@@ -69,10 +122,7 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
   dev.setProfiling(true);
   KernelTable table;
   std::mt19937 rng(1);
-  cl_int err;
-  cl_mem flush = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE, std::min(kFlushBytes, dev.info().maxAlloc), nullptr, &err);
-  clCheck(err, "clCreateBuffer", "cache flush");
-  const char zero = 0;
+  CacheFlush flush(dev);
   for (auto [K, N] : shapes) {
     if (progress) progress(fmt::format("{} x {}: quantizing", K, N));
     const auto w = randomValues(K * N, rng);
@@ -80,39 +130,20 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
     std::deque<Case> cases;  // executors keep references to their model: no moves
     for (const auto& s : schemes) {
       Case& c = cases.emplace_back();
-      c.model = base;
-      if (s == kFp32Scheme) {  // as tl-fuse leaves a weight's MatMul: tl.MatMul, the decode GEMV's op
-        c.model.proto.mutable_graph()->mutable_node(0)->set_domain("tl");
-        auto* o = c.model.proto.add_opset_import();
-        o->set_domain("tl");
-        o->set_version(1);
-      } else {
-        QuantOptions opt;
-        opt.scheme = parseScheme(s);
-        opt.group = 128;
-        opt.quantizeLmHead = true;
-        quantizeModel(c.model, opt, false);
-      }
+      c.model = schemeModel(base, s);
       c.graph = std::make_unique<Graph>(c.model.proto.graph());
       c.analysis = inferShapes(c.model, *c.graph);
       c.ex = std::make_unique<Executor>(dev, c.model, *c.graph, c.analysis);
-      c.row = {K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N};
+      c.row = {K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N, 1, false, ""};
       for (const auto& init : c.model.proto.graph().initializer()) c.row.bytes += init.raw_data().size();
     }
-    Tensor x;
-    x.name = "x";
-    x.dtype = DType::Float;
-    x.dims = {1, K};
-    const auto xs = randomValues(K, rng);
-    x.bytes.assign(reinterpret_cast<const uint8_t*>(xs.data()), reinterpret_cast<const uint8_t*>(xs.data() + K));
+    const Tensor x = randomInput(1, K, rng);
     constexpr int kWarmup = 3;
     for (int r = 0; r < runs + kWarmup; ++r) {
       if (progress) progress(fmt::format("{} x {}: run {}/{}", K, N, r + 1, runs + kWarmup));
       for (size_t j = 0; j < cases.size(); ++j) {
         auto& c = cases[r % 2 ? cases.size() - 1 - j : j];
-        clCheck(clEnqueueFillBuffer(dev.queue(), flush, &zero, 1, 0, std::min(kFlushBytes, dev.info().maxAlloc), 0,
-                                    nullptr, nullptr),
-                "clEnqueueFillBuffer", "cache flush");
+        flush();
         c.ex->run({x});
         double t = 0;
         for (const auto& p : c.ex->profile()) t += p.ms;  // w4a8: its activation quantization too
@@ -138,7 +169,58 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
     }
     for (auto& c : cases) table.rows.push_back(c.row);
   }
-  clReleaseMemObject(flush);
+  dev.setProfiling(wasProfiling);
+  return table;
+}
+
+KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& schemes,
+                             const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,
+                             const std::function<void(const std::string&)>& progress) {
+  for (const auto& s : schemes) checkKernelScheme(s);
+  const bool wasProfiling = dev.profiling(), wasTensor = dev.tensorCores();
+  dev.setProfiling(true);
+  KernelTable table;
+  std::mt19937 rng(2);
+  CacheFlush flush(dev);
+  for (auto [K, N] : shapes) {
+    const auto w = randomValues(K * N, rng);
+    const Model base = matmulModel(w.data(), K, N);
+    for (const auto& s : schemes) {
+      if (progress) progress(fmt::format("GEMM {} x {} {}: quantizing", K, N, s));
+      Case c;
+      c.model = schemeModel(base, s);
+      c.graph = std::make_unique<Graph>(c.model.proto.graph());
+      c.analysis = inferShapes(c.model, *c.graph);
+      for (bool tensor : {true, false}) {
+        dev.setTensorCores(tensor);
+        Executor ex(dev, c.model, *c.graph, c.analysis);
+        if (tensor && !ex.kernels().tensorCores()) continue;  // no such path here
+        for (int64_t M : rows) {
+          KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
+                        2.0 * M * K * N, M, tensor, ""};
+          for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
+          const Tensor x = randomInput(M, K, rng);
+          constexpr int kWarmup = 2;
+          for (int r = 0; r < runs + kWarmup; ++r) {
+            if (progress) progress(fmt::format("GEMM {} x {} {} M={} {}: run {}/{}", K, N, s, M, tensor ? "tensor cores" : "portable", r + 1, runs + kWarmup));
+            flush();
+            ex.run({x});
+            double t = 0;
+            std::string names;
+            for (const auto& p : ex.profile()) {
+              t += p.ms;
+              if (names.find(p.kernel) == std::string::npos) names += (names.empty() ? "" : ",") + p.kernel;
+            }
+            row.kernels = names;
+            if (r >= kWarmup) row.ms.push_back(t);
+          }
+          // A scheme without a tensor-core kernel (w4a8, fp32) ran the portable one: its row is that path's.
+          if (!tensor || row.kernels.find("_mma_") != std::string::npos) table.rows.push_back(row);
+        }
+      }
+    }
+  }
+  dev.setTensorCores(wasTensor);
   dev.setProfiling(wasProfiling);
   return table;
 }

@@ -19,7 +19,10 @@ struct KernelRow {
   std::string scheme;
   std::vector<double> ms;  // device time per run, in run order
   double bytes = 0;        // weight codes, scales and offsets, plus the activation in and out
-  double flops = 0;        // 2 K N
+  double flops = 0;        // 2 K N (2 M K N in the GEMM table)
+  int64_t M = 1;             // rows of A: 1 for the GEMV table
+  bool tensorCores = false;  // the GEMM table's path: tensor cores, or the portable tiles
+  std::string kernels;       // the kernels the runs launched, comma-separated
 };
 
 struct KernelTable {
@@ -43,5 +46,14 @@ void checkKernelScheme(const std::string& scheme);
 KernelTable benchQuantKernels(Device& device, const std::vector<std::string>& schemes,
                               const std::vector<KernelShape>& shapes, int runs,
                               const std::function<void(const std::string&)>& progress = {});
+
+// The prefill GEMM table: the same schemes and shapes at each of `rows` rows of A (M),
+// through each path the device has (tensor cores where built and the scheme has such a
+// kernel, and the portable tiles: Device::setTensorCores), timed as the GEMV table is. Throws tl::Error (usage) for an
+// unknown scheme.
+inline const char* kDefaultGemmRows = "128,512,1024";
+KernelTable benchGemmKernels(Device& device, const std::vector<std::string>& schemes,
+                             const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,
+                             const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace tl

@@ -110,6 +110,11 @@ DeviceProbe probeDevice(Device& dev, const std::function<void(const std::string&
     p.fp16Gflops = fmaGflops(dev, kernels, "probe_fma_f16", global, local, out);
   }
 
+  if (kernels.tensorCores()) {
+    say("tensor-core peak");
+    p.tensorGflops = fmaGflops(dev, kernels.get("probe_mma_f16"), 32, global, local, out);
+  }
+
   // Launches and round trips are wall times, as a run sees them: no profiling queue.
   dev.setProfiling(false);
   say("launch overhead");

@@ -19,6 +19,7 @@ struct DeviceProbe {
   double readGBs = 0;        // a kernel that only reads
   double fp32Gflops = 0;     // chains of fma in registers
   double fp16Gflops = 0;     // 0 when the device has no cl_khr_fp16
+  double tensorGflops = 0;   // tensor cores, f16 x f16 -> f32 (kernels/mma.cl); 0 without them
   double launchUs = 0;       // back-to-back empty kernels: wall time per kernel
   double roundTripUs = 0;    // an empty kernel and a blocking 4-byte read: wall time
   // The bandwidth a memory-bound row is judged against: the best the device showed.

@@ -128,12 +128,14 @@ std::string render(const Table& t, BenchFormat f) {
 
 Table probeTable(const DeviceProbe& p) {
   Table t;
-  t.keys = {"device", "buffer_mib", "copy_gbs", "read_gbs", "fp32_gflops", "fp16_gflops", "launch_us", "round_trip_us"};
-  t.headers = {"device", "buffer", "copy GB/s (r+w)", "read GB/s", "fp32 GFLOP/s", "fp16 GFLOP/s", "launch µs",
-               "round trip µs"};
+  t.keys = {"device", "buffer_mib", "copy_gbs", "read_gbs", "fp32_gflops", "fp16_gflops", "tensor_gflops", "launch_us",
+            "round_trip_us"};
+  t.headers = {"device", "buffer", "copy GB/s (r+w)", "read GB/s", "fp32 GFLOP/s", "fp16 GFLOP/s", "tensor-core GFLOP/s",
+               "launch µs", "round trip µs"};
   t.rows.push_back({text(p.device), {fmt::format("{:.0f} MiB", p.bufferMiB), jsonNumber(p.bufferMiB)},
                     number(p.copyGBs, 1), number(p.readGBs, 1), number(p.fp32Gflops, 0),
-                    p.fp16Gflops > 0 ? number(p.fp16Gflops, 0) : number(kUnknown, 0), number(p.launchUs, 2),
+                    p.fp16Gflops > 0 ? number(p.fp16Gflops, 0) : number(kUnknown, 0),
+                    p.tensorGflops > 0 ? number(p.tensorGflops, 0) : number(kUnknown, 0), number(p.launchUs, 2),
                     number(p.roundTripUs, 1)});
   return t;
 }
@@ -182,6 +184,24 @@ Table kernelsTable(const KernelTable& k, const std::optional<DeviceProbe>& probe
                       number(quantile(row.ms, 0.25), 4), number(quantile(row.ms, 0.75), 4), number(gbs, 1),
                       number(100 * ratio(gbs, bw), 1), integer(static_cast<int64_t>(row.ms.size())),
                       number(row.bytes, 0), array(row.ms)});
+  }
+  return t;
+}
+
+// Each row judged against its path's peak: the tensor cores', or fp32 FMA for the tiles.
+Table gemmTable(const KernelTable& k, const std::optional<DeviceProbe>& probe) {
+  Table t;
+  t.keys = {"k", "n", "m", "scheme", "path", "kernels", "median_ms", "gflops", "peak_pct", "runs", "samples_ms"};
+  const size_t runs = k.rows.empty() ? 0 : k.rows.front().ms.size();
+  t.headers = {"K", "N", "M", "scheme", "path", "kernels", fmt::format("ms (median of {})", runs), "GFLOP/s", "% peak",
+               "", ""};
+  for (const auto& row : k.rows) {
+    const double ms = median(row.ms), gflops = row.flops / (ms * 1e-3) / 1e9;
+    const double peak = !probe ? kUnknown : row.tensorCores ? probe->tensorGflops : probe->fp32Gflops;
+    t.rows.push_back({integer(row.K), integer(row.N), integer(row.M), text(row.scheme),
+                      text(row.tensorCores ? "tensor cores" : "portable"), text(row.kernels), number(ms, 4),
+                      number(gflops, 0), number(peak > 0 ? 100 * gflops / peak : kUnknown, 1),
+                      integer(static_cast<int64_t>(row.ms.size())), array(row.ms)});
   }
   return t;
 }
@@ -305,6 +325,7 @@ std::string renderReport(const BenchReport& r, BenchFormat f) {
   if (r.probe) parts.push_back({"probe", probeTable(*r.probe)});
   if (!r.rows.empty()) parts.push_back({"rows", rowsTable(r)});
   if (r.kernels) parts.push_back({"kernels", kernelsTable(*r.kernels, r.probe)});
+  if (r.gemm) parts.push_back({"gemm", gemmTable(*r.gemm, r.probe)});
   std::string s;
   if (f == BenchFormat::Json) {
     s = "{";

@@ -24,6 +24,7 @@ struct BenchReport {
   std::optional<DeviceProbe> probe;
   std::vector<BenchRow> rows;
   std::optional<KernelTable> kernels;
+  std::optional<KernelTable> gemm;  // the prefill GEMM table (tl-bench --kernels)
 };
 
 std::string renderReport(const BenchReport& report, BenchFormat format);

@@ -179,7 +179,8 @@ TEST_F(TlBenchCli, BadInputIsOneLine) {
 }
 
 // --kernels at a model's own shapes: one row per shape and scheme, in the order given,
-// fp32 (the unquantized MatMul, no group) among them; an unknown scheme is a usage error.
+// fp32 (the unquantized MatMul, no group) among them, then the GEMM table's; an unknown
+// scheme is a usage error.
 TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
   auto r = runTool("tl-bench", "--kernels --schemes e0m4,int4,fp32 --kernel-shapes 256x128,512x64 --kernel-runs 1");
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -191,6 +192,14 @@ TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
   EXPECT_LT(a, b);
   EXPECT_LT(b, c);
   EXPECT_EQ(r.out.find("| 4096 |"), std::string::npos) << r.out;
+  // then the prefill GEMM table: each shape and scheme at M = 128, 512, 1024, through the
+  // portable path (PoCL has no tensor cores), after the GEMV table
+  const size_t g = r.out.find("| 256 | 128 | 128 | e0m4 | portable |"), h = r.out.find("| 512 | 64 | 1024 | fp32 | portable |");
+  EXPECT_NE(g, std::string::npos) << r.out;
+  EXPECT_NE(h, std::string::npos) << r.out;
+  EXPECT_LT(c, g);
+  EXPECT_LT(g, h);
+  EXPECT_EQ(r.out.find("tensor cores"), std::string::npos) << r.out;
   expectOneLineError(runTool("tl-bench", "--kernels --schemes fp16"), "--schemes: unknown scheme 'fp16' (fp32, e0m4,", 2);
 }
 
