@@ -140,10 +140,17 @@ KernelLibrary::KernelLibrary(const Device& device) : device_(device) {
   program_ = build(device, kernelSource());
   addKernels(program_, kernels_, [](const std::string&) { return true; });
   // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels with the helpers
-  // they use (their portable kernels, built again there, are left to the main program's).
-  if (!device.tensorCores() || !probeTensorCores(device)) return;
-  mma_ = buildMma(device, {"common.cl", "dequant.cl", "mma.cl", "gemm.cl", "attention.cl"}, nullptr);
-  if (mma_) addKernels(mma_, kernels_, [](const std::string& name) { return name.find("_mma_") != std::string::npos; });
+  // they use (their portable kernels, built again there, are left to the main program's),
+  // kept when its own mma_probe computes right.
+  if (!device.tensorCores()) return;
+  cl_program p = buildMma(device, {"common.cl", "dequant.cl", "mma.cl", "gemm.cl", "attention.cl"}, nullptr);
+  if (!p) return;
+  if (!probeComputes(device, p, nullptr)) {
+    clReleaseProgram(p);
+    return;
+  }
+  mma_ = p;
+  addKernels(mma_, kernels_, [](const std::string& name) { return name.find("_mma_") != std::string::npos; });
 }
 
 KernelLibrary::~KernelLibrary() {

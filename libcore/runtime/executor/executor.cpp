@@ -484,8 +484,7 @@ int64_t Executor::tokenAt(int slot) {
 
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {
-  for (const auto& [name, rows] : std::vector<std::pair<std::string, int64_t>>(lastRows_.begin(), lastRows_.end()))
-    keepLastRows(name, 0);  // a run that returns tensors computes every row of them
+  for (const auto& kept : lastRows_) keepLastRows(kept.first, 0);  // a run that returns tensors computes every row
   enqueue(inputs, {});
   std::vector<std::string> names = wanted;
   if (names.empty())

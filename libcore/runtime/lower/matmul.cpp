@@ -297,7 +297,6 @@ struct QCase {
   bool gemm128() const { return gemm() && static_cast<int64_t>(up(M, 128) * up(N, 128)) >= computeUnits; }
   static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
-using std::size_t;
 constexpr auto up = QCase::up;
 Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
 Geometry gemvGeometry(const QCase& c) {  // 4 weight columns per work-group (2 and their up columns with a GLU)
