@@ -599,17 +599,19 @@ ATT_DEC(attention_dec128_f32, 128, 1)
 #endif
 
 #ifdef TL_MMA
-// Prefill attention on tensor cores (attention.cpp's attention_mma_d* rows): the flash
-// form with f16 products and fp32 softmax and sums. A work-group of 4 warps takes 64 query
-// rows of one head (16 a warp), and steps through the keys its rows may see 64 at a time:
-// S = Q K^T (Q's fragments kept in registers, K's tile in local memory), the running max
-// and sum per row (a row's 4 threads agree through shuffles), P = exp2(S - max) as f16
-// fragments straight from S's registers, O += P V (V's tile stored transposed, so its
-// fragments are pairs of keys). Taken without a float mask or soft cap; hidden keys (the
-// causal and key masks) score + mask_value as att_score's do, and the keys after the last
-// one any row may see are skipped as attention_tile_f32 skips them. Q's and K's k order inside 32
-// dims is permuted alike (thread t reads dims 8t..8t+7 as one uint4, as gemm.cl's tiles).
-#define FA_BR 64
+// Prefill attention on tensor cores (attention.cpp's attention_mma* rows): the flash
+// form with f16 products and fp32 softmax and sums. A work-group of WARPS warps takes 16 *
+// WARPS query rows of one head (16 a warp; 4 warps, or 8 where the device has work-groups
+// enough: twice the rows for each key tile staged), and steps through the keys its rows may
+// see 64 at a time: S = Q K^T (Q's fragments kept in registers, K's tile in local memory),
+// the running max and sum per row (a row's 4 threads agree through shuffles), P = exp2(S -
+// max) as f16 fragments straight from S's registers, O += P V (V's tile stored transposed,
+// so its fragments are pairs of keys). Taken without a float mask or soft cap; hidden keys
+// (the causal and key masks) score + mask_value as att_score's do, and the keys after the
+// last one any row may see are skipped as attention_tile_f32 skips them. The key mask is
+// read once a tile (kbias: 0, mask_value, or -inf past T); the causal test runs only on
+// the tiles that cross a warp's diagonal. Q's and K's k order inside 32 dims is permuted
+// alike (thread t reads dims 8t..8t+7 as one uint4, as gemm.cl's tiles).
 #define FA_BC 64
 inline float quad_max(float x) {
   float y;
@@ -627,17 +629,18 @@ inline float quad_sum(float x) {
 }
 // K's tile: rows of D halves, padded to D / 2 + 16 words so that two rows fill 32 banks;
 // V's: D rows of FA_BC keys, FA_BC / 2 + 4 words.
-#define ATTENTION_MMA(NAME, D_)                                                                    \
-  __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                             \
+#define ATTENTION_MMA(NAME, D_, WARPS)                                                             \
+  __kernel __attribute__((reqd_work_group_size(32 * WARPS, 1, 1))) void NAME(                      \
       __global const float* q, __global const float* k, __global const float* v, __global const float* mask, \
       __global float* out, ATT_ARGS) {                                                             \
     __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
     __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
-    const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4;                                                 \
+    __local float kbias[FA_BC];                                                                    \
+    const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4, NT = 32 * WARPS, BR = 16 * WARPS;               \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3; \
-    const int tiles = (S + FA_BR - 1) / FA_BR, grp = get_group_id(0);                              \
+    const int tiles = (S + BR - 1) / BR, grp = get_group_id(0);                                    \
     const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), kvh = h / (H / Hkv);   \
-    const int s0 = tile * FA_BR, off = ATT_OFFSET;                                                 \
+    const int s0 = tile * BR, off = ATT_OFFSET;                                                    \
     /* scores in base 2 (exp2): q and mask_value scaled by log2(e) */                             \
     const float qscale = scale * 1.4426950408889634f, mv = mask_value * 1.4426950408889634f;       \
     const int kmo = b * kmsb;                                                                      \
@@ -653,7 +656,7 @@ inline float quad_sum(float x) {
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                    \
     __global const float* kb = k + b * ksb + kvh * ksh;                                            \
     __global const float* vb = v + b * vsb + kvh * vsh;                                            \
-    const int seen = causal ? min(T, s0 + FA_BR + off) : T;                                        \
+    const int seen = causal ? min(T, s0 + BR + off) : T;                                           \
     const int r0 = s0 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */                     \
     for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
       if (t0 >= seen) { /* hidden from every row: on only for a row with no visible key yet */     \
@@ -664,11 +667,11 @@ inline float quad_sum(float x) {
         if (!more) break;                                                                          \
       }                                                                                            \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-      for (int e = tid; e < FA_BC * D_ / 8; e += 128) {                                            \
+      for (int e = tid; e < FA_BC * D_ / 8; e += NT) {                                             \
         const int key = e / (D_ / 8), c = e % (D_ / 8);                                            \
         Ks[key * KW + c] = half8_bits(t0 + key < T ? vload8(0, kb + (long)(t0 + key) * kst + 8 * c) : (float8)0.0f); \
       }                                                                                            \
-      for (int e = tid; e < FA_BC / 2 * D_ / 4; e += 128) {                                        \
+      for (int e = tid; e < FA_BC / 2 * D_ / 4; e += NT) {                                         \
         const int kp = e / (D_ / 4), d = e % (D_ / 4) * 4, key = t0 + 2 * kp;                       \
         const float4 a = key < T ? vload4(0, vb + (long)key * vst + d) : (float4)0.0f;              \
         const float4 c = key + 1 < T ? vload4(0, vb + (long)(key + 1) * vst + d) : (float4)0.0f;    \
@@ -677,6 +680,8 @@ inline float quad_sum(float x) {
         Vt[(d + 2) * VW + kp] = half2_bits(a.z, c.z);                                              \
         Vt[(d + 3) * VW + kp] = half2_bits(a.w, c.w);                                              \
       }                                                                                            \
+      if (tid < FA_BC)                                                                             \
+        kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mv : 0.0f; \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
       float sc[FA_BC / 8][4];                                                                      \
       _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j) {                                                        \
@@ -688,11 +693,15 @@ inline float quad_sum(float x) {
         }                                                                                          \
       }                                                                                            \
       float x0 = m0, x1 = m1;                                                                      \
+      /* the tile crosses this thread's rows' diagonal: some key after a row's own */             \
+      const int diag = causal && t0 + FA_BC - 1 > r0 + off;                                        \
       _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j)                                                          \
         _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                              \
-          const int key = t0 + 8 * j + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;                  \
-          if (key >= T) sc[j][e] = -INFINITY;                                                      \
-          else if (att_hidden(row, key, off, causal, km, kmb, kmo)) sc[j][e] += mv;                \
+          const int kl = 8 * j + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;                        \
+          const float kbv = kbias[kl];                                                             \
+          if (!diag) sc[j][e] += kbv;                                                              \
+          else if (kbv == -INFINITY) sc[j][e] = -INFINITY;                                         \
+          else if (t0 + kl > row + off || kbv != 0.0f) sc[j][e] += mv;                             \
           if (e < 2) x0 = fmax(x0, sc[j][e]); else x1 = fmax(x1, sc[j][e]);                        \
         }                                                                                          \
       x0 = quad_max(x0);                                                                           \
@@ -738,6 +747,8 @@ inline float quad_sum(float x) {
       _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) vstore2((float2)(o[j][2 * hh], o[j][2 * hh + 1]) * inv, 0, orow + 8 * j + 2 * t); \
     }                                                                                              \
   }
-ATTENTION_MMA(attention_mma_d64, 64)
-ATTENTION_MMA(attention_mma_d128, 128)
+ATTENTION_MMA(attention_mma_d64, 64, 4)
+ATTENTION_MMA(attention_mma_d128, 128, 4)
+ATTENTION_MMA(attention_mma_d64_r128, 64, 8)
+ATTENTION_MMA(attention_mma_d128_r128, 128, 8)
 #endif  // TL_MMA

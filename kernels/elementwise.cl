@@ -124,25 +124,34 @@ typedef struct {
 #define ROPE_TRIG_ARGS int positions, float cscale, float sscale
 #define ROPE_TRIG ((RopeTrig){positions, cscale, sscale})
 
-// Element i of rope(x); past `rot` the head passes through (partial rotary).
+// Where element i of a [B, H, S, D] tensor stored as [B, S, H, D] is: a tl.RoPE's input
+// read through the exporter's Transpose(0,2,1,3) (x_bshd, x2_bshd, x3_bshd; the kernels'
+// `bshd` has bit 0, 1, 2 for x, x2, x3).
+inline int bshd_at(int i, int H, int S, int D) {
+  const int d = i % D, s = i / D % S, h = i / (D * S) % H, b = i / (D * S * H);
+  return ((b * S + s) * H + h) * D + d;
+}
+
+// Element i of rope(x), x of logical dims `dims` ([B, H, S, D] when bshd); past `rot` the
+// head passes through (partial rotary).
 inline float rope_at(__global const float* x, __global const float* cosv, __global const float* sinv, int i, int D,
-                     int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg) {
-  const int d = i % D, mid = rot / 2;
-  if (d >= rot) return x[i];
+                     int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg, int bshd) {
+  const int d = i % D, mid = rot / 2, p = bshd ? bshd_at(i, dims.s5, dims.s6, D) : i;
+  if (d >= rot) return x[p];
   if (tg.positions)
-    return rope_pos_at(x, i, d, rot, (float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, tg.cscale,
+    return rope_pos_at(x, p, d, rot, (float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, tg.cscale,
                        tg.sscale);
-  const float partner = d < mid ? -x[i + mid] : x[i - mid];
-  return x[i] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
+  const float partner = d < mid ? -x[p + mid] : x[p - mid];
+  return x[p] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
 }
 
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                        __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                        __global const float* x2, __global float* out2, int n2, int8 dims2, int8 cs2, int8 ss2,
-                       ROPE_TRIG_ARGS) {
+                       int bshd, ROPE_TRIG_ARGS) {
   const int i = get_global_id(0);
-  if (i < n) out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
-  else if (i < n + n2) out2[i - n] = rope_at(x2, cosv, sinv, i - n, D, rot, dims2, cs2, ss2, ROPE_TRIG);
+  if (i < n) out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
+  else if (i < n + n2) out2[i - n] = rope_at(x2, cosv, sinv, i - n, D, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
 }
 
 // Element i of Concat(a, b) along an axis of `rows` (the first `first` from a), `inner`
@@ -156,10 +165,12 @@ __kernel void rope_f32(__global const float* x, __global const float* cosv, __gl
   }
 inline float rope_cache_at(__global const float* past, __global const float* x, __global const float* cosv,
                            __global const float* sinv, int i, int inner, int rows, int first, int D, int rot,
-                           int8 dims, int8 cs, int8 ss, RopeTrig tg)
-    CACHE_AT(past, i, inner, rows, first, rope_at(x, cosv, sinv, j, D, rot, dims, cs, ss, tg))
-inline float cache_at(__global const float* past, __global const float* x, int i, int inner, int rows, int first)
-    CACHE_AT(past, i, inner, rows, first, x[j])
+                           int8 dims, int8 cs, int8 ss, RopeTrig tg, int bshd)
+    CACHE_AT(past, i, inner, rows, first, rope_at(x, cosv, sinv, j, D, rot, dims, cs, ss, tg, bshd))
+// x of H heads (bshd: stored [B, S, H, D], the cache axis 2).
+inline float cache_at(__global const float* past, __global const float* x, int i, int inner, int rows, int first,
+                      int bshd, int H)
+    CACHE_AT(past, i, inner, rows, first, x[bshd ? bshd_at(j, H, rows - first, inner) : j])
 
 // tl.RoPE with cache_axis: q rotated; k rotated and appended to its cache; v appended to
 // its cache, in one launch.
@@ -168,14 +179,14 @@ __kernel void rope_cache_f32(__global const float* x, __global const float* cosv
                              __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global const float* past2,
                              __global float* cat2, int n2, int inner2, int rows2, int first2,
                              __global const float* x3, __global const float* past3, __global float* cat3, int n3,
-                             int inner3, int rows3, int first3, ROPE_TRIG_ARGS) {
+                             int inner3, int rows3, int first3, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   if (i < n) {
-    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
   } else if ((i -= n) < n2) {
-    cat2[i] = rope_cache_at(past2, x2, cosv, sinv, i, inner2, rows2, first2, D, rot, dims2, cs2, ss2, ROPE_TRIG);
+    cat2[i] = rope_cache_at(past2, x2, cosv, sinv, i, inner2, rows2, first2, D, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
   } else if ((i -= n2) < n3) {
-    cat3[i] = cache_at(past3, x3, i, inner3, rows3, first3);
+    cat3[i] = cache_at(past3, x3, i, inner3, rows3, first3, bshd & 4, dims2.s5);
   }
 }
 
@@ -193,14 +204,15 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
                           int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3,
                           __global float* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
-                          __global const int* kv_rows, ROPE_TRIG_ARGS) {
+                          __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   if (i < n) {
-    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG);
+    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
   } else if ((i -= n) < n2) {
-    kc[kv_at(i, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] = rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG);
+    kc[kv_at(i, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] =
+        rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
   } else if ((i -= n2) < n3) {
-    vc[kv_at(i, H3, N3, D3, vsb, vsh, vst, kv_rows[0])] = x3[i];
+    vc[kv_at(i, H3, N3, D3, vsb, vsh, vst, kv_rows[0])] = x3[bshd & 4 ? bshd_at(i, H3, N3, D3) : i];
   }
 }
 

@@ -26,18 +26,18 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
   return c0 + oc < N / 2 ? (up ? N / 2 : 0) + c0 + oc : -1;
 }
 
-// Chunk s of the weights' slice from k0: 8 raw codes of column bcol[s] at kq, with their
-// group's scale and offset; zeros past the matrix.
-#define FETCH_CODES(s, k0, kq, RAW, LOAD)                                                     \
+// Chunk s of the weights' slice from k0 into register set P: 8 raw codes of column
+// bcol[s] at kq, with their group's scale and offset; zeros past the matrix.
+#define FETCH_CODES(P, s, k0, kq, RAW, LOAD)                                                  \
   {                                                                                           \
     const int k_ = (k0) + (kq);                                                               \
     if (bcol[s] >= 0 && k_ < K) {                                                             \
-      rb[s] = LOAD(W + (long)bcol[s] * row_bytes, k_);                                        \
-      rs[s] = S[(long)bcol[s] * groups + k_ / G];                                             \
-      ro[s] = O[(long)bcol[s] * groups + k_ / G];                                             \
+      rb[P][s] = LOAD(W + (long)bcol[s] * row_bytes, k_);                                     \
+      rs[P][s] = S[(long)bcol[s] * groups + k_ / G];                                          \
+      ro[P][s] = O[(long)bcol[s] * groups + k_ / G];                                          \
     } else {                                                                                  \
-      rb[s] = (RAW)0;                                                                         \
-      rs[s] = ro[s] = 0.0f;                                                                   \
+      rb[P][s] = (RAW)0;                                                                      \
+      rs[P][s] = ro[P][s] = 0.0f;                                                             \
     }                                                                                         \
   }
 // The norm's inverse RMS of the tile's rows into rinv (ss: each item's sums of squares of
@@ -62,16 +62,16 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     dst[(at) + 3] = v_.w;     \
   }
 
-// One slice's global reads into registers, from k0: chunk s of A (AW floats of type AT at
-// row e / 4, e = tid + 256 s) and code chunk s (FETCH_CODES, BKS chunks a column).
-#define GEMM_FETCH(k0, BM, AT, AW, BCH, BKS, RAW, LOAD)                                        \
+// One slice's global reads into register set P, from k0: chunk s of A (AW floats of type
+// AT at row e / 4, e = tid + 256 s) and code chunk s (FETCH_CODES, BKS chunks a column).
+#define GEMM_FETCH(P, k0, BM, AT, AW, BCH, BKS, RAW, LOAD)                                     \
   {                                                                                           \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
       const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * AW;             \
-      ra[s] = m < M && k < K ? *(__global const AT*)(A + (long)m * K + k) : (AT)0.0f;         \
+      ra[P][s] = m < M && k < K ? *(__global const AT*)(A + (long)m * K + k) : (AT)0.0f;      \
     }                                                                                         \
     _Pragma("unroll") for (int s = 0; s < BCH; ++s)                                           \
-      FETCH_CODES(s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                          \
+      FETCH_CODES(P, s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                       \
   }
 
 #if TL_MAX_WG >= GEMM_WG
@@ -86,10 +86,10 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
     const int TM = BM / 16, TN = BN / 16;                                                     \
     /* A: chunks of 4 floats, e = tid + 256 s at row e / 4; codes: 8 at column e / 2 */       \
-    float4 ra[BM / 64];                                                                       \
+    float4 ra[1][BM / 64];                                                                    \
     float ss[BM / 64];                                                                        \
-    RAW rb[(BN + 127) / 128];                                                                 \
-    float rs[(BN + 127) / 128], ro[(BN + 127) / 128];                                         \
+    RAW rb[1][(BN + 127) / 128];                                                              \
+    float rs[1][(BN + 127) / 128], ro[1][(BN + 127) / 128];                                   \
     int bcol[(BN + 127) / 128];                                                               \
     _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                              \
       const int e = tid + GEMM_WG * s, lc = e >> 1, j = lc % TN;                              \
@@ -99,11 +99,11 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     float acc[BM / 16][BN / 16];                                                              \
     _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;                                          \
-    GEMM_FETCH(0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                                                         \
+    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                           \
     for (int k0 = 0; k0 < K; k0 += 16) {                                                      \
       _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
         const int e = tid + GEMM_WG * s, row = e >> 2, kq = (e & 3) * 4;                      \
-        float4 v = ra[s];                                                                     \
+        float4 v = ra[0][s];                                                                  \
         if (NW) {                                                                             \
           ss[s] += dot(v, v);                                                                 \
           if (k0 + kq < K) v *= vload4(0, NW + k0 + kq);                                      \
@@ -116,7 +116,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
       _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                            \
         const int e = tid + GEMM_WG * s, lc = e >> 1, kq = (e & 1) * 8;                       \
         if (e < BN * 2) {                                                                     \
-          const float8 w = fma(LEVELS8(rb[s]), (float8)rs[s], (float8)ro[s]);                 \
+          const float8 w = fma(LEVELS8(rb[0][s]), (float8)rs[0][s], (float8)ro[0][s]);        \
           Bs[kq][lc] = w.s0;                                                                  \
           Bs[kq + 1][lc] = w.s1;                                                              \
           Bs[kq + 2][lc] = w.s2;                                                              \
@@ -128,7 +128,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
         }                                                                                     \
       }                                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 16 < K) GEMM_FETCH(k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                                \
+      if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)   \
       _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                                       \
         float a[BM / 16], b[BN / 16];                                                         \
         _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[kk][ty * TM + i]) \
@@ -170,7 +170,9 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 #ifdef TL_MMA
 // Tensor cores (mma.cl's MMA_16816): 8 warps, 2 (rows) x 4 (columns), each BM / 2 x BN / 4
 // outputs in BM / 32 x BN / 32 tiles of 16 x 8; slices of 32 k. A row of a slice is 32
-// halves in local memory, 4 uint4 of 8. The k order inside a slice is free as long as A
+// halves in local memory, 4 uint4 of 8. A stage is two slices (64 k), read from global
+// memory into two register sets a stage before it is stored: the reads' latency hides
+// behind two slices' products (one slice's was too short on the H200). The k order inside a slice is free as long as A
 // and the weights share it, so thread t's fragments are the halves 8t..8t+7 of their rows:
 // one uint4 each (registers .x.y for the first k16 step, .z.w for the second), and a phase
 // of 8 threads reads two rows, 32 banks, no conflict.
@@ -178,19 +180,50 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // tiles first (their ups BN / 2 rows on), so an item holds a gate and its up alike.
 #define MMA_BROW(wn, j, NT, BN) (glu ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
 
+// The slice from k0 in register set P (GEMM_FETCH's) into buffer P as halves, the norm's
+// sums of squares taken and its scale applied on the way.
+#define MMA_STAGE(P, k0, BM, BN, LEVELS8)                                                     \
+  {                                                                                           \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
+      const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                      \
+      float8 v = ra[P][s];                                                                    \
+      if (NW) {                                                                               \
+        ss[s] += dot(v.lo, v.lo) + dot(v.hi, v.hi);                                           \
+        if ((k0) + kq < K) v *= vload8(0, NW + (k0) + kq);                                    \
+      }                                                                                       \
+      As[P][e] = half8_bits(v);                                                               \
+    }                                                                                         \
+    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                       \
+      Bs[P][tid + GEMM_WG * s] = half8_bits(fma(LEVELS8(rb[P][s]), (float8)rs[P][s], (float8)ro[P][s])); \
+  }
+// The products of the slice in buffer P.
+#define MMA_SLICE(P, BM, BN)                                                                  \
+  {                                                                                           \
+    uint4 bf[BN / 32];                                                                        \
+    _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[P][(MMA_BROW(wn, j, NT, BN) + g) * 4 + t]; \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                          \
+      const int r0 = wm * (BM / 2) + i * 16 + g;                                              \
+      const uint4 a0 = As[P][r0 * 4 + t], a1 = As[P][(r0 + 8) * 4 + t];                       \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                        \
+        MMA_16816(acc[i][j], a0.x, a1.x, a0.y, a1.y, bf[j].x, bf[j].y);                       \
+        MMA_16816(acc[i][j], a0.z, a1.z, a0.w, a1.w, bf[j].z, bf[j].w);                       \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
 #define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
-    __local uint4 As[BM * 4], Bs[BN * 4];                                                     \
+    __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
     const int MT = BM / 32, NT = BN / 32;                                                     \
     /* A: chunks of 8 floats, e = tid + 256 s at row e / 4; codes: 8 at local row e / 4 */    \
-    float8 ra[BM / 64];                                                                       \
+    float8 ra[2][BM / 64];                                                                    \
     float ss[BM / 64];                                                                        \
-    RAW rb[BN / 64];                                                                          \
-    float rs[BN / 64], ro[BN / 64];                                                           \
+    RAW rb[2][BN / 64];                                                                       \
+    float rs[2][BN / 64], ro[2][BN / 64];                                                     \
     int bcol[BN / 64];                                                                        \
     _Pragma("unroll") for (int s = 0; s < BN / 64; ++s) {                                                       \
       const int lc = (tid + GEMM_WG * s) >> 2;                                                \
@@ -200,34 +233,20 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     float acc[BM / 32][BN / 32][4];                                                           \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    GEMM_FETCH(0, BM, float8, 8, BN / 64, 4, RAW, LOAD)                                                     \
-    for (int k0 = 0; k0 < K; k0 += 32) {                                                      \
-      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
-        const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                    \
-        float8 v = ra[s];                                                                     \
-        if (NW) {                                                                             \
-          ss[s] += dot(v.lo, v.lo) + dot(v.hi, v.hi);                                         \
-          if (k0 + kq < K) v *= vload8(0, NW + k0 + kq);                                      \
-        }                                                                                     \
-        As[e] = half8_bits(v);                                                                \
-      }                                                                                       \
-      _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                                       \
-        Bs[tid + GEMM_WG * s] = half8_bits(fma(LEVELS8(rb[s]), (float8)rs[s], (float8)ro[s])); \
+    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD)                                   \
+    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD)                       \
+    for (int k0 = 0; k0 < K; k0 += 64) {                                                      \
+      const int two = k0 + 32 < K;                                                            \
+      MMA_STAGE(0, k0, BM, BN, LEVELS8)                                                       \
+      if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8)                                         \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 32 < K) GEMM_FETCH(k0 + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD)                            \
-      uint4 bf[BN / 32];                                                                      \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[(MMA_BROW(wn, j, NT, BN) + g) * 4 + t];         \
-      _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                                          \
-        const int r0 = wm * (BM / 2) + i * 16 + g;                                            \
-        const uint4 a0 = As[r0 * 4 + t], a1 = As[(r0 + 8) * 4 + t];                           \
-        _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                                        \
-          MMA_16816(acc[i][j], a0.x, a1.x, a0.y, a1.y, bf[j].x, bf[j].y);                     \
-          MMA_16816(acc[i][j], a0.z, a1.z, a0.w, a1.w, bf[j].z, bf[j].w);                     \
-        }                                                                                     \
-      }                                                                                       \
+      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD)           \
+      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD)           \
+      MMA_SLICE(0, BM, BN)                                                                    \
+      if (two) MMA_SLICE(1, BM, BN)                                                           \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
     }                                                                                         \
-    __local float* red = (__local float*)As;                                                  \
+    __local float* red = (__local float*)As[0];                                               \
     NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                                           \

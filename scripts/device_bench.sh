@@ -44,6 +44,11 @@
 #                                            and depth: tl (e0m4, fused, planned) with llama.cpp CUDA Q4_0
 #                                            -fa 1 beside it (scripts/bench_llamacpp.py): pp128, pp1024,
 #                                            pp1024@d2048
+#   scripts/device_bench.sh abprefill NAMES  builds compared on prefill: this bundle (devdata/bin) and another
+#                                            build's tl-fuse, tl-bench and libraries in devdata/old (moved there
+#                                            by hand); each build fuses NAME's e0m4 model itself, this build's
+#                                            tl-plan plans both; then pp128, pp1024 and pp1024@d2048 of each,
+#                                            old first, rows named NAME-old and NAME-bin
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -239,6 +244,22 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
         GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" --name "$m" $t -n '' -r "$R" --device NVIDIA --peer "$peer" \
           -o "$OUT/$m-prefill-$(echo $t | tr -dc 0-9).md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
         grep "^| " "$OUT/$m-prefill-$(echo $t | tr -dc 0-9).md"
+      done
+    done
+    ;;
+  abprefill)
+    for m in $(echo "$2" | tr , ' '); do
+      [ -f "$W/$m-e0m4/model.onnx" ] || "$0" export "$m" >/dev/null 2>&1
+      for x in old bin; do
+        f="$W/$m-e0m4-$x-fused.onnx" p="$W/$m-e0m4-$x-planned.onnx"
+        [ -f "$f" ] || LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-fuse "$W/$m-e0m4/model.onnx" -o "$f" 2>/dev/null
+        [ -f "$p" ] || $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
+      done
+      for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
+        for x in old bin; do
+          LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-bench "$W/$m-e0m4-$x-planned.onnx" --name "$m-$x" $t -n '' \
+            -r "$R" --device NVIDIA 2>/dev/null | grep "^| $m" || true
+        done
       done
     done
     ;;

@@ -23,11 +23,6 @@ namespace {
 
 constexpr int64_t kMaxHeadDim = 256;  // the kernels' per-item output registers (kernels/attention.cl)
 
-bool perm(const onnx::NodeProto& n, const std::vector<int64_t>& want) {
-  const auto* p = findAttr(n, "perm");
-  return p && std::vector<int64_t>(p->ints().begin(), p->ints().end()) == want;
-}
-
 struct Attn {
   std::string q, k, v, mask;
   bool qBshd = false, kBthd = false, vBthd = false;  // read through the exporter's Transpose
@@ -45,7 +40,7 @@ std::vector<SymExpr> logical(std::vector<SymExpr> d, bool swap) {
 std::string throughTranspose(const PatternContext& c, const std::string& x, Attn& a, bool& swapped) {
   size_t i;
   const onnx::NodeProto* t = c.producer(x, "Transpose", &i);
-  if (!t || !perm(*t, {0, 2, 1, 3}) || !c.onlyReader(x)) return x;
+  if (!t || !hasPerm(*t, {0, 2, 1, 3}) || !c.onlyReader(x)) return x;
   swapped = true;
   a.nodes.push_back(i);
   return t->input(0);
@@ -173,10 +168,10 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
   const onnx::NodeProto* kt = c.producer(kts, "Transpose", &iKT);
   if (!kt || !c.onlyReader(kt->output(0))) return "the scores' right side is not a Transpose read by them alone";
   a.nodes.push_back(iKT);
-  if (perm(*kt, {0, 1, 3, 2})) {
+  if (hasPerm(*kt, {0, 1, 3, 2})) {
     if (std::string why = kvSource(c, kt->input(0), a, a.k); !why.empty()) return "k: " + why;
     if (a.k == kt->input(0)) a.k = throughTranspose(c, a.k, a, a.kBthd);
-  } else if (perm(*kt, {0, 2, 3, 1})) {  // k [B, T, H, D] transposed in one go (GPT-2 without a cache)
+  } else if (hasPerm(*kt, {0, 2, 3, 1})) {  // k [B, T, H, D] transposed in one go (GPT-2 without a cache)
     a.k = kt->input(0);
     a.kBthd = true;
   } else {
@@ -215,7 +210,7 @@ std::string match(const PatternContext& c, size_t softmax, Rewrite& r) {
   std::string out = pv->output(0);
   bool bshd = false;
   const onnx::NodeProto* t = c.onlyReader(out, &i);
-  if (isOp(t, "Transpose") && perm(*t, {0, 2, 1, 3})) {
+  if (isOp(t, "Transpose") && hasPerm(*t, {0, 2, 1, 3})) {
     a.nodes.push_back(i);
     out = t->output(0);
     bshd = true;

@@ -44,6 +44,10 @@ const std::vector<FusePass>& fusePasses() {
        "a tl.RoPE whose cos and sin tables come from the position ids (inv_freq x positions, Concat(f, f), Cos/Sin "
        "[x scale]) -> one that computes them from the ids itself",
        fuseRopePositions},
+      {"rope-bshd",
+       "the Transpose(0,2,1,3)s making a tl.RoPE's q, k or v [B, H, S, D] from the projections' [B, S, H, D] -> read "
+       "through its strides (x_bshd, x2_bshd, x3_bshd): no copy kernels at prefill",
+       foldRopeTransposes},
       {"elementwise", "a DAG of float unary/binary elementwise ops (one output shape) -> one tl.Elementwise kernel",
        fuseElementwise},
       {"no-ops", "Identity, Dropout without mask, same-type Cast, same-shape Expand/Reshape, identity Transpose, one-input "

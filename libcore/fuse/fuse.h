@@ -26,6 +26,8 @@
 //   concat-pair Concat(a0, a1), Concat(b0, b1), one axis  =>  tl.Concat(a0, a1, b0, b1) -> both
 //   rope-positions tl.RoPE(x, Cos(Concat(f, f)), Sin(..)), f = Transpose(MatMul(inv_freq, float(pos)))  =>
 //               tl.RoPE(x, pos, inv_freq), positions = 1: the tables computed in the kernel
+//   rope-bshd   tl.RoPE(Transpose(q [B,S,H,D], 0,2,1,3), ..)  =>  tl.RoPE(q, ..), x_bshd = 1 (k, v: x2_bshd,
+//               x3_bshd): the prefill's head/sequence copies absorbed into the RoPE's reads
 //   elementwise a DAG of float elementwise ops of one output shape  =>  tl.Elementwise (generated kernel)
 //   no-ops      Identity, mask-less Dropout, same-type Cast, same-shape Expand/Reshape, identity
 //               Transpose: readers read the input
@@ -85,6 +87,7 @@ PassResult fuseGeGlu(Model& model);
 PassResult pairConcats(Model& model);
 PassResult fuseRopeCache(Model& model);
 PassResult fuseRopePositions(Model& model);
+PassResult foldRopeTransposes(Model& model);
 PassResult fuseElementwise(Model& model);
 PassResult removeNoOps(Model& model);
 PassResult mergeSlices(Model& model);

@@ -17,6 +17,11 @@ bool isOp(const onnx::NodeProto* n, const char* op) {
   return n && isOnnxOp(*n, op);
 }
 
+bool hasPerm(const onnx::NodeProto& transpose, const std::vector<int64_t>& want) {
+  const auto* p = findAttr(transpose, "perm");
+  return p && std::vector<int64_t>(p->ints().begin(), p->ints().end()) == want;
+}
+
 const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tensor) {
   std::string t = tensor;
   for (int hops = 0; hops < 16; ++hops) {

@@ -36,6 +36,8 @@ struct PatternContext {
 };
 
 bool isOp(const onnx::NodeProto* node, const char* op);  // plain ONNX op of that type
+// A Transpose's perm is exactly `want`.
+bool hasPerm(const onnx::NodeProto& transpose, const std::vector<int64_t>& want);
 // The constant behind a tensor: an initializer, a Constant node's value, or either through
 // Identity nodes (TorchScript shares equal weights that way); nullptr if it is computed.
 const onnx::TensorProto* constantOf(const Graph& graph, const std::string& tensor);

@@ -945,9 +945,18 @@ void rmsNormRule(RuleContext& c) {
 }
 
 // tl.RoPE (docs/ops.md, written by tl-fuse): x and cos, sin broadcast to it -> x's shape
-// (and a second x, rotated alike, -> its shape).
+// (and a second x, rotated alike, -> its shape). x, x2 and x3 with x_bshd, x2_bshd and
+// x3_bshd are read as their Transpose(0,2,1,3): the outputs are [B, H, S, D].
 void ropeRule(RuleContext& c) {
-  const auto& x = c.input(0).dims;
+  auto logical = [&](int i, const char* flag) {
+    std::vector<SymExpr> d = c.input(i).dims;
+    if (c.attrInt(flag, 0)) {
+      if (d.size() != 4) c.fail(std::string("tl.RoPE's ") + flag + " input must be of rank 4");
+      std::swap(d[1], d[2]);
+    }
+    return d;
+  };
+  const auto x = logical(0, "x_bshd");
   if (x.empty() || !x.back().isConst() || *x.back().constValue() % 2)
     c.fail("tl.RoPE needs x whose last dimension is a constant even number");
   const int64_t rot = c.attrInt("rotary_dim", *x.back().constValue());
@@ -956,7 +965,7 @@ void ropeRule(RuleContext& c) {
     if (c.input(i).dims.size() > x.size()) c.fail("tl.RoPE's cos and sin must broadcast to x");
   c.setOutput(0, c.input(0).dtype, x);
   if (!c.hasInput(3)) return;
-  const auto& x2 = c.input(3).dims;  // a second tensor rotated alike (k beside q)
+  const auto x2 = logical(3, "x2_bshd");  // a second tensor rotated alike (k beside q)
   if (x2.size() != x.size()) c.fail("tl.RoPE's second input must have x's rank");
   c.unify(x2.back(), x.back());
   if (!c.attr("cache_axis")) return c.setOutput(1, c.input(3).dtype, x2);
@@ -965,7 +974,8 @@ void ropeRule(RuleContext& c) {
   const size_t k = c.axis(c.attrInt("cache_axis", 0), x2.size());
   if (k + 1 >= x2.size()) c.fail("tl.RoPE's cache_axis must come before the last axis");
   for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
-    const auto &a = c.input(past).dims, &b = c.input(fresh).dims;
+    const auto& a = c.input(past).dims;
+    const auto b = logical(static_cast<int>(fresh), fresh == 3 ? "x2_bshd" : "x3_bshd");
     if (a.size() != x2.size() || b.size() != x2.size()) c.fail("tl.RoPE's caches and new entries must have x2's rank");
     std::vector<SymExpr> cat = a;
     for (size_t i = 0; i < a.size(); ++i)

@@ -271,49 +271,67 @@ TEST(RopeKernel, PairRotatesBothInputs) {
 }
 
 // tl.RoPE with cache_axis: q rotated; k rotated and appended to past_k; v appended to past_v
-// (axis 2 of [B, H, T, D]), against the same math on the host.
+// (axis 2 of [B, H, T, D]), against the same math on the host; and with q, k and v stored
+// [B, N, H, D] (rope-bshd's x_bshd, x2_bshd, x3_bshd), the same outputs.
 TEST(RopeKernel, CacheAppendsRotatedKAndV) {
   std::mt19937 rng(17);
   std::normal_distribution<float> normal;
   const int64_t B = 2, N = 3, P = 5, D = 8, Hq = 4, Hk = 2;
-  Model m = oneNodeModel("RoPE", {{"q", {"B", "4", "N", "8"}}, {"cos", {"B", "1", "N", "8"}}, {"sin", {"B", "1", "N", "8"}},
-                                  {"k", {"B", "2", "N", "8"}}, {"pk", {"B", "2", "P", "8"}}, {"pv", {"B", "2", "P", "8"}},
-                                  {"v", {"B", "2", "N", "8"}}});
-  auto* node = m.proto.mutable_graph()->mutable_node(0);
-  for (const char* o : {"K", "V"}) {
-    node->add_output(o);
-    m.proto.mutable_graph()->add_output()->set_name(o);
-  }
-  setAttr(m, "cache_axis", int64_t{2});
-  onBothFamilies(m, [&](Executor& ex, bool gpu) {
-    std::vector<float> q(static_cast<size_t>(B * Hq * N * D)), k(static_cast<size_t>(B * Hk * N * D)), v(k.size()),
-        pk(static_cast<size_t>(B * Hk * P * D)), pv(pk.size()), c(static_cast<size_t>(B * N * D)), sn(c.size());
-    for (auto* x : {&q, &k, &v, &pk, &pv, &c, &sn})
-      for (auto& f : *x) f = normal(rng);
-    auto got = ex.run({floats("q", q, {B, Hq, N, D}), floats("cos", c, {B, 1, N, D}), floats("sin", sn, {B, 1, N, D}),
-                       floats("k", k, {B, Hk, N, D}), floats("pk", pk, {B, Hk, P, D}), floats("pv", pv, {B, Hk, P, D}),
-                       floats("v", v, {B, Hk, N, D})},
-                      {"y", "K", "V"});
-    auto rope = [&](const std::vector<float>& x, int64_t H, int64_t i) {
-      const int64_t d = i % D, n = i / D % N, b = i / (D * N * H), cs = (b * N + n) * D + d;
-      const float rot = d < D / 2 ? -x[i + D / 2] : x[i - D / 2];
-      return x[i] * c[cs] + rot * sn[cs];
-    };
-    const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
-    for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i) ASSERT_NEAR(y[i], rope(q, Hq, i), 1e-5f) << "gpu " << gpu;
-    ASSERT_EQ(got[1].dims, (std::vector<int64_t>{B, Hk, P + N, D}));
-    for (int t = 1; t <= 2; ++t) {
-      const float* cat = reinterpret_cast<const float*>(got[static_cast<size_t>(t)].bytes.data());
-      const auto& past = t == 1 ? pk : pv;
-      const auto& fresh = t == 1 ? k : v;
-      for (int64_t i = 0; i < B * Hk * (P + N) * D; ++i) {
-        const int64_t d = i % D, r = i / D % (P + N), bh = i / (D * (P + N));
-        const float want = r < P ? past[(bh * P + r) * D + d]
-                                 : (t == 1 ? rope(k, Hk, (bh * N + r - P) * D + d) : fresh[(bh * N + r - P) * D + d]);
-        ASSERT_NEAR(cat[i], want, 1e-5f) << "output " << t << " gpu " << gpu << " at " << i;
-      }
+  for (bool bshd : {false, true}) {
+    auto dims = [&](const char* H) { return bshd ? std::vector<std::string>{"B", "N", H, "8"} : std::vector<std::string>{"B", H, "N", "8"}; };
+    Model m = oneNodeModel("RoPE", {{"q", dims("4")}, {"cos", {"B", "1", "N", "8"}}, {"sin", {"B", "1", "N", "8"}},
+                                    {"k", dims("2")}, {"pk", {"B", "2", "P", "8"}}, {"pv", {"B", "2", "P", "8"}},
+                                    {"v", dims("2")}});
+    auto* node = m.proto.mutable_graph()->mutable_node(0);
+    for (const char* o : {"K", "V"}) {
+      node->add_output(o);
+      m.proto.mutable_graph()->add_output()->set_name(o);
     }
-  });
+    setAttr(m, "cache_axis", int64_t{2});
+    if (bshd)
+      for (const char* f : {"x_bshd", "x2_bshd", "x3_bshd"}) setAttr(m, f, int64_t{1});
+    // x [B, H, N, D] as the model's input `name` stores it
+    auto stored = [&](const char* name, const std::vector<float>& x, int64_t H) {
+      if (!bshd) return floats(name, x, {B, H, N, D});
+      std::vector<float> t(x.size());
+      for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+        const int64_t d = i % D, n = i / D % N, h = i / (D * N) % H, b = i / (D * N * H);
+        t[static_cast<size_t>(((b * N + n) * H + h) * D + d)] = x[static_cast<size_t>(i)];
+      }
+      return floats(name, t, {B, N, H, D});
+    };
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      std::vector<float> q(static_cast<size_t>(B * Hq * N * D)), k(static_cast<size_t>(B * Hk * N * D)), v(k.size()),
+          pk(static_cast<size_t>(B * Hk * P * D)), pv(pk.size()), c(static_cast<size_t>(B * N * D)), sn(c.size());
+      for (auto* x : {&q, &k, &v, &pk, &pv, &c, &sn})
+        for (auto& f : *x) f = normal(rng);
+      auto got = ex.run({stored("q", q, Hq), floats("cos", c, {B, 1, N, D}), floats("sin", sn, {B, 1, N, D}),
+                         stored("k", k, Hk), floats("pk", pk, {B, Hk, P, D}), floats("pv", pv, {B, Hk, P, D}),
+                         stored("v", v, Hk)},
+                        {"y", "K", "V"});
+      auto rope = [&](const std::vector<float>& x, int64_t H, int64_t i) {
+        const int64_t d = i % D, n = i / D % N, b = i / (D * N * H), cs = (b * N + n) * D + d;
+        const float rot = d < D / 2 ? -x[i + D / 2] : x[i - D / 2];
+        return x[i] * c[cs] + rot * sn[cs];
+      };
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{B, Hq, N, D}));
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i)
+        ASSERT_NEAR(y[i], rope(q, Hq, i), 1e-5f) << "gpu " << gpu << " bshd " << bshd;
+      ASSERT_EQ(got[1].dims, (std::vector<int64_t>{B, Hk, P + N, D}));
+      for (int t = 1; t <= 2; ++t) {
+        const float* cat = reinterpret_cast<const float*>(got[static_cast<size_t>(t)].bytes.data());
+        const auto& past = t == 1 ? pk : pv;
+        const auto& fresh = t == 1 ? k : v;
+        for (int64_t i = 0; i < B * Hk * (P + N) * D; ++i) {
+          const int64_t d = i % D, r = i / D % (P + N), bh = i / (D * (P + N));
+          const float want = r < P ? past[(bh * P + r) * D + d]
+                                   : (t == 1 ? rope(k, Hk, (bh * N + r - P) * D + d) : fresh[(bh * N + r - P) * D + d]);
+          ASSERT_NEAR(cat[i], want, 1e-5f) << "output " << t << " gpu " << gpu << " bshd " << bshd << " at " << i;
+        }
+      }
+    });
+  }
 }
 
 // tl.RoPE with rotary_dim: the first r dims of each head rotate (cos, sin [.., r]), the rest pass.

@@ -45,6 +45,7 @@ struct AttentionCase {
   bool gpu = false;
   int64_t B = 0, H = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0;
   bool plain = false;  // no float mask or soft cap
+  int64_t computeUnits = 0;
   int64_t rows() const { return B * H * S; }
   int64_t groupRows() const { return H / Hkv * S; }  // query rows that share a kv head
   // Decode rows: heads up to 128, multiples of 4, their keys an item each.
@@ -52,7 +53,7 @@ struct AttentionCase {
 };
 AttentionCase attentionCase(const LowerNode& n, const AttentionViews& a) {
   return {n.gpu(), a.q[0], a.q[1], a.q[2], a.q[3], a.k[1], a.k[2], a.v[3],
-          !n.hasIn(3) && n.attrFloat("softcap", 0.0f) == 0.0f};
+          !n.hasIn(3) && n.attrFloat("softcap", 0.0f) == 0.0f, static_cast<int64_t>(n.ex.device().info().computeUnits)};
 }
 
 // How a variant's work-groups divide the keys: splits of `chunk` keys each (merged by
@@ -102,15 +103,22 @@ bool isDecRow(const AttentionCase& c, int64_t d) { return c.decode() && c.D == d
 // per-row kernel won (docs/tl-bench.md, sessions 7, 8 and 12). Devices with little local
 // memory or small work-groups lack the tile, GQA and 128-wide kernels (ATT_FITS; the GQA
 // kernel needs more than the decode rows' ones, so where it is built they are).
+// Tensor-core prefill rows take 128 query rows a work-group (8 warps, each key tile staged
+// for twice the rows) where those work-groups still fill every compute unit, else 64.
 bool isMmaRow(const AttentionCase& c, int64_t d) { return c.gpu && c.S > 4 && c.plain && c.D == d && c.Dv == d; }
-Geometry mmaGeometry(const AttentionCase& c) {  // kernels/attention.cl's FA_BR rows a work-group of 128
-  return grid(static_cast<size_t>(c.B * c.H * ((c.S + 63) / 64)) * 128, 1, 1, 128, 1);
+bool isMma128Row(const AttentionCase& c, int64_t d) {
+  return isMmaRow(c, d) && c.B * c.H * ((c.S + 127) / 128) >= c.computeUnits;
 }
+template <int64_t Rows> Geometry mmaGeometry(const AttentionCase& c) {  // 16 rows a warp
+  return grid(static_cast<size_t>(c.B * c.H * ((c.S + Rows - 1) / Rows)) * 2 * Rows, 1, 1, 2 * Rows, 1);
+}
+constexpr const char* kMma128Why = "GPU prefill, NVIDIA tensor cores: flash attention, 128 query rows a work-group, f16 products";
+constexpr const char* kMmaWhy = "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products";
 const Variant<AttentionCase> kAttention[] = {
-    {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry,
-     "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products", Tile},
-    {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry,
-     "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products", Tile},
+    {"attention_mma_d64_r128", [](const AttentionCase& c) { return isMma128Row(c, 64); }, mmaGeometry<128>, kMma128Why, Tile},
+    {"attention_mma_d128_r128", [](const AttentionCase& c) { return isMma128Row(c, 128); }, mmaGeometry<128>, kMma128Why, Tile},
+    {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry<64>, kMmaWhy, Tile},
+    {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.D <= 128 && c.Dv <= 128; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 15) / 16)) * 64, 1, 1, 64, 1); },
      "GPU prefill: 16 query rows share each tile of 32 keys in local memory", Tile},
@@ -152,6 +160,22 @@ AttentionChoice attentionChoice(const LowerNode& n) {
   return a;
 }
 
+// A tl.RoPE's input 0, 3 or 6 (q, k, v) as the kernels read it: [B, H, S, D], through the
+// Transpose(0,2,1,3) that rope-bshd absorbed where its flag is set.
+constexpr const char* kRopeBshd[] = {"x_bshd", "x2_bshd", "x3_bshd"};
+Dims ropeInputDims(const onnx::NodeProto& rope, const Dims& stored, int input) {
+  Dims d = stored;
+  if (attrInt(rope, kRopeBshd[input / 3]).value_or(0)) {
+    if (d.size() != 4) throw Error(std::string("tl.RoPE's ") + kRopeBshd[input / 3] + " input must be of rank 4", ExitCode::BadInput);
+    std::swap(d[1], d[2]);
+  }
+  return d;
+}
+Dims ropeInputDims(const LowerNode& n, int input) { return ropeInputDims(n.proto, n.shape(n.in(input)), input); }
+bool anyRopeBshd(const onnx::NodeProto& rope) {
+  return std::any_of(std::begin(kRopeBshd), std::end(kRopeBshd), [&](const char* f) { return attrInt(rope, f).value_or(0); });
+}
+
 // Element strides (b, head, row, dim) of a tl.RoPE's position ids read as `dims`, when
 // they hold one position per (batch, row); empty otherwise.
 Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const Dims& dims) {
@@ -166,7 +190,8 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
 // its q is read by it alone), it wrote those caches at this binding, its new rows are
 // [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
 // the RoPE's inputs, which the attention then reads (tl-plan keeps them alive; a plan
-// could still share them where a run binds other sizes).
+// could still share them where a run binds other sizes). The attention reads those inputs
+// as [B, H, S, D]: stored [B, S, H, D] (rope-bshd) they are that at S = 1 alone.
 const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
   const int mode = a.variant->mode;
   if (mode != Dec && mode != Gqa) return nullptr;
@@ -177,7 +202,10 @@ const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) 
       r.output(2) != n.in(2) || !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)))
     return nullptr;  // the mark, on what it says it is, over in-place caches
   const int64_t B = a.c.B, S = a.c.S, Hkv = a.c.Hkv;
-  if (n.shape(r.input(3)) != Dims{B, Hkv, S, a.c.D} || n.shape(r.input(6)) != Dims{B, Hkv, S, a.c.Dv}) return nullptr;
+  if (S != 1 && anyRopeBshd(r)) return nullptr;
+  if (ropeInputDims(r, n.shape(r.input(3)), 3) != Dims{B, Hkv, S, a.c.D} ||
+      ropeInputDims(r, n.shape(r.input(6)), 6) != Dims{B, Hkv, S, a.c.Dv})
+    return nullptr;
   if (ropePositionStrides(n, r, a.views.q).size() != 4) return nullptr;
   if (n.ex.dryRun()) return &r;
   for (int i : {0, 3, 6})
@@ -194,18 +222,25 @@ bool joinedToAttention(const LowerNode& n) {
   return joinedRope(attention, attentionChoice(attention)) == &n.proto;
 }
 
-// tl.RoPE's cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
-void ropeTrig(const LowerNode& n, Launch& l) {
+// The RoPE kernels' last arguments: which inputs are stored [B, S, H, D] (bits 0, 1, 2 for
+// x, x2, x3), then the cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
+void ropeLastArgs(const LowerNode& n, Launch& l) {
+  int bshd = 0;
+  for (int i = 0; i < 3; ++i)
+    if (n.attrInt(kRopeBshd[i], 0)) bshd |= 1 << i;
+  l.i32(bshd);
   l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
 }
 
 // tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
 // ·) and v into Concat(past_v, v), one launch (rope_cache_f32).
 void ropeCache(const LowerNode& n, Launch& l, int64_t count) {
-  const Dims& k = n.shape(n.in(3));
+  const Dims k = ropeInputDims(n, 3);
   l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
   l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0));
   const size_t axis = n.axis(n.attrInt("cache_axis", 0), k.size());
+  if (axis != 2 && (n.attrInt("x2_bshd", 0) || n.attrInt("x3_bshd", 0)))
+    throw Error("tl.RoPE reads k and v stored [B, S, H, D] for a cache along axis 2 only", ExitCode::BadInput);
   int64_t total = count;
   for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
     const Dims& o = n.shape(n.out(out));
@@ -215,14 +250,13 @@ void ropeCache(const LowerNode& n, Launch& l, int64_t count) {
     l.mem(n.in(past)).mem(n.out(out)).i32(elementCount(o)).i32(inner).i32(o[axis]).i32(n.shape(n.in(past))[axis]);
     total += elementCount(o);
   }
-  ropeTrig(n, l);
+  ropeLastArgs(n, l);
   l.run1d(total);
 }
 
-// New rows [B, H, N, D] of in-place cache `cache` (kv_append_f32's and rope_kv_f32's
+// New rows [B, H, N, D] (`x`) of in-place cache `cache` (kv_append_f32's and rope_kv_f32's
 // arguments after the tensor): elements, heads, rows, size, the cache's strides.
-int64_t kvRowsArgs(const LowerNode& n, Launch& l, const std::string& fresh, const std::string& cache) {
-  const Dims& x = n.shape(fresh);
+int64_t kvRowsArgs(const LowerNode& n, Launch& l, const Dims& x, const std::string& cache) {
   const Dims& st = *n.ex.cacheStrides(cache);
   if (x.size() != 4) throw Error("tl-plan's cache appends take [B, H, N, D] rows", ExitCode::BadInput);
   l.i32(elementCount(x)).i32(x[1]).i32(x[2]).i32(x[3]).i32(st[0]).i32(st[1]).i32(st[2]);
@@ -232,15 +266,15 @@ int64_t kvRowsArgs(const LowerNode& n, Launch& l, const std::string& fresh, cons
 // tl.RoPE with cache_axis over in-place caches (tl-plan): q rotated, the new k rows rotated
 // into their cache and the new v rows copied into theirs after the true length (rope_kv_f32).
 void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
-  const Dims& k = n.shape(n.in(3));
+  const Dims k = ropeInputDims(n, 3);
   if (n.axis(n.attrInt("cache_axis", 0), k.size()) != 2) throw Error("tl.RoPE appends in place along axis 2 only", ExitCode::BadInput);
   l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
   l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0)).mem(n.out(1));
-  const int64_t nk = kvRowsArgs(n, l, n.in(3), n.out(1));
+  const int64_t nk = kvRowsArgs(n, l, k, n.out(1));
   l.mem(n.in(6)).mem(n.out(2));
-  const int64_t nv = kvRowsArgs(n, l, n.in(6), n.out(2));
+  const int64_t nv = kvRowsArgs(n, l, ropeInputDims(n, 6), n.out(2));
   l.mem(Executor::kKvRows);
-  ropeTrig(n, l);
+  ropeLastArgs(n, l);
   l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
 }
 
@@ -261,7 +295,7 @@ void kvAppendOp(const LowerNode& n) {
   for (size_t j = 0; j < 2; ++j) {
     if (j < pairs) {
       l.mem(n.in(2 * j + 1)).mem(n.out(j));
-      total += kvRowsArgs(n, l, n.in(2 * j + 1), n.out(j));
+      total += kvRowsArgs(n, l, n.shape(n.in(2 * j + 1)), n.out(j));
     } else {
       l.nullMem().nullMem().i32(0).i32(1).i32(1).i32(1).i32(0).i32(0).i32(0);
     }
@@ -275,7 +309,7 @@ void ropeOp(const LowerNode& n) {
   const bool positions = n.attrInt("positions", 0) != 0;
   requireFloatInputs(n, positions ? 1 : -1);
   if (positions && n.dtype(n.in(1)) != DType::Int64) throw Error("tl.RoPE's position ids must be int64", ExitCode::BadInput);
-  const Dims& d = n.shape(n.in(0));
+  const Dims d = ropeInputDims(n, 0);
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
   if (inPlace && joinedToAttention(n)) return;  // the attention's launch does this one's work
@@ -288,7 +322,7 @@ void ropeOp(const LowerNode& n) {
   if (n.attr("cache_axis")) return ropeCache(n, l, count);
   int64_t count2 = 0;
   if (n.hasIn(3)) {
-    const Dims& d2 = n.shape(n.in(3));
+    const Dims d2 = ropeInputDims(n, 3);
     count2 = elementCount(d2);
     l.mem(n.in(3)).mem(n.out(1)).i32(count2).vec(pad8(d2, 1));
     l.vec(pad8(broadcastStrides(n.shape(n.in(1)), d2), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d2), 0));
@@ -296,7 +330,7 @@ void ropeOp(const LowerNode& n) {
     const cl_int8 none = pad8({}, 0);
     l.nullMem().nullMem().i32(0).vec(none).vec(none).vec(none);
   }
-  ropeTrig(n, l);
+  ropeLastArgs(n, l);
   l.run1d(count + count2);
 }
 
