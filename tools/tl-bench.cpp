@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   app.add_flag("--probe", probeOnly, "measure the device alone: copy and read bandwidth, fp32/fp16 peak, launch, round trip");
   app.add_flag("--kernels", kernels,
                "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme), then the prefill GEMM\n"
-               "table: the same at --gemm-rows rows, through each path the device has (tensor cores, portable)");
+               "table: the same at --gemm-rows rows, through each path the device has (tensor cores, portable),\n"
+               "beside CLBlast's SGEMM (and HGEMM with cl_khr_fp16) of a float weight at those shapes");
   std::string gemmRows = tl::kDefaultGemmRows;
   app.add_option("--gemm-rows", gemmRows, "rows of A (M) for --kernels' GEMM table, comma-separated ('' for none)")
       ->capture_default_str();

@@ -1,5 +1,9 @@
 #include "bench/kernel_table.h"
 
+#include <clblast_c.h>
+#include <clblast_half.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <fmt/format.h>
@@ -88,7 +92,61 @@ Tensor randomInput(int64_t M, int64_t K, std::mt19937& rng) {
   return x;
 }
 
+// CLBlast's GEMM of a random float weight at M x K x N, row-major, `runs` timed runs after
+// two warm-ups (the first builds its kernels); false (and a note) where CLBlast refuses.
+bool clblastRuns(Device& dev, KernelRow& row, bool half, int runs, CacheFlush& flush, std::mt19937& rng,
+                 std::vector<std::string>& notes) {
+  const int64_t M = row.M, K = row.K, N = row.N;
+  const size_t esize = half ? 2 : 4;
+  cl_int err;
+  cl_mem buf[3];
+  const int64_t sizes[3] = {M * K, K * N, M * N};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<uint8_t> host(static_cast<size_t>(sizes[i]) * esize);
+    const auto v = randomValues(sizes[i], rng);
+    for (size_t j = 0; j < v.size(); ++j) {
+      if (half) reinterpret_cast<cl_half*>(host.data())[j] = FloatToHalf(v[j]);
+      else reinterpret_cast<float*>(host.data())[j] = v[j];
+    }
+    buf[i] = clCreateBuffer(dev.context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, host.size(), host.data(), &err);
+    clCheck(err, "clCreateBuffer", "CLBlast GEMM operands");
+  }
+  cl_command_queue q = dev.queue();
+  bool ok = true;
+  for (int r = 0; r < runs + 2 && ok; ++r) {
+    flush();
+    clCheck(clFinish(q), "clFinish", "CLBlast GEMM");
+    const auto t0 = std::chrono::steady_clock::now();
+    const CLBlastStatusCode st =
+        half ? CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, M, N, K, FloatToHalf(1.0f),
+                            buf[0], 0, K, buf[1], 0, N, FloatToHalf(0.0f), buf[2], 0, N, &q, nullptr)
+             : CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, M, N, K, 1.0f, buf[0], 0, K,
+                            buf[1], 0, N, 0.0f, buf[2], 0, N, &q, nullptr);
+    if (st != CLBlastSuccess) {
+      notes.push_back(fmt::format("{} {} x {} at M = {}: CLBlast status {}", gemmPathName(row.path), K, N, M,
+                                  static_cast<int>(st)));
+      ok = false;
+      break;
+    }
+    clCheck(clFinish(q), "clFinish", "CLBlast GEMM");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r >= 2) row.ms.push_back(ms);
+  }
+  for (cl_mem m : buf) clReleaseMemObject(m);
+  return ok;
+}
+
 }  // namespace
+
+const char* gemmPathName(GemmPath p) {
+  switch (p) {
+    case GemmPath::TensorCores: return "tensor cores";
+    case GemmPath::ClblastSgemm: return "CLBlast SGEMM";
+    case GemmPath::ClblastHgemm: return "CLBlast HGEMM";
+    case GemmPath::Portable: break;
+  }
+  return "portable";
+}
 
 std::vector<KernelShape> parseKernelShapes(const std::string& text) {
   std::vector<KernelShape> out;
@@ -134,7 +192,7 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
       c.graph = std::make_unique<Graph>(c.model.proto.graph());
       c.analysis = inferShapes(c.model, *c.graph);
       c.ex = std::make_unique<Executor>(dev, c.model, *c.graph, c.analysis);
-      c.row = {K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N, 1, false, ""};
+      c.row = {K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(K + N) * 4, 2.0 * K * N, 1, GemmPath::Portable, ""};
       for (const auto& init : c.model.proto.graph().initializer()) c.row.bytes += init.raw_data().size();
     }
     const Tensor x = randomInput(1, K, rng);
@@ -197,7 +255,7 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
         if (tensor && !ex.kernels().tensorCores()) continue;  // no such path here
         for (int64_t M : rows) {
           KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
-                        2.0 * M * K * N, M, tensor, ""};
+                        2.0 * M * K * N, M, tensor ? GemmPath::TensorCores : GemmPath::Portable, ""};
           for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
           const Tensor x = randomInput(M, K, rng);
           constexpr int kWarmup = 2;
@@ -217,6 +275,18 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
           // A scheme without a tensor-core kernel (w4a8, fp32) ran the portable one: its row is that path's.
           if (!tensor || row.kernels.find("_mma_") != std::string::npos) table.rows.push_back(row);
         }
+      }
+    }
+    for (GemmPath path : {GemmPath::ClblastSgemm, GemmPath::ClblastHgemm}) {
+      const bool half = path == GemmPath::ClblastHgemm;
+      if (half && !dev.info().fp16) continue;
+      for (int64_t M : rows) {
+        if (progress) progress(fmt::format("GEMM {} x {} M={} {}", K, N, M, gemmPathName(path)));
+        const double es = half ? 2 : 4;
+        KernelRow row{K, N, 0, half ? "fp16" : kFp32Scheme, {}, static_cast<double>(M * K + K * N + M * N) * es,
+                      2.0 * M * K * N, M, path, "CLBlast"};
+        if (!clblastRuns(dev, row, half, runs, flush, rng, table.notes)) break;
+        table.rows.push_back(row);
       }
     }
   }

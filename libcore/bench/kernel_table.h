@@ -14,6 +14,11 @@
 
 namespace tl {
 
+// The GEMM table's paths: tl's two, and CLBlast's GEMMs (the OpenCL BLAS users would pick)
+// at the same shapes in float (SGEMM; HGEMM where the device has cl_khr_fp16).
+enum class GemmPath { Portable, TensorCores, ClblastSgemm, ClblastHgemm };
+const char* gemmPathName(GemmPath p);
+
 struct KernelRow {
   int64_t K = 0, N = 0, group = 0;
   std::string scheme;
@@ -21,7 +26,7 @@ struct KernelRow {
   double bytes = 0;        // weight codes, scales and offsets, plus the activation in and out
   double flops = 0;        // 2 K N (2 M K N in the GEMM table)
   int64_t M = 1;             // rows of A: 1 for the GEMV table
-  bool tensorCores = false;  // the GEMM table's path: tensor cores, or the portable tiles
+  GemmPath path = GemmPath::Portable;  // the GEMM table's
   std::string kernels;       // the kernels the runs launched, comma-separated
 };
 
@@ -49,8 +54,11 @@ KernelTable benchQuantKernels(Device& device, const std::vector<std::string>& sc
 
 // The prefill GEMM table: the same schemes and shapes at each of `rows` rows of A (M),
 // through each path the device has (tensor cores where built and the scheme has such a
-// kernel, and the portable tiles: Device::setTensorCores), timed as the GEMV table is. Throws tl::Error (usage) for an
-// unknown scheme.
+// kernel, and the portable tiles: Device::setTensorCores), timed as the GEMV table is,
+// then CLBlast's SGEMM (and HGEMM) of a float weight at each shape: host time from its
+// call to the queue's end (it may launch several kernels and returns one event), the
+// caches evicted first. A size CLBlast refuses leaves a note. Throws tl::Error (usage) for
+// an unknown scheme.
 inline const char* kDefaultGemmRows = "128,512,1024";
 KernelTable benchGemmKernels(Device& device, const std::vector<std::string>& schemes,
                              const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,

@@ -188,7 +188,8 @@ Table kernelsTable(const KernelTable& k, const std::optional<DeviceProbe>& probe
   return t;
 }
 
-// Each row judged against its path's peak: the tensor cores', or fp32 FMA for the tiles.
+// Each row judged against its path's peak: the tensor cores', fp16's for CLBlast's HGEMM,
+// else fp32 FMA.
 Table gemmTable(const KernelTable& k, const std::optional<DeviceProbe>& probe) {
   Table t;
   t.keys = {"k", "n", "m", "scheme", "path", "kernels", "median_ms", "gflops", "peak_pct", "runs", "samples_ms"};
@@ -197,9 +198,12 @@ Table gemmTable(const KernelTable& k, const std::optional<DeviceProbe>& probe) {
                "", ""};
   for (const auto& row : k.rows) {
     const double ms = median(row.ms), gflops = row.flops / (ms * 1e-3) / 1e9;
-    const double peak = !probe ? kUnknown : row.tensorCores ? probe->tensorGflops : probe->fp32Gflops;
-    t.rows.push_back({integer(row.K), integer(row.N), integer(row.M), text(row.scheme),
-                      text(row.tensorCores ? "tensor cores" : "portable"), text(row.kernels), number(ms, 4),
+    const double peak = !probe                                 ? kUnknown
+                        : row.path == GemmPath::TensorCores  ? probe->tensorGflops
+                        : row.path == GemmPath::ClblastHgemm ? probe->fp16Gflops
+                                                             : probe->fp32Gflops;
+    t.rows.push_back({integer(row.K), integer(row.N), integer(row.M), text(row.scheme), text(gemmPathName(row.path)),
+                      text(row.kernels), number(ms, 4),
                       number(gflops, 0), number(peak > 0 ? 100 * gflops / peak : kUnknown, 1),
                       integer(static_cast<int64_t>(row.ms.size())), array(row.ms)});
   }

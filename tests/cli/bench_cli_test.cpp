@@ -200,6 +200,12 @@ TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
   EXPECT_LT(c, g);
   EXPECT_LT(g, h);
   EXPECT_EQ(r.out.find("tensor cores"), std::string::npos) << r.out;
+  // and CLBlast's SGEMM at each shape and M, after tl's rows of that shape (PoCL: no fp16, no HGEMM)
+  const size_t sg = r.out.find("| 256 | 128 | 512 | fp32 | CLBlast SGEMM | CLBlast |");
+  EXPECT_NE(sg, std::string::npos) << r.out;
+  EXPECT_LT(g, sg);
+  EXPECT_NE(r.out.find("| 512 | 64 | 1024 | fp32 | CLBlast SGEMM |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("HGEMM"), std::string::npos) << r.out;
   expectOneLineError(runTool("tl-bench", "--kernels --schemes fp16"), "--schemes: unknown scheme 'fp16' (fp32, e0m4,", 2);
 }
 
