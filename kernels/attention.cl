@@ -343,6 +343,132 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 }
 #endif
 
+// GPU family, prefill without a float mask or soft cap, heads up to 64: flash attention in
+// fp32 with register tiles. A work-group of 256 items per (batch, head, 64 query rows);
+// per tile of 32 keys (in local memory, K by dim and V by key):
+// - scores: item (sr, sk) takes rows 4 sr..4 sr+3 against keys 2 sk, 2 sk+1, a float4 of
+//   q (staged by dim, times scale) and a float2 of k per dim: 8 products per two reads;
+// - softmax: item (mr, mc) takes row mr's keys 8 mc..8 mc+7, the row's 4 items agreeing on
+//   its max and sum through local memory, the weights written back in place;
+// - output: item (orr, od) adds P V to rows 4 orr.., dims 4 od.. (16 sums in registers),
+//   a float4 of weights and one of values per key.
+// Masks as the tensor-core kernel takes them: the key mask once a tile (kbias), the causal
+// test on the tiles crossing a row's diagonal, hidden tiles skipped as attention_tile_f32
+// skips them. attention_tile_f32 scored a row against its keys one product per two local
+// reads: 79 of 155 ms of a TinyLlama 1024-token step on the H200 (docs/tl-bench.md).
+#define FL_BR 64
+#define FL_BC 32
+#define FL_MAXD 64
+#define FL_PW (FL_BR + 4) /* a key's row of weights: float4 reads across banks */
+#if ATT_FITS(FL_MAXD * FL_BR + 2 * FL_BC * FL_MAXD + FL_BC * FL_PW + 256 + 2 * FL_BR + FL_BC) && TL_MAX_WG >= 256
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void attention_flash_f32(__global const float* q, __global const float* k, __global const float* v,
+                         __global const float* mask, __global float* out, ATT_ARGS) {
+  __local float Qs[FL_MAXD * FL_BR], Ks[FL_MAXD * FL_BC], Vs[FL_BC * FL_MAXD], Ps[FL_BC * FL_PW];
+  __local float red[256], crow[FL_BR], lrow[FL_BR], kbias[FL_BC];
+  __local int more;
+  const int tid = get_local_id(0), tiles = (S + FL_BR - 1) / FL_BR, grp = get_group_id(0);
+  const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), g = h / (H / Hkv);
+  const int s0 = tile * FL_BR, off = ATT_OFFSET, kmo = b * kmsb;
+  const int sr = tid / 16, sk = tid % 16, mr = tid / 4, mc = tid % 4, od = tid % 16;
+  const int row = s0 + mr;  // the softmax role's row
+  for (int e = tid; e < FL_BR * D; e += 256) {
+    const int r = e / D, d = e - r * D;
+    Qs[d * FL_BR + r] = s0 + r < S ? q[b * qsb + h * qsh + (s0 + r) * qss + d] * scale : 0.0f;
+  }
+  __global const float* kb = k + b * ksb + g * ksh;
+  __global const float* vb = v + b * vsb + g * vsh;
+  const int seen = causal ? min(T, s0 + FL_BR + off) : T;
+  float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float m = -INFINITY, l = 0.0f;
+  for (int t0 = 0; t0 < T; t0 += FL_BC) {
+    if (t0 >= seen) {  // every key from here is hidden: go on only for rows with no visible key
+      if (tid == 0) more = 0;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (mc == 0 && row < S && att_needs_hidden(m, mask_value)) more = 1;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (!more) break;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the last tile's reads done
+    for (int e = tid; e < FL_BC * D; e += 256) {
+      const int key = e / D, d = e - key * D;
+      Ks[d * FL_BC + key] = t0 + key < T ? kb[(long)(t0 + key) * kst + d] : 0.0f;
+    }
+    for (int e = tid; e < FL_BC * Dv; e += 256) {
+      const int key = e / Dv, d = e - key * Dv;
+      Vs[key * FL_MAXD + d] = t0 + key < T ? vb[(long)(t0 + key) * vst + d] : 0.0f;
+    }
+    if (tid < FL_BC)
+      kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mask_value : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 x0 = 0.0f, x1 = 0.0f;
+    for (int d = 0; d < D; ++d) {
+      const float4 qv = vload4(0, Qs + d * FL_BR + 4 * sr);
+      const float2 kv = vload2(0, Ks + d * FL_BC + 2 * sk);
+      x0 = fma(qv, (float4)kv.x, x0);
+      x1 = fma(qv, (float4)kv.y, x1);
+    }
+    vstore4(x0, 0, Ps + 2 * sk * FL_PW + 4 * sr);
+    vstore4(x1, 0, Ps + (2 * sk + 1) * FL_PW + 4 * sr);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int diag = causal && t0 + FL_BC - 1 > row + off;  // some key after the row's own
+    float x[8], bm = -INFINITY;  // unrolled loops keep x in registers
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int kl = 8 * mc + j;
+      const float kbv = kbias[kl];
+      float sc = Ps[kl * FL_PW + mr];
+      if (!diag) sc += kbv;
+      else if (kbv == -INFINITY) sc = -INFINITY;
+      else if (t0 + kl > row + off || kbv != 0.0f) sc += mask_value;
+      x[j] = sc;
+      bm = fmax(bm, sc);
+    }
+    red[tid] = bm;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float mn = fmax(m, fmax(fmax(red[4 * mr], red[4 * mr + 1]), fmax(red[4 * mr + 2], red[4 * mr + 3])));
+    const float corr = m == -INFINITY ? 0.0f : exp(m - mn);
+    float ps = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float p = x[j] == -INFINITY ? 0.0f : exp(x[j] - mn);
+      Ps[(8 * mc + j) * FL_PW + mr] = p;
+      ps += p;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the maxima read
+    red[tid] = ps;
+    if (mc == 0) crow[mr] = corr;
+    barrier(CLK_LOCAL_MEM_FENCE);  // the weights, sums and rescales written
+    l = l * corr + red[4 * mr] + red[4 * mr + 1] + red[4 * mr + 2] + red[4 * mr + 3];
+    m = mn;
+    if (4 * od < Dv) {
+      const float4 c = vload4(0, crow + 4 * sr);
+      acc[0] *= c.x;
+      acc[1] *= c.y;
+      acc[2] *= c.z;
+      acc[3] *= c.w;
+      for (int key = 0; key < FL_BC; ++key) {
+        const float4 p = vload4(0, Ps + key * FL_PW + 4 * sr), vv = vload4(0, Vs + key * FL_MAXD + 4 * od);
+        acc[0] = fma((float4)p.x, vv, acc[0]);
+        acc[1] = fma((float4)p.y, vv, acc[1]);
+        acc[2] = fma((float4)p.z, vv, acc[2]);
+        acc[3] = fma((float4)p.w, vv, acc[3]);
+      }
+    }
+  }
+  if (mc == 0) lrow[mr] = l;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (4 * od >= Dv) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = 4 * sr + i, s = s0 + r;
+    if (s >= S) break;
+    const float lr = lrow[r];
+    vstore4(zero_rows && !(lr > 0.0f) ? (float4)0.0f : acc[i] / lr, 0, out + b * osb + h * osh + s * oss + 4 * od);
+  }
+}
+#endif
+
 // GPU family, decode rows of grouped-query heads: a work-group of GQA_WG items per (batch,
 // kv head, split of the keys) takes the R = (H / Hkv) * S query rows (2 to GQA_MAXR) that
 // read that kv head, so each key and value is loaded once for the group, not once per
