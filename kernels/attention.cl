@@ -40,6 +40,18 @@ inline float att_score(float dot, float scale, float softcap, __global const flo
 // key then adds exp(x + mask_value - m) = 0 (a row that padding hid whole averages them).
 inline int att_needs_hidden(float m, float mask_value) { return mask_value > -INFINITY && m <= 0.5f * mask_value; }
 
+// The tiled prefill kernels at key tile t0: past `seen`, the last key any row of the
+// work-group may see, every key is hidden, so the loop stops unless some item's `needs`
+// (a row of its with no visible key yet: att_needs_hidden). Every item must reach it.
+#define ATT_STOP_PAST_SEEN(first, needs) \
+  if (t0 >= seen) {                      \
+    if (first) more = 0;                 \
+    barrier(CLK_LOCAL_MEM_FENCE);        \
+    if (needs) more = 1;                 \
+    barrier(CLK_LOCAL_MEM_FENCE);        \
+    if (!more) break;                    \
+  }
+
 // CPU family: one work item per query row (b, h, s), a work-group each so that a decode
 // step's few rows spread over the cores; keys in blocks of ATT_CPU_BK, scored, then the
 // block's maximum rescales the sums once, the head dims four at a time where they allow.
@@ -120,32 +132,46 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 
 #define ATT_Q(r, d) q[(r) + (d)]
 
-// The decode kernels (attention_dec*, attention_gqa_f32) can do their layer's tl.RoPE
-// with in-place cache appends themselves (a tl.RoPE marked in_attention by tl-plan, runtime/lower/attention.cpp), a launch fewer a layer:
-// q is rotated from the RoPE's input xq as it is staged, the step's new keys and values
-// (keys [off, off + S)) come from its inputs xk (rotated) and xv, contiguous [B, Hkv, S,
-// D], never from the caches, and one work-group per kv head writes them into the caches
-// kc and vc (k and v themselves) for the next steps. The RoPE's position ids (row s of
-// batch b at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's
-// rope_pos_at). xq == 0: the RoPE ran.
+// The decode kernels (attention_dec*, attention_gqa_f32) and the portable GPU prefill one
+// (attention_flash_f32) can do their layer's tl.RoPE with in-place cache appends
+// themselves (a tl.RoPE marked
+// in_attention by tl-plan), a launch fewer a layer: q is rotated from the RoPE's input xq
+// as it is staged, the step's new keys and values (keys [off, off + S)) come from its
+// inputs xk (rotated) and xv, never from the caches, and the work-groups of each kv head's
+// first query head write them into the caches kc and vc (k and v themselves) for the next
+// steps. The inputs are [B, H, S, D], or [B, S, H, D] where xbshd's bit 0, 1, 2 (q, k, v:
+// the RoPE's x_bshd, x2_bshd, x3_bshd) says so. The RoPE's position ids (row s of batch b
+// at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's rope_pos_at).
+// xq == 0: the RoPE ran.
 #define ATT_FRESH_ARGS                                                                                         \
   __global const float *xq, __global const float *xk, __global const float *xv, __global float *kc,            \
       __global float *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
-      float cscale, float sscale
+      float cscale, float sscale, int xbshd
+// Where row s of head h (of Hn, Dn wide) of batch b starts in a RoPE input, [B, S, Hn, Dn]
+// when bs, else [B, Hn, S, Dn].
+#define ATT_XROW(bs, b, h, s, Hn, Dn) \
+  ((bs) ? (((long)(b) * S + (s)) * (Hn) + (h)) * (Dn) : (((long)(b) * (Hn) + (h)) * S + (s)) * (Dn))
 // Element d of the head row x of batch b's row s, rotated (common.cl's rope_pos_at).
 #define ATT_ROPE(x, d, b, s) rope_pos_at(x, d, d, rot, (float)pos[(b) * pbs + (s) * pss], inv_freq, cscale, sscale)
 #define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
+// Element d of row s of query head h, rotated from xq.
+#define ATT_FRESH_QH(b, h, s, d) ATT_ROPE(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), d, b, s)
 // Element d of new row j of kv head g in batch b: the key rotated, the value.
-#define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + (((b) * Hkv + (g)) * S + (j)) * D, d, b, j)
-#define ATT_FRESH_V(b, g, j, d) xv[(((b) * Hkv + (g)) * S + (j)) * Dv + (d)]
-// The new rows of kv head g into the caches after their true length `off` (a launch that
-// does this uses its own copies of those rows, whatever it reads there), by the group's NT items.
-#define ATT_FRESH_STORE(b, g, NT)                                                                                      \
+#define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), d, b, j)
+#define ATT_FRESH_V(b, g, j, d) xv[ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv) + (d)]
+// New rows [r0, r1) of kv head g into the caches after their true length `off` (a launch
+// that does this uses its own copies of those rows, whatever it reads there), by the
+// group's NT items from item `lid`.
+#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
   {                                                                                                                    \
-    for (int e = lid; e < S * D; e += (NT))                                                                            \
-      kc[(long)(b) * ksb + (long)(g) * ksh + (long)(off + e / D) * kst + e % D] = ATT_FRESH_K(b, g, e / D, e % D);     \
-    for (int e = lid; e < S * Dv; e += (NT))                                                                           \
-      vc[(long)(b) * vsb + (long)(g) * vsh + (long)(off + e / Dv) * vst + e % Dv] = ATT_FRESH_V(b, g, e / Dv, e % Dv); \
+    for (int e = lid; e < ((r1) - (r0)) * D; e += (NT)) {                                                              \
+      const int j_ = (r0) + e / D;                                                                                     \
+      kc[(long)(b) * ksb + (long)(g) * ksh + (long)(off + j_) * kst + e % D] = ATT_FRESH_K(b, g, j_, e % D);           \
+    }                                                                                                                  \
+    for (int e = lid; e < ((r1) - (r0)) * Dv; e += (NT)) {                                                             \
+      const int j_ = (r0) + e / Dv;                                                                                    \
+      vc[(long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv] = ATT_FRESH_V(b, g, j_, e % Dv);         \
+    }                                                                                                                  \
   }
 
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
@@ -281,13 +307,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
   for (int i = 0; i < AT_MAXD / 4; ++i) acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   for (int t0 = 0; t0 < T; t0 += AT_BC) {
-    if (t0 >= seen) {  // every key from here is hidden: go on only for rows with no visible key
-      if (lid == 0) more = 0;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (c == 0 && s < S && att_needs_hidden(m, mask_value)) more = 1;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (!more) break;
-    }
+    ATT_STOP_PAST_SEEN(lid == 0, c == 0 && s < S && att_needs_hidden(m, mask_value))
     barrier(CLK_LOCAL_MEM_FENCE);  // the last step's reads of ks, vs and ps are done
     for (int e = lid; e < AT_BC * D; e += RED_WG) {
       const int kk = e / D, d = e - kk * D;
@@ -363,7 +383,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 #if ATT_FITS(FL_MAXD * FL_BR + 2 * FL_BC * FL_MAXD + FL_BC * FL_PW + 256 + 2 * FL_BR + FL_BC) && TL_MAX_WG >= 256
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void attention_flash_f32(__global const float* q, __global const float* k, __global const float* v,
-                         __global const float* mask, __global float* out, ATT_ARGS) {
+                         __global const float* mask, __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
   __local float Qs[FL_MAXD * FL_BR], Ks[FL_MAXD * FL_BC], Vs[FL_BC * FL_MAXD], Ps[FL_BC * FL_PW];
   __local float red[256], crow[FL_BR], lrow[FL_BR], kbias[FL_BC];
   __local int more;
@@ -372,9 +392,11 @@ void attention_flash_f32(__global const float* q, __global const float* k, __glo
   const int s0 = tile * FL_BR, off = ATT_OFFSET, kmo = b * kmsb;
   const int sr = tid / 16, sk = tid % 16, mr = tid / 4, mc = tid % 4, od = tid % 16;
   const int row = s0 + mr;  // the softmax role's row
+  const int lid = tid, fresh0 = xq ? off : T;  // keys [fresh0, off + S) from the RoPE's inputs
+  if (xq && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g, 256, s0, min(S, s0 + FL_BR))  // this tile's own keys
   for (int e = tid; e < FL_BR * D; e += 256) {
-    const int r = e / D, d = e - r * D;
-    Qs[d * FL_BR + r] = s0 + r < S ? q[b * qsb + h * qsh + (s0 + r) * qss + d] * scale : 0.0f;
+    const int r = e / D, d = e - r * D, s = s0 + r;
+    Qs[d * FL_BR + r] = s < S ? (xq ? ATT_FRESH_QH(b, h, s, d) : q[b * qsb + h * qsh + s * qss + d]) * scale : 0.0f;
   }
   __global const float* kb = k + b * ksb + g * ksh;
   __global const float* vb = v + b * vsb + g * vsh;
@@ -382,21 +404,19 @@ void attention_flash_f32(__global const float* q, __global const float* k, __glo
   float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, l = 0.0f;
   for (int t0 = 0; t0 < T; t0 += FL_BC) {
-    if (t0 >= seen) {  // every key from here is hidden: go on only for rows with no visible key
-      if (tid == 0) more = 0;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (mc == 0 && row < S && att_needs_hidden(m, mask_value)) more = 1;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (!more) break;
-    }
+    ATT_STOP_PAST_SEEN(tid == 0, mc == 0 && row < S && att_needs_hidden(m, mask_value))
     barrier(CLK_LOCAL_MEM_FENCE);  // the last tile's reads done
     for (int e = tid; e < FL_BC * D; e += 256) {
-      const int key = e / D, d = e - key * D;
-      Ks[d * FL_BC + key] = t0 + key < T ? kb[(long)(t0 + key) * kst + d] : 0.0f;
+      const int key = e / D, d = e - key * D, t = t0 + key;
+      Ks[d * FL_BC + key] = t >= T                           ? 0.0f
+                            : t >= fresh0 && t - off < S     ? ATT_FRESH_K(b, g, t - off, d)
+                                                             : kb[(long)t * kst + d];
     }
     for (int e = tid; e < FL_BC * Dv; e += 256) {
-      const int key = e / Dv, d = e - key * Dv;
-      Vs[key * FL_MAXD + d] = t0 + key < T ? vb[(long)(t0 + key) * vst + d] : 0.0f;
+      const int key = e / Dv, d = e - key * Dv, t = t0 + key;
+      Vs[key * FL_MAXD + d] = t >= T                           ? 0.0f
+                              : t >= fresh0 && t - off < S     ? ATT_FRESH_V(b, g, t - off, d)
+                                                               : vb[(long)t * vst + d];
     }
     if (tid < FL_BC)
       kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mask_value : 0.0f;
@@ -505,7 +525,7 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
   const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
   const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
   // rows r of the group: query head g * G + r / S, position r % S, its D floats at qs + r * D
-  if (xq && split == 0) ATT_FRESH_STORE(b, g, GQA_WG)  // early: the blocks use their own copies of those rows
+  if (xq && split == 0) ATT_FRESH_STORE(b, g, GQA_WG, 0, S)  // early: the blocks use their own copies of those rows
   {
     float x[GQA_QLOADS];
 #pragma unroll
@@ -678,7 +698,7 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
     /* this split's new keys [f0, f1), if the launch has them; the caches' copy early, as */                     \
     /* nothing here reads it */                                                                                  \
     const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;                                                \
-    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g, RED_WG)                          \
+    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g, RED_WG, 0, S)                    \
     for (int e = lid; e < (f1 - f0) * DK; e += RED_WG)                                                           \
       fk[e / DK * WIDTH + e % DK] = ATT_FRESH_K(b, g, f0 - off + e / DK, e % DK);                                \
     for (int e = lid; e < (f1 - f0) * DV; e += RED_WG)                                                           \
@@ -785,13 +805,7 @@ inline float quad_sum(float x) {
     const int seen = causal ? min(T, s0 + BR + off) : T;                                           \
     const int r0 = s0 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */                     \
     for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
-      if (t0 >= seen) { /* hidden from every row: on only for a row with no visible key yet */     \
-        if (tid == 0) more = 0;                                                                    \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-        if ((r0 < S && att_needs_hidden(m0, mv)) || (r0 + 8 < S && att_needs_hidden(m1, mv))) more = 1; \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-        if (!more) break;                                                                          \
-      }                                                                                            \
+      ATT_STOP_PAST_SEEN(tid == 0, (r0 < S && att_needs_hidden(m0, mv)) || (r0 + 8 < S && att_needs_hidden(m1, mv))) \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
       for (int e = tid; e < FA_BC * D_ / 8; e += NT) {                                             \
         const int key = e / (D_ / 8), c = e % (D_ / 8);                                            \

@@ -46,9 +46,10 @@
 #                                            pp1024@d2048
 #   scripts/device_bench.sh abprefill NAMES  builds compared on prefill: this bundle (devdata/bin) and another
 #                                            build's tl-fuse, tl-bench and libraries in devdata/old (moved there
-#                                            by hand); each build fuses NAME's e0m4 model itself, this build's
-#                                            tl-plan plans both; then pp128, pp1024 and pp1024@d2048 of each,
-#                                            old first, rows named NAME-old and NAME-bin
+#                                            by hand; BUILDS="old bin" names other folders of devdata); each
+#                                            build fuses NAME's e0m4 model itself, this build's tl-plan plans
+#                                            them; then pp128, pp1024 and pp1024@d2048 of each, in BUILDS'
+#                                            order, rows named NAME-old and NAME-bin
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -211,11 +212,17 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     # NAME fp32, fused, against PyTorch fp32 on 200 tokens (scripts/torch_check_set.py)
     [ -d "$W/$2-fp32/test_data_set_0" ] || python3 scripts/torch_check_set.py "$W/$2-fp32" "$2" 200
     [ -f "$W/$2-fp32-fused.onnx" ] || $B/tl-fuse "$W/$2-fp32/model.onnx" -o "$W/$2-fp32-fused.onnx" 2>/dev/null
-    for g in auto portable; do
-      printf '== %s fp32 fused vs PyTorch fp32, --gemm %s: ' "$2" $g
-      $B/tl-run "$W/$2-fp32-fused.onnx" --gemm $g --device NVIDIA --check "$W/$2-fp32" --atol 1e-2 --rtol 1e-2 --explain \
-        > "$W/check-$g.txt" 2>&1
-      grep logits "$W/check-$g.txt"; echo "   attention launches: $(grep -o 'attention_[a-z0-9_]*' "$W/check-$g.txt" | sort | uniq -c | tr '\n' ' ')"
+    # planned too: the caches in place, the prefill attention doing the RoPE's work
+    [ -f "$W/$2-fp32-planned.onnx" ] ||
+      $B/tl-plan "$W/$2-fp32-fused.onnx" --max-seq 4096 --pad 64 --align 512 -o "$W/$2-fp32-planned.onnx"
+    for m in fused planned; do
+      for g in auto portable; do
+        printf '== %s fp32 %s vs PyTorch fp32, --gemm %s: ' "$2" $m $g
+        $B/tl-run "$W/$2-fp32-$m.onnx" --gemm $g --device NVIDIA --check "$W/$2-fp32" --atol 1e-2 --rtol 1e-2 --explain \
+          > "$W/check-$g.txt" 2>&1
+        grep logits "$W/check-$g.txt"
+        echo "   attention and rope launches: $(grep -o 'attention_[a-z0-9_]*\|rope_[a-z0-9_]*' "$W/check-$g.txt" | sort | uniq -c | tr '\n' ' ')"
+      done
     done
     $B/tl-run "$p" --device NVIDIA --tokens "$(seq -s, 1 1024)" --generate -n 1 --profile 2>&1 >/dev/null | head -14
     for g in auto portable; do
@@ -250,13 +257,13 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
   abprefill)
     for m in $(echo "$2" | tr , ' '); do
       [ -f "$W/$m-e0m4/model.onnx" ] || "$0" export "$m" >/dev/null 2>&1
-      for x in old bin; do
+      for x in ${BUILDS:-old bin}; do
         f="$W/$m-e0m4-$x-fused.onnx" p="$W/$m-e0m4-$x-planned.onnx"
         [ -f "$f" ] || LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-fuse "$W/$m-e0m4/model.onnx" -o "$f" 2>/dev/null
         [ -f "$p" ] || $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
       done
       for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
-        for x in old bin; do
+        for x in ${BUILDS:-old bin}; do
           LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-bench "$W/$m-e0m4-$x-planned.onnx" --name "$m-$x" $t -n '' \
             -r "$R" --device NVIDIA 2>/dev/null | grep "^| $m" || true
         done

@@ -4,6 +4,8 @@
 // of every tensor in its own buffer.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fstream>
 #include <random>
 
@@ -190,9 +192,11 @@ TEST(TlPlanCli, TextArtifactAndBadInput) {
 namespace tl {
 namespace {
 
-// bytellama fused and planned with its caches in place, decode lengths in buckets of `pad`.
-Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq) {
+// bytellama (e0m4 where `quantized`) fused and planned with its caches in place, decode
+// lengths in buckets of `pad`.
+Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quantized = false) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  if (quantized) quantizeModel(model, QuantOptions{}, false);
   runFusePasses(model, {});
   const KvPlan kv = planKvCache(model, layout, pad);
   EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
@@ -319,6 +323,47 @@ TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
   }
   EXPECT_EQ(merged, 129);
   EXPECT_EQ(separate, 44);
+}
+
+// A GPU prefill step launches no more kernels a layer than a decode step (issue 27): the
+// prefill GEMMs (gemm.cl) do the norm and the GLU as the GEMVs do, the prefill attention
+// (attention_flash_f32 here; the tensor-core rows on NVIDIA) does the RoPE's work as the
+// decode kernels do, and tl-fuse's rope-bshd left no Transpose to copy. bytellama e0m4
+// fused and planned (in place), a 9-token prompt then 3 decode steps: the same greedy
+// tokens as the CPU family (whose prefill runs the norms, the GLU and the RoPE apart).
+TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
+  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, true);
+  std::vector<int64_t> prompt;
+  for (char c : std::string("def f(x):")) prompt.push_back(static_cast<unsigned char>(c));
+  ASSERT_GT(prompt.size(), 4u);  // prefill rows, not decode ones
+  std::vector<int64_t> tokens[2];
+  for (bool gpu : {false, true}) {
+    Decoder d(planned, gpu, true);
+    auto perLayer = [&](std::set<std::string>* kernels) {
+      std::map<std::string, int64_t> layers;  // "layers.3" -> launches
+      for (const auto& t : d.ex.profile()) {
+        const size_t at = t.node.find("layers.");
+        if (at == std::string::npos) continue;
+        ++layers[t.node.substr(at, t.node.find('/', at) - at)];
+        if (kernels) kernels->insert(t.kernel);
+      }
+      return layers;
+    };
+    std::set<std::string> prefillKernels;
+    int64_t next = d.lm.stepGreedy(prompt);
+    const auto prefill = perLayer(&prefillKernels);
+    tokens[gpu].push_back(next);
+    for (int i = 0; i < 3; ++i) tokens[gpu].push_back(next = d.lm.stepGreedy({next}));
+    const auto decode = perLayer(nullptr);
+    ASSERT_EQ(prefill.size(), 4u);
+    EXPECT_EQ(prefillKernels.count("copy_b32"), 0u);
+    if (gpu) {
+      for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer;
+      EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u);
+      EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u);
+    }
+  }
+  EXPECT_EQ(tokens[1], tokens[0]);
 }
 
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary

@@ -2,9 +2,10 @@
 // writes into the KV caches, and the attention's reads of them, share the caches' layout).
 // tl.Attention's variants are the rows of kAttention. Two decisions span nodes; passes
 // take them and write them into the artifact, and the runtime reads them:
-// - tl-plan's `in_attention` on a tl.RoPE: at decode (a row of mode Dec or Gqa) the
-//   attention reading its q does its work (kernels/attention.cl's ATT_FRESH_ARGS), a launch
-//   fewer a layer; tl-plan keeps the RoPE's inputs alive until the attention.
+// - tl-plan's `in_attention` on a tl.RoPE: at decode (a row of mode Dec or Gqa) and at GPU
+//   prefill (mode Flash: attention_flash_f32) the attention reading its q does its work (kernels/attention.cl's
+//   ATT_FRESH_ARGS), a launch fewer a layer; tl-plan keeps the RoPE's inputs alive until
+//   the attention.
 // - tl-fuse's `merge_attention` on a tl.QMatMul reading the attention's output: a one-row
 //   GEMV merges the attention's splits as it reads them (matmul.cpp), and the attention
 //   launches no combine.
@@ -63,7 +64,8 @@ struct KeySplit {
   int64_t splits = 1, chunk = 0, groups = 0;
   size_t groupSize = 64;
 };
-enum Mode { Tile, Gqa, Dec, Wg, Cpu };  // a row's `mode`
+// A row's `mode`. Dec, Gqa and Flash rows can do a tl.RoPE's work (joinedRope).
+enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu };
 constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
 constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
 KeySplit keySplit(int mode, const AttentionCase& c) {
@@ -123,7 +125,7 @@ const Variant<AttentionCase> kAttention[] = {
      [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.plain && c.D <= 64 && c.Dv <= 64 && c.Dv % 4 == 0; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 63) / 64)) * 256, 1, 1, 256, 1); },
      "GPU prefill, heads up to 64: flash attention, 64 query rows a work-group, 4 x 2 scores and 4 x 4 outputs an item",
-     Tile},
+     Flash},
     {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.D <= 128 && c.Dv <= 128; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 15) / 16)) * 64, 1, 1, 64, 1); },
      "GPU prefill: 16 query rows share each tile of 32 keys in local memory", Tile},
@@ -190,16 +192,20 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
   return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
 }
 
-// The tl.RoPE whose work this decode attention launch does itself, or null: tl-plan marked
+// The tl.RoPE whose work this attention launch (a decode or Flash row) does itself, or null: tl-plan marked
 // it (`in_attention`: it appends to in-place caches that only this attention reads, and
 // its q is read by it alone), it wrote those caches at this binding, its new rows are
 // [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
 // the RoPE's inputs, which the attention then reads (tl-plan keeps them alive; a plan
-// could still share them where a run binds other sizes). The attention reads those inputs
-// as [B, H, S, D]: stored [B, S, H, D] (rope-bshd) they are that at S = 1 alone.
+// could still share them where a run binds other sizes). The decode rows read those
+// inputs as [B, H, S, D]: stored [B, S, H, D] (rope-bshd) they are that at S = 1 alone;
+// the Flash rows read either (ATT_FRESH_ARGS' xbshd).
+// The tensor-core rows (mode Tile) leave it to rope_kv_f32: joined there, each of a kv
+// head's query heads rotated every new key itself, slower than the launch on the H200
+// (Qwen2-0.5B dims pp1024 62,126 tok/s joined, 74,485 apart; docs/tl-bench.md).
 const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
   const int mode = a.variant->mode;
-  if (mode != Dec && mode != Gqa) return nullptr;
+  if (mode != Dec && mode != Gqa && mode != Flash) return nullptr;
   const int at = n.ex.graph().producer(n.in(0));
   if (at < 0) return nullptr;
   const auto& r = n.ex.graph().node(static_cast<size_t>(at));
@@ -207,7 +213,7 @@ const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) 
       r.output(2) != n.in(2) || !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)))
     return nullptr;  // the mark, on what it says it is, over in-place caches
   const int64_t B = a.c.B, S = a.c.S, Hkv = a.c.Hkv;
-  if (S != 1 && anyRopeBshd(r)) return nullptr;
+  if (mode != Flash && S != 1 && anyRopeBshd(r)) return nullptr;
   if (ropeInputDims(r, n.shape(r.input(3)), 3) != Dims{B, Hkv, S, a.c.D} ||
       ropeInputDims(r, n.shape(r.input(6)), 6) != Dims{B, Hkv, S, a.c.Dv})
     return nullptr;
@@ -385,7 +391,7 @@ void attentionOp(const LowerNode& n) {
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
-  if (mode != Cpu && mode != Tile) {
+  if (mode == Dec || mode == Gqa || mode == Wg) {
     if (p.splits > 1) l.mem(part); else l.nullMem();
   }
   l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
@@ -404,20 +410,25 @@ void attentionOp(const LowerNode& n) {
   if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
   const Geometry geometry = choice.variant->geometry(choice.c);
   if (mode == Cpu || mode == Tile) return l.run(geometry);
-  l.i32(p.splits).i32(p.chunk);
-  if (mode == Dec || mode == Gqa) {
+  if (mode != Flash) l.i32(p.splits).i32(p.chunk);
+  if (mode == Dec || mode == Gqa || mode == Flash) {
     const onnx::NodeProto* r = joinedRope(n, choice);
     if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
       const Dims ps = ropePositionStrides(n, *r, q);
       l.mem(r->input(0)).mem(r->input(3)).mem(r->input(6)).mem(n.in(1)).mem(n.in(2));
       l.mem(r->input(1)).i32(ps[0]).i32(ps[2]).mem(r->input(2)).i32(attrInt(*r, "rotary_dim").value_or(D));
       l.f32(attrFloat(*r, "cos_scale").value_or(1.0f)).f32(attrFloat(*r, "sin_scale").value_or(1.0f));
-      l.writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
+      int xbshd = 0;
+      for (int i = 0; i < 3; ++i)
+        if (attrInt(*r, kRopeBshd[i]).value_or(0)) xbshd |= 1 << i;
+      l.i32(xbshd).writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
     } else {
       l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
+      l.i32(0);
     }
   }
   l.run(geometry);
+  if (mode == Flash) return;
   const int reader = mergeReader(n);
   if (reader >= 0) {
     n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
