@@ -19,14 +19,23 @@ inline int strided_offset(int i, int8 dims, int8 strides) {
 // angle pos * inv_freq[d mod rot/2] (tl-fuse rope-positions' form, cos and sin times their
 // scales); past `rot` the head passes through. tl.RoPE's kernels (elementwise.cl's
 // rope_at) and the decode attention kernels that do a RoPE's work both use it.
-inline float rope_pos_at(__global const float* x, int i, int d, int rot, float pos, __global const float* inv_freq,
-                         float cscale, float sscale) {
+// The cos and sin (times their scales) of dim d < rot at position pos.
+inline float2 rope_pos_trig(float pos, __global const float* inv_freq, int d, int rot, float cscale, float sscale) {
+  float c;
+  const float sn = sincos(pos * inv_freq[d % (rot / 2)], &c);  // one range reduction for both
+  return (float2)(c * cscale, sn * sscale);
+}
+// Element i (dim d) of a head row at x rotated by t = (cos, sin); past `rot` it passes.
+inline float rope_rotate(__global const float* x, int i, int d, int rot, float2 t) {
   const int mid = rot / 2;
   if (d >= rot) return x[i];
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
-  float c;
-  const float sn = sincos(pos * inv_freq[d % mid], &c);  // one range reduction for both
-  return x[i] * (c * cscale) + partner * (sn * sscale);
+  return x[i] * t.x + partner * t.y;
+}
+inline float rope_pos_at(__global const float* x, int i, int d, int rot, float pos, __global const float* inv_freq,
+                         float cscale, float sscale) {
+  if (d >= rot) return x[i];
+  return rope_rotate(x, i, d, rot, rope_pos_trig(pos, inv_freq, d, rot, cscale, sscale));
 }
 
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).

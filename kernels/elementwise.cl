@@ -132,17 +132,22 @@ inline int bshd_at(int i, int H, int S, int D) {
   return ((b * S + s) * H + h) * D + d;
 }
 
+// The cos and sin of logical element i (dim d < rot) of a tensor of dims `dims`.
+inline float2 rope_trig(__global const float* cosv, __global const float* sinv, int i, int d, int rot, int8 dims,
+                        int8 cs, int8 ss, RopeTrig tg) {
+  if (tg.positions)
+    return rope_pos_trig((float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, d, rot, tg.cscale,
+                         tg.sscale);
+  return (float2)(cosv[strided_offset(i, dims, cs)], sinv[strided_offset(i, dims, ss)]);
+}
+
 // Element i of rope(x), x of logical dims `dims` ([B, H, S, D] when bshd); past `rot` the
 // head passes through (partial rotary).
 inline float rope_at(__global const float* x, __global const float* cosv, __global const float* sinv, int i, int D,
                      int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg, int bshd) {
-  const int d = i % D, mid = rot / 2, p = bshd ? bshd_at(i, dims.s5, dims.s6, D) : i;
+  const int d = i % D, p = bshd ? bshd_at(i, dims.s5, dims.s6, D) : i;
   if (d >= rot) return x[p];
-  if (tg.positions)
-    return rope_pos_at(x, p, d, rot, (float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, tg.cscale,
-                       tg.sscale);
-  const float partner = d < mid ? -x[p + mid] : x[p - mid];
-  return x[p] * cosv[strided_offset(i, dims, cs)] + partner * sinv[strided_offset(i, dims, ss)];
+  return rope_rotate(x, p, d, rot, rope_trig(cosv, sinv, i, d, rot, dims, cs, ss, tg));
 }
 
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
@@ -197,8 +202,12 @@ inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0)
   return (long)b * sb + (long)h * sh + (long)(rows0 + i) * st + d;
 }
 
-// tl.RoPE with cache_axis on in-place caches: q rotated into out; the new k rows rotated
-// into their cache and the new v rows copied into theirs, after the caches' *kv_rows tokens.
+// tl.RoPE with cache_axis on in-place caches: q [B, H, S, D] rotated into out; the new k
+// rows [B, H2, S, D] rotated into their cache and the new v rows copied into theirs, after
+// the caches' *kv_rows tokens. An item per (b, s, d) of the rows (n / H of them) rotates
+// that place of every q and k head with one cos and sin: the position ids' sincos was most
+// of the kernel's time done per element (bytellama's pp512 on PoCL). Tables that vary by
+// head go element by element. Then an item per new v element. (n2: k's elements.)
 __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
@@ -206,12 +215,23 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
                           __global float* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
                           __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
-  if (i < n) {
-    out[i] = rope_at(x, cosv, sinv, i, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
-  } else if ((i -= n) < n2) {
-    kc[kv_at(i, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] =
-        rope_at(x2, cosv, sinv, i, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
-  } else if ((i -= n2) < n3) {
+  const int H = dims.s5, S = dims.s6, rows = n / H;
+  if (i < rows) {
+    const int d = i % D, s = i / D % S, b = i / (D * S), q0 = (b * H * S + s) * D + d;
+    const int perHead = cs.s5 || ss.s5 || cs2.s5 || ss2.s5;
+    const float2 t = d < rot && !perHead ? rope_trig(cosv, sinv, q0, d, rot, dims, cs, ss, ROPE_TRIG) : (float2)0.0f;
+    for (int h = 0; h < H; ++h) {
+      const int e = q0 + h * S * D;
+      out[e] = perHead ? rope_at(x, cosv, sinv, e, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1)
+                       : rope_rotate(x, bshd & 1 ? bshd_at(e, H, S, D) : e, d, rot, t);
+    }
+    for (int h = 0; h < H2; ++h) {
+      const int e = ((b * H2 + h) * S + s) * D + d;
+      kc[kv_at(e, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] =
+          perHead ? rope_at(x2, cosv, sinv, e, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2)
+                  : rope_rotate(x2, bshd & 2 ? bshd_at(e, H2, S, D) : e, d, rot, t);
+    }
+  } else if ((i -= rows) < n3) {
     vc[kv_at(i, H3, N3, D3, vsb, vsh, vst, kv_rows[0])] = x3[bshd & 4 ? bshd_at(i, H3, N3, D3) : i];
   }
 }

@@ -286,7 +286,10 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
   const int64_t nv = kvRowsArgs(n, l, ropeInputDims(n, 6), n.out(2));
   l.mem(Executor::kKvRows);
   ropeLastArgs(n, l);
-  l.writesCache((nk + nv) * 4).run1d(count + nk + nv);
+  const Dims q = ropeInputDims(n, 0);
+  if (q.size() != 4 || ropeInputDims(n, 3)[2] != q[2] || ropeInputDims(n, 3)[3] != q[3])
+    throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
+  l.writesCache((nk + nv) * 4).run1d(count / q[1] + nv);  // an item per (b, s, d) of q and k, then v's elements
 }
 
 // tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
