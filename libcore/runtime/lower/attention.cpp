@@ -3,9 +3,9 @@
 // tl.Attention's variants are the rows of kAttention. Two decisions span nodes; passes
 // take them and write them into the artifact, and the runtime reads them:
 // - tl-plan's `in_attention` on a tl.RoPE: at decode (a row of mode Dec or Gqa) and at GPU
-//   prefill (mode Flash: attention_flash_f32) the attention reading its q does its work (kernels/attention.cl's
-//   ATT_FRESH_ARGS), a launch fewer a layer; tl-plan keeps the RoPE's inputs alive until
-//   the attention.
+//   prefill (mode Flash: attention_flash_f32) the attention reading its q does its work
+//   (kernels/attention.cl's ATT_FRESH_ARGS), a launch fewer a layer; tl-plan keeps the
+//   RoPE's inputs alive until the attention.
 // - tl-fuse's `merge_attention` on a tl.QMatMul reading the attention's output: a one-row
 //   GEMV merges the attention's splits as it reads them (matmul.cpp), and the attention
 //   launches no combine.
@@ -114,11 +114,14 @@ bool isMma128Row(const AttentionCase& c, int64_t d) {
 template <int64_t Rows> Geometry mmaGeometry(const AttentionCase& c) {  // 16 rows a warp
   return grid(static_cast<size_t>(c.B * c.H * ((c.S + Rows - 1) / Rows)) * 2 * Rows, 1, 1, 2 * Rows, 1);
 }
-constexpr const char* kMma128Why = "GPU prefill, NVIDIA tensor cores: flash attention, 128 query rows a work-group, f16 products";
+constexpr const char* kMma128Why =
+    "GPU prefill, NVIDIA tensor cores: flash attention, 128 query rows a work-group, f16 products";
 constexpr const char* kMmaWhy = "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products";
 const Variant<AttentionCase> kAttention[] = {
-    {"attention_mma_d64_r128", [](const AttentionCase& c) { return isMma128Row(c, 64); }, mmaGeometry<128>, kMma128Why, Tile},
-    {"attention_mma_d128_r128", [](const AttentionCase& c) { return isMma128Row(c, 128); }, mmaGeometry<128>, kMma128Why, Tile},
+    {"attention_mma_d64_r128", [](const AttentionCase& c) { return isMma128Row(c, 64); }, mmaGeometry<128>,
+     kMma128Why, Tile},
+    {"attention_mma_d128_r128", [](const AttentionCase& c) { return isMma128Row(c, 128); }, mmaGeometry<128>,
+     kMma128Why, Tile},
     {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_flash_f32",
@@ -173,14 +176,19 @@ constexpr const char* kRopeBshd[] = {"x_bshd", "x2_bshd", "x3_bshd"};
 Dims ropeInputDims(const onnx::NodeProto& rope, const Dims& stored, int input) {
   Dims d = stored;
   if (attrInt(rope, kRopeBshd[input / 3]).value_or(0)) {
-    if (d.size() != 4) throw Error(std::string("tl.RoPE's ") + kRopeBshd[input / 3] + " input must be of rank 4", ExitCode::BadInput);
+    if (d.size() != 4)
+      throw Error(std::string("tl.RoPE's ") + kRopeBshd[input / 3] + " input must be of rank 4", ExitCode::BadInput);
     std::swap(d[1], d[2]);
   }
   return d;
 }
 Dims ropeInputDims(const LowerNode& n, int input) { return ropeInputDims(n.proto, n.shape(n.in(input)), input); }
-bool anyRopeBshd(const onnx::NodeProto& rope) {
-  return std::any_of(std::begin(kRopeBshd), std::end(kRopeBshd), [&](const char* f) { return attrInt(rope, f).value_or(0); });
+// The kernels' `bshd` (xbshd): bit 0, 1, 2 where q, k, v are stored [B, S, H, D].
+int ropeBshdBits(const onnx::NodeProto& rope) {
+  int bits = 0;
+  for (int i = 0; i < 3; ++i)
+    if (attrInt(rope, kRopeBshd[i]).value_or(0)) bits |= 1 << i;
+  return bits;
 }
 
 // Element strides (b, head, row, dim) of a tl.RoPE's position ids read as `dims`, when
@@ -192,7 +200,8 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
   return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
 }
 
-// The tl.RoPE whose work this attention launch (a decode or Flash row) does itself, or null: tl-plan marked
+// The tl.RoPE whose work this attention launch (a decode or Flash row) does itself, or
+// null: tl-plan marked
 // it (`in_attention`: it appends to in-place caches that only this attention reads, and
 // its q is read by it alone), it wrote those caches at this binding, its new rows are
 // [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
@@ -213,7 +222,7 @@ const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) 
       r.output(2) != n.in(2) || !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)))
     return nullptr;  // the mark, on what it says it is, over in-place caches
   const int64_t B = a.c.B, S = a.c.S, Hkv = a.c.Hkv;
-  if (mode != Flash && S != 1 && anyRopeBshd(r)) return nullptr;
+  if (mode != Flash && S != 1 && ropeBshdBits(r)) return nullptr;
   if (ropeInputDims(r, n.shape(r.input(3)), 3) != Dims{B, Hkv, S, a.c.D} ||
       ropeInputDims(r, n.shape(r.input(6)), 6) != Dims{B, Hkv, S, a.c.Dv})
     return nullptr;
@@ -236,10 +245,7 @@ bool joinedToAttention(const LowerNode& n) {
 // The RoPE kernels' last arguments: which inputs are stored [B, S, H, D] (bits 0, 1, 2 for
 // x, x2, x3), then the cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
 void ropeLastArgs(const LowerNode& n, Launch& l) {
-  int bshd = 0;
-  for (int i = 0; i < 3; ++i)
-    if (n.attrInt(kRopeBshd[i], 0)) bshd |= 1 << i;
-  l.i32(bshd);
+  l.i32(ropeBshdBits(n.proto));
   l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
 }
 
@@ -421,10 +427,7 @@ void attentionOp(const LowerNode& n) {
       l.mem(r->input(0)).mem(r->input(3)).mem(r->input(6)).mem(n.in(1)).mem(n.in(2));
       l.mem(r->input(1)).i32(ps[0]).i32(ps[2]).mem(r->input(2)).i32(attrInt(*r, "rotary_dim").value_or(D));
       l.f32(attrFloat(*r, "cos_scale").value_or(1.0f)).f32(attrFloat(*r, "sin_scale").value_or(1.0f));
-      int xbshd = 0;
-      for (int i = 0; i < 3; ++i)
-        if (attrInt(*r, kRopeBshd[i]).value_or(0)) xbshd |= 1 << i;
-      l.i32(xbshd).writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
+      l.i32(ropeBshdBits(*r)).writesCache(static_cast<int64_t>(B * Hkv * S * (D + Dv) * 4));
     } else {
       l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
       l.i32(0);
