@@ -15,6 +15,8 @@ carry no bytes). llama.cpp's source comes from the npm package node-llama-cpp: s
 """
 import argparse, json, os, subprocess, sys
 
+import peer_rows  # beside this script
+
 ap = argparse.ArgumentParser(usage=__doc__)
 ap.add_argument("model")
 ap.add_argument("--llama-bench", default=os.environ.get("LLAMA_BENCH", "llama-bench"))
@@ -72,14 +74,8 @@ for x in results:
                device=x.get("gpu_info") or x.get("cpu_info", ""), test=test, n_prompt=p, n_gen=n, n_depth=d,
                reps=len(x.get("samples_ts", [])), avg_ts=x["avg_ts"], stddev_ts=x["stddev_ts"],
                samples_ts=x.get("samples_ts", []), weight_bytes=x.get("model_size", 0))
-    if kv_row is not None:  # tl-bench's bytes per token (scripts/bench_torch.py has the same)
+    if kv_row is not None:
         w = x.get("model_size", 0)
-        row["bytes_per_token"] = ((w + kv_row * (d + 2 * p)) / p) if p else (w + kv_row * (max(d, 1) + (n - 1) / 2 + 2))
+        row["bytes_per_token"] = peer_rows.bytes_per_token(lambda tokens: w, kv_row, p, n, d)
     rows.append(row)
-if a.o == "jsonl":
-    for r in rows:
-        print(json.dumps(r))
-else:
-    print("| model | engine | test | t/s |\n| :--- | :--- | :--- | ---: |")
-    for r in rows:
-        print(f"| {r['model']} | {r['engine']} | {r['test']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} |")
+peer_rows.print_rows(rows, a.o)

@@ -11,7 +11,9 @@ Tests as tl-bench's: ppP times one forward of P tokens after a depth-D cache; tg
 decode steps of HF generate after a context of max(D, 1) tokens (generate of N + 1 tokens
 less generate of 1, which holds the context's prefill); one warm-up, then -r repetitions.
 """
-import argparse, json, sys, time
+import argparse, sys, time
+
+import peer_rows  # beside this script
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -86,10 +88,7 @@ kv_row = 2 * cfg.num_hidden_layers * kv_heads * head_dim * emb.element_size()
 def bytes_per_token(t):
     table = emb.numel() * emb.element_size()  # read once at most, however many rows are gathered
     weights = lambda tokens: weight_bytes if tied else weight_bytes - table + min(table, tokens * emb.shape[1] * emb.element_size())
-    if t["prompt"]:
-        return (weights(t["prompt"]) + kv_row * (t["depth"] + 2 * t["prompt"])) / t["prompt"]
-    first = max(t["depth"], 1)
-    return weights(1) + kv_row * (first + (t["gen"] - 1) / 2 + 2)
+    return peer_rows.bytes_per_token(weights, kv_row, t["prompt"], t["gen"], t["depth"])
 
 
 tests = []
@@ -113,10 +112,4 @@ for t in tests:
                      n_prompt=t["prompt"], n_gen=t["gen"], n_depth=t["depth"], reps=len(samples),
                      avg_ts=avg, stddev_ts=sd, samples_ts=samples, weight_bytes=weight_bytes,
                      bytes_per_token=bytes_per_token(t)))
-if a.o == "jsonl":
-    for r in rows:
-        print(json.dumps(r))
-else:
-    print("| model | engine | test | t/s |\n| :--- | :--- | :--- | ---: |")
-    for r in rows:
-        print(f"| {r['model']} | {r['engine']} | {r['test']} | {r['avg_ts']:.2f} ± {r['stddev_ts']:.2f} |")
+peer_rows.print_rows(rows, a.o)

@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
     }
     if (kernelRuns < 1) throw tl::Error("--kernel-runs must be at least 1", tl::ExitCode::Usage);
     const auto shapes = tl::parseKernelShapes(kernelShapes);
+    const auto gemmRowList = tl::parseIntList("--gemm-rows", gemmRows);
 
     tl::Device dev(tl::selectDevice(device), false);
     dev.setCommandBuffers(!noCommandBuffers);
@@ -215,9 +216,8 @@ int main(int argc, char** argv) {
     if (kernels) {
       report.kernels =
           tl::benchQuantKernels(dev, schemeList, shapes, kernelRuns, [&](const std::string& s) { progress("kernels: " + s); });
-      const auto rows = tl::parseIntList("--gemm-rows", gemmRows);
-      if (!rows.empty())
-        report.gemm = tl::benchGemmKernels(dev, schemeList, shapes, rows, kernelRuns,
+      if (!gemmRowList.empty())
+        report.gemm = tl::benchGemmKernels(dev, schemeList, shapes, gemmRowList, kernelRuns,
                                            [&](const std::string& s) { progress("kernels: " + s); });
     }
     std::vector<std::vector<tl::BenchRow>> rows;  // per model, then per peer

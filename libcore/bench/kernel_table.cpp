@@ -260,7 +260,9 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
           const Tensor x = randomInput(M, K, rng);
           constexpr int kWarmup = 2;
           for (int r = 0; r < runs + kWarmup; ++r) {
-            if (progress) progress(fmt::format("GEMM {} x {} {} M={} {}: run {}/{}", K, N, s, M, tensor ? "tensor cores" : "portable", r + 1, runs + kWarmup));
+            if (progress)
+              progress(fmt::format("GEMM {} x {} {} M={} {}: run {}/{}", K, N, s, M, gemmPathName(row.path), r + 1,
+                                   runs + kWarmup));
             flush();
             ex.run({x});
             double t = 0;

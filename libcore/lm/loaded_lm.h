@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
@@ -15,8 +16,10 @@ namespace tl {
 
 struct LoadedLm {
   // deviceName: an index or name substring (selectDevice); "" the default.
-  explicit LoadedLm(const std::string& path, const std::string& deviceName = "")
-      : model(loadModel(path)), graph(model.proto.graph()), analysis(inferShapes(model, graph)),
+  explicit LoadedLm(const std::string& path, const std::string& deviceName = "") : LoadedLm(loadModel(path), deviceName) {}
+  // A model already in memory (a test's, fused or quantized first).
+  explicit LoadedLm(Model m, const std::string& deviceName = "")
+      : model(std::move(m)), graph(model.proto.graph()), analysis(inferShapes(model, graph)),
         device(selectDevice(deviceName), false), ex(device, model, graph, analysis), lm(ex, graph, analysis) {}
   Model model;
   Graph graph;

@@ -59,14 +59,12 @@ TEST(Generate, EmptyCachePrefillMatchesTheModelWithoutCache) {
 TEST(Generate, PrefillComputesOnlyTheLastRowOfTheLogits) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(model, {});
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  Device device(selectDevice(""), false);
-  Executor ex(device, model, graph, analysis);
-  CausalLm lm(ex, graph, analysis);
+  LoadedLm fused(std::move(model));
+  CausalLm& lm = fused.lm;
+  Executor& ex = fused.ex;
   const std::vector<int64_t> toks{5, 77, 200, 13, 42, 9, 100, 3};
   const auto all = lm.step(toks, true);
-  const std::string head = graph.nodeName(static_cast<size_t>(graph.producer("logits")));
+  const std::string head = fused.graph.nodeName(static_cast<size_t>(fused.graph.producer("logits")));
   auto copies = [&] {
     int n = 0;
     for (const auto& l : ex.explain()) n += l.node == head && l.kernel == "copy_b32";

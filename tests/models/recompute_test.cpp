@@ -19,6 +19,7 @@
 #include "lm/perplexity.h"
 #include "fuse/fuse.h"
 #include "graph/graph.h"
+#include "lm/loaded_lm.h"
 #include "lm/causal_lm.h"
 #include "onnx/model_io.h"
 #include "runtime/executor.h"
@@ -91,16 +92,12 @@ TEST(KvQuality, ChunkCompressionOfTheHeldOutText) {
 TEST(Calibrate, LinesThroughMeasuredLoads) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(model, {});
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  Device device(selectDevice(""), false);
-  Executor ex(device, model, graph, analysis);
-  CausalLm lm(ex, graph, analysis);
+  LoadedLm fused(std::move(model));
   const auto dir = test::tempDir("tl_calibrate");
-  const LoadCosts c = calibrateLoad(ex, lm, dir.string(), 16);
+  const LoadCosts c = calibrateLoad(fused.ex, fused.lm, dir.string(), 16);
   for (double x : {c.recompute.fixed, c.recompute.per, c.read.fixed, c.read.per}) EXPECT_TRUE(std::isfinite(x));
   EXPECT_TRUE(std::filesystem::is_empty(dir));
-  EXPECT_THROW(calibrateLoad(ex, lm, (dir / "missing").string(), 16), Error);
+  EXPECT_THROW(calibrateLoad(fused.ex, fused.lm, (dir / "missing").string(), 16), Error);
 }
 
 }  // namespace

@@ -160,7 +160,6 @@ void Executor::scratchTensor(const std::string& key, const std::vector<int64_t>&
   ensure(key, static_cast<size_t>(elementCount(dims)) * 4);
 }
 
-
 void Executor::keepLastRows(const std::string& output, int64_t rows) {
   if (lastRowsKept(output) == rows) return;
   lastRows_[output] = rows;
