@@ -119,6 +119,115 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
 }
 
+// CPU prefill, plain attention (no float mask or soft cap): a task (a work-group of one
+// item) per (b, h, ATT_CPUQ_ROWS query rows). Keys go in blocks of 8, each transposed once
+// into kt (a float8 of the block's 8 keys per head dim) for all the task's rows. Rows go 4
+// at a time: each scores its 8 keys as one float8 (D FMAs, q broadcast), and its 8 weights
+// add the block's value rows 8 dims at a time; the 4 rows' independent FMA chains share
+// every load of kt and v. Each row's running max, sum and Dv sums stay in private arrays
+// between blocks. (attention_f32 does one row's dot product per key: 3 to 5 times slower
+// on bytellama's pp512 under PoCL.)
+#define ATT_CPUQ_ROWS 32
+#define ATT_CPUQ_MAX_D 128
+#define CPUQ_ROWS(X) X(0) X(1) X(2) X(3)
+// Row r0 + i of the four: its position, whether it takes this block (a row past the
+// task's or one whose keys from t0 on are hidden does not, unless att_needs_hidden).
+#define CPUQ_ROW(i)                                                                               \
+  const int sr##i = s0 + min(r0 + i, nr - 1);                                                     \
+  const int on##i = r0 + i < nr && (!(causal && t0 > sr##i + off) || att_needs_hidden(m[r0 + i], mask_value)); \
+  __global const float* q##i = q + b * qsb + h * qsh + sr##i * qss;                               \
+  float16 x##i = 0.0f;
+#define CPUQ_DOT(i) x##i = fma((float16)q##i[d], kd, x##i);
+// Its scores to weights in p[8 i..]: a new maximum rescales what was summed so far.
+#define CPUQ_SOFTMAX(i)                                                                           \
+  {                                                                                              \
+    const int16 hid = hidden | (causal ? (lane + t0 > sr##i + off) : (int16)0);                   \
+    const float16 x = select(select(x##i * scale, x##i * scale + mask_value, hid), -INFINITY, past); \
+    const float8 x8 = max(x.lo, x.hi);                                                           \
+    const float4 x4 = max(x8.lo, x8.hi);                                                         \
+    const float bm = max(max(x4.x, x4.y), max(x4.z, x4.w));                                      \
+    float16 e = 0.0f;                                                                            \
+    if (on##i && bm > -INFINITY) {                                                               \
+      const int r = r0 + i;                                                                      \
+      if (bm > m[r]) {                                                                           \
+        const float corr = exp(m[r] - bm);                                                       \
+        l[r] *= corr;                                                                            \
+        for (int d = 0; d < Dv; d += 8) vstore8(vload8(0, acc + r * Dv + d) * corr, 0, acc + r * Dv + d); \
+        m[r] = bm;                                                                               \
+      }                                                                                          \
+      e = exp(x - m[r]);                                                                         \
+      const float8 e8 = e.lo + e.hi;                                                             \
+      l[r] += dot(e8.lo + e8.hi, (float4)1.0f);                                                  \
+    }                                                                                            \
+    vstore16(e, i, p);                                                                            \
+  }
+#define CPUQ_LOAD(i) float8 o##i = vload8(0, acc + (r0 + i) * Dv + d);
+#define CPUQ_ADD(i) o##i = fma((float8)p[16 * i + j], vj, o##i);
+#define CPUQ_SAVE(i) vstore8(o##i, 0, acc + (r0 + i) * Dv + d);
+#define CPUQ_LOAD16(i) float16 o##i = vload16(0, acc + (r0 + i) * Dv + d);
+#define CPUQ_ADD16(i) o##i = fma((float16)p[16 * i + j], vj, o##i);
+#define CPUQ_SAVE16(i) vstore16(o##i, 0, acc + (r0 + i) * Dv + d);
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
+    __global const float* q, __global const float* k, __global const float* v, __global const float* mask,
+    __global float* out, ATT_ARGS) {
+  const int tiles = (S + ATT_CPUQ_ROWS - 1) / ATT_CPUQ_ROWS, task = get_group_id(0);
+  const int s0 = task % tiles * ATT_CPUQ_ROWS, h = task / tiles % H, b = task / tiles / H;
+  const int g = h / (H / Hkv), off = ATT_OFFSET, nr = min(ATT_CPUQ_ROWS, S - s0);
+  __global const float* kb = k + b * ksb + g * ksh;
+  __global const float* vb = v + b * vsb + g * vsh;
+  float kt[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64)));
+  float acc[ATT_CPUQ_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), m[ATT_CPUQ_ROWS], l[ATT_CPUQ_ROWS], p[64];
+  for (int i = 0; i < ATT_CPUQ_ROWS * Dv; ++i) acc[i] = 0.0f;
+  for (int r = 0; r < ATT_CPUQ_ROWS; ++r) m[r] = -INFINITY, l[r] = 0.0f;
+  const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int t0 = 0; t0 < T; t0 += 16) {
+    int live = 0;
+    for (int r = 0; r < nr; ++r) live |= !(causal && t0 > s0 + r + off) || att_needs_hidden(m[r], mask_value);
+    if (!live) break;
+    const int n = min(16, T - t0);
+    for (int j = 0; j < 16; ++j) {  // a short last block repeats its last key (`past` below)
+      __global const float* kr = kb + (long)(t0 + min(j, n - 1)) * kst;
+      for (int d = 0; d < D; ++d) kt[16 * d + j] = kr[d];
+    }
+    const int16 past = lane >= n;  // the repeated keys: no weight, even in a row that sees none
+    int keyh[16];
+    for (int j = 0; j < 16; ++j) keyh[j] = km && j < n && att_hidden(0, t0 + j, 0, 0, km, kmb, b * kmsb) ? -1 : 0;
+    const int16 hidden = vload16(0, keyh);
+    for (int r0 = 0; r0 < nr; r0 += 4) {
+      CPUQ_ROWS(CPUQ_ROW)
+      if (!(on0 | on1 | on2 | on3)) continue;
+      for (int d = 0; d < D; ++d) {
+        const float16 kd = vload16(d, kt);
+        CPUQ_ROWS(CPUQ_DOT)
+      }
+      CPUQ_ROWS(CPUQ_SOFTMAX)
+      for (int d = 0; d < Dv; d += 16) {  // 16 dims at a time, then 8 (Dv % 8 == 0)
+        if (d + 16 <= Dv) {
+          CPUQ_ROWS(CPUQ_LOAD16)
+          for (int j = 0; j < n; ++j) {
+            const float16 vj = vload16(0, vb + (long)(t0 + j) * vst + d);
+            CPUQ_ROWS(CPUQ_ADD16)
+          }
+          CPUQ_ROWS(CPUQ_SAVE16)
+        } else {
+          CPUQ_ROWS(CPUQ_LOAD)
+          for (int j = 0; j < n; ++j) {
+            const float8 vj = vload8(0, vb + (long)(t0 + j) * vst + d);
+            CPUQ_ROWS(CPUQ_ADD)
+          }
+          CPUQ_ROWS(CPUQ_SAVE)
+        }
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r) {
+    __global float* o = out + b * osb + h * osh + (s0 + r) * oss;
+    // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
+    for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l[r] > 0.0f) ? 0.0f : acc[r * Dv + d] / l[r];
+  }
+}
+
 // What a work-group per (query row, split of the keys) starts with: its row's indices, q
 // going to local memory qs (element d of the row at offset r of q: QAT(r, d); read after a
 // barrier), the kv head's k and v, the row's mask offset.

@@ -132,13 +132,12 @@ inline int bshd_at(int i, int H, int S, int D) {
   return ((b * S + s) * H + h) * D + d;
 }
 
-// The cos and sin of logical element i (dim d < rot) of a tensor of dims `dims`.
-inline float2 rope_trig(__global const float* cosv, __global const float* sinv, int i, int d, int rot, int8 dims,
-                        int8 cs, int8 ss, RopeTrig tg) {
-  if (tg.positions)
-    return rope_pos_trig((float)((__global const long*)cosv)[strided_offset(i, dims, cs)], sinv, d, rot, tg.cscale,
-                         tg.sscale);
-  return (float2)(cosv[strided_offset(i, dims, cs)], sinv[strided_offset(i, dims, ss)]);
+// The cos and sin of dim d < rot at offset co of the cos table (or of the position ids)
+// and so of the sin table (or inv_freq, indexed by d).
+inline float2 rope_trig(__global const float* cosv, __global const float* sinv, int co, int so, int d, int rot,
+                        RopeTrig tg) {
+  if (tg.positions) return rope_pos_trig((float)((__global const long*)cosv)[co], sinv, d, rot, tg.cscale, tg.sscale);
+  return (float2)(cosv[co], sinv[so]);
 }
 
 // Element i of rope(x), x of logical dims `dims` ([B, H, S, D] when bshd); past `rot` the
@@ -147,7 +146,7 @@ inline float rope_at(__global const float* x, __global const float* cosv, __glob
                      int rot, int8 dims, int8 cs, int8 ss, RopeTrig tg, int bshd) {
   const int d = i % D, p = bshd ? bshd_at(i, dims.s5, dims.s6, D) : i;
   if (d >= rot) return x[p];
-  return rope_rotate(x, p, d, rot, rope_trig(cosv, sinv, i, d, rot, dims, cs, ss, tg));
+  return rope_rotate(x, p, d, rot, rope_trig(cosv, sinv, strided_offset(i, dims, cs), strided_offset(i, dims, ss), d, rot, tg));
 }
 
 __kernel void rope_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
@@ -202,12 +201,27 @@ inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0)
   return (long)b * sb + (long)h * sh + (long)(rows0 + i) * st + d;
 }
 
+// Rotates dims d0 and d0 + mid of a head row (x[i], x[i + mid]) into o[j], o[j + mid] by
+// their (cos, sin) t0 and t1; a dim past the rotary ones (pair = 0) passes.
+inline void rope_pair(__global const float* x, int i, __global float* o, long j, int mid, float2 t0, float2 t1,
+                      int pair) {
+  if (!pair) {
+    o[j] = x[i];
+    return;
+  }
+  const float a = x[i], c = x[i + mid];
+  o[j] = a * t0.x - c * t0.y;
+  o[j + mid] = c * t1.x + a * t1.y;
+}
+
 // tl.RoPE with cache_axis on in-place caches: q [B, H, S, D] rotated into out; the new k
-// rows [B, H2, S, D] rotated into their cache and the new v rows copied into theirs, after
-// the caches' *kv_rows tokens. An item per (b, s, d) of the rows (n / H of them) rotates
-// that place of every q and k head with one cos and sin: the position ids' sincos was most
-// of the kernel's time done per element (bytellama's pp512 on PoCL). Tables that vary by
-// head go element by element. Then an item per new v element. (n2: k's elements.)
+// rows [B, H2, S, D] rotated into their cache and the new v rows [B, H3, N3, D3] copied
+// into theirs, after the caches' *kv_rows tokens. An item per (b, s, j) of the rows, j a
+// rotated pair (j, j + rot / 2) or a dim past them, does that place of every q and k head
+// with one cos and sin; then an item per (b, s, d) of v's rows copies every v head. The
+// position ids' sincos per element, and each element's index divisions, were most of the
+// kernel's time on CPUs (bytellama's pp512 on PoCL). Tables that vary by head go element
+// by element. (n2: k's elements; bshd's bits: which of x, x2, x3 are stored [B, S, H, D].)
 __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
@@ -215,24 +229,40 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
                           __global float* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
                           __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
-  const int H = dims.s5, S = dims.s6, rows = n / H;
+  const int H = dims.s5, S = dims.s6, mid = rot / 2, W = D - mid, rows = n / (H * D) * W, rows0 = kv_rows[0];
   if (i < rows) {
-    const int d = i % D, s = i / D % S, b = i / (D * S), q0 = (b * H * S + s) * D + d;
+    const int j = i % W, s = i / W % S, b = i / (W * S), pair = j < mid, d = pair ? j : j + mid;
     const int perHead = cs.s5 || ss.s5 || cs2.s5 || ss2.s5;
-    const float2 t = d < rot && !perHead ? rope_trig(cosv, sinv, q0, d, rot, dims, cs, ss, ROPE_TRIG) : (float2)0.0f;
+    float2 t0 = 0.0f, t1 = 0.0f;
+    if (pair && !perHead) {  // q is [B, H, S, D] (dims' last four): the tables' offsets of (b, 0, s, d)
+      const int co = b * cs.s4 + s * cs.s6, so = b * ss.s4 + s * ss.s6;
+      t0 = rope_trig(cosv, sinv, co + d * cs.s7, so + d * ss.s7, d, rot, ROPE_TRIG);
+      t1 = positions ? t0 : rope_trig(cosv, sinv, co + (d + mid) * cs.s7, so + (d + mid) * ss.s7, d + mid, rot, ROPE_TRIG);
+    }
     for (int h = 0; h < H; ++h) {
-      const int e = q0 + h * S * D;
-      out[e] = perHead ? rope_at(x, cosv, sinv, e, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1)
-                       : rope_rotate(x, bshd & 1 ? bshd_at(e, H, S, D) : e, d, rot, t);
+      const int e = ((b * H + h) * S + s) * D + d;
+      if (perHead) {
+        out[e] = rope_at(x, cosv, sinv, e, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
+        if (pair) out[e + mid] = rope_at(x, cosv, sinv, e + mid, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
+      } else {
+        rope_pair(x, bshd & 1 ? ((b * S + s) * H + h) * D + d : e, out, e, mid, t0, t1, pair);
+      }
     }
     for (int h = 0; h < H2; ++h) {
       const int e = ((b * H2 + h) * S + s) * D + d;
-      kc[kv_at(e, H2, N2, D2, ksb, ksh, kst, kv_rows[0])] =
-          perHead ? rope_at(x2, cosv, sinv, e, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2)
-                  : rope_rotate(x2, bshd & 2 ? bshd_at(e, H2, S, D) : e, d, rot, t);
+      const long c = (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst + d;
+      if (perHead) {
+        kc[c] = rope_at(x2, cosv, sinv, e, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
+        if (pair) kc[c + mid] = rope_at(x2, cosv, sinv, e + mid, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
+      } else {
+        rope_pair(x2, bshd & 2 ? ((b * S + s) * H2 + h) * D + d : e, kc, c, mid, t0, t1, pair);
+      }
     }
-  } else if ((i -= rows) < n3) {
-    vc[kv_at(i, H3, N3, D3, vsb, vsh, vst, kv_rows[0])] = x3[bshd & 4 ? bshd_at(i, H3, N3, D3) : i];
+  } else if ((i -= rows) < n3 / H3) {
+    const int d = i % D3, s = i / D3 % N3, b = i / (D3 * N3);
+    for (int h = 0; h < H3; ++h)
+      vc[(long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d] =
+          x3[bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 + d : ((b * H3 + h) * N3 + s) * D3 + d];
   }
 }
 

@@ -275,3 +275,100 @@ QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
+
+// CPUs (matmul.cpp's qgemm_cpu_* rows): a work-group of one item is a task on one core,
+// CPU_MB rows x 16 weight columns (with a GLU: 8 gate columns and their 8 up columns) of
+// the product, the norm prologue and GLU epilogue inside as above. Per block of CPU_KB k:
+// the block's 16 columns dequantized once (the norm's scale folded into them) and laid out
+// k-major, a k's 16 weights two float8; then each 6-row micro-tile keeps its 12 float8 sums
+// in registers, each k one A value broadcast per row against the two weight vectors: 12
+// FMAs for 8 loads, where the column kernels (qmatmul_cols_*) did one FMA per load and
+// dequantized each code once per 8 rows.
+#define CPU_KB 128
+#define CPU_MB 96
+#define CPU_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define CPU_MR 6
+#define CPU_LOAD(i)                                                               \
+  float8 c##i##a = vload8(2 * (r0 + i), acc), c##i##b = vload8(2 * (r0 + i) + 1, acc); \
+  __global const float* a##i = A + (long)min(m0 + r0 + i, M - 1) * K + k0;
+#define CPU_FMA(i)                             \
+  {                                            \
+    const float8 x = (float8)a##i[k];          \
+    c##i##a = fma(x, b0, c##i##a);             \
+    c##i##b = fma(x, b1, c##i##b);             \
+  }
+#define CPU_SAVE(i)                       \
+  vstore8(c##i##a, 2 * (r0 + i), acc);    \
+  vstore8(c##i##b, 2 * (r0 + i) + 1, acc);
+
+#define QGEMM_CPU(NAME, LOAD, LEVELS8)                                                        \
+  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
+    float wt[CPU_KB * 16] __attribute__((aligned(32))), acc[CPU_MB * 16] __attribute__((aligned(32))); \
+    const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu ? 8 : 16);           \
+    const int rows = min(CPU_MB, M - m0);                                                     \
+    int col[16];                                                                              \
+    for (int j = 0; j < 16; ++j) col[j] = tile_column(c0, j, j % 8, j >= 8, N, glu);          \
+    for (int i = 0; i < CPU_MB * 16; ++i) acc[i] = 0.0f;                                      \
+    for (int k0 = 0; k0 < K; k0 += CPU_KB) {                                                  \
+      const int kn = min(CPU_KB, K - k0);                                                     \
+      for (int j = 0; j < 16; ++j)                                                            \
+        for (int k = 0; k < kn; k += 8) {                                                     \
+          float8 w = 0.0f;                                                                    \
+          if (col[j] >= 0) {                                                                  \
+            const long g = (long)col[j] * groups + (k0 + k) / G;                              \
+            w = fma(LEVELS8(LOAD(W + (long)col[j] * row_bytes, k0 + k)), (float8)S[g], (float8)O[g]); \
+            if (NW) w *= vload8(0, NW + k0 + k);                                              \
+          }                                                                                   \
+          float* d = wt + k * 16 + j;                                                         \
+          d[0] = w.s0, d[16] = w.s1, d[32] = w.s2, d[48] = w.s3;                              \
+          d[64] = w.s4, d[80] = w.s5, d[96] = w.s6, d[112] = w.s7;                            \
+        }                                                                                     \
+      for (int r0 = 0; r0 < rows; r0 += CPU_MR) {                                             \
+        CPU_ROWS(CPU_LOAD)                                                                    \
+        for (int k = 0; k < kn; ++k) {                                                        \
+          const float8 b0 = vload8(2 * k, wt), b1 = vload8(2 * k + 1, wt);                    \
+          CPU_ROWS(CPU_FMA)                                                                   \
+        }                                                                                     \
+        CPU_ROWS(CPU_SAVE)                                                                    \
+      }                                                                                       \
+    }                                                                                         \
+    for (int r = 0; r < rows; ++r) {                                                          \
+      const int m = m0 + r;                                                                   \
+      float sc = 1.0f;                                                                        \
+      if (NW) {                                                                               \
+        float8 q = 0.0f;                                                                      \
+        for (int k = 0; k < K; k += 8) {                                                      \
+          const float8 v = vload8(0, A + (long)m * K + k);                                    \
+          q = fma(v, v, q);                                                                   \
+        }                                                                                     \
+        sc = 1.0f / sqrt((dot(q.lo, (float4)1.0f) + dot(q.hi, (float4)1.0f)) / K + eps);      \
+      }                                                                                       \
+      const float* v = acc + r * 16;                                                          \
+      if (glu) {                                                                              \
+        if (glu == 1 && c0 + 8 <= N / 2) {                                                    \
+          const float8 g = vload8(0, v) * sc + (bias ? vload8(0, bias + c0) : 0.0f);          \
+          const float8 u = vload8(1, v) * sc + (bias ? vload8(0, bias + N / 2 + c0) : 0.0f);  \
+          vstore8(g / (1.0f + exp(-g)) * u, 0, &OUT_AT(m, c0));                               \
+        } else {                                                                              \
+          for (int j = 0; j < 8; ++j)                                                         \
+            if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j] * sc, v[8 + j] * sc, N / 2);        \
+        }                                                                                     \
+      } else if (c0 + 16 <= N && (c0 < N0) == (c0 + 15 < N0) && (c0 < N0 + N1) == (c0 + 15 < N0 + N1)) { \
+        __global float* o = &OUT_AT(m, c0);                                                   \
+        for (int h = 0; h < 2; ++h) {                                                         \
+          float8 x = vload8(h, v) * sc;                                                       \
+          if (bias) x += vload8(h, bias + c0);                                                \
+          if (res) x += vload8(h, res + (long)m * N0 + c0);                                   \
+          vstore8(x, h, o);                                                                   \
+        }                                                                                     \
+      } else {                                                                                \
+        for (int j = 0; j < 16; ++j)                                                          \
+          if (c0 + j < N) STORE(m, c0 + j, v[j] * sc);                                        \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
+QGEMM_CPU(qgemm_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
+QGEMM_CPU(qgemm_cpu_int4, INT4_LOAD, INT4_LEVELS8)
+QGEMM_CPU(qgemm_cpu_q8, Q8_LOAD, Q8_LEVELS8)
+QGEMM_CPU(qgemm_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)

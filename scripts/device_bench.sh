@@ -50,6 +50,16 @@
 #                                            build fuses NAME's e0m4 model itself, this build's tl-plan plans
 #                                            them; then pp128, pp1024 and pp1024@d2048 of each, in BUILDS'
 #                                            order, rows named NAME-old and NAME-bin
+#   scripts/device_bench.sh closing NAMES    (a fresh machine, first call, under setsid: see poll) the
+#                                            prefill closing table at once: llama.cpp's CUDA build and
+#                                            then each model's Q4_0 GGUF, beside every model's export,
+#                                            e0m4, fuse and plan in parallel (64 GB of disk: Llama-2-7B
+#                                            with one of the others at most); then `prefill
+#                                            NAMES`, `gemm NAME1` (checks and both GEMM paths of the first
+#                                            model, unless Llama-2-7B) and --kernels' GEMM table at 7B's
+#                                            shapes; reports in $W/out
+#   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
+#                                            log's new lines and copies $W/out to $OUT
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -114,7 +124,8 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
   export)
     python3 scripts/export_real.py "$W" "$2"
     mv "$W/$2" "$W/$2-fp32"
-    [ "$2" = llama-2-7b ] || "$0" quantize "$2"
+    [ "$2" = llama-2-7b ] && [ -z "${QUANTIZE_7B:-}" ] && exit 0
+    "$0" quantize "$2"  # (its unquantized tensors stay in the fp32 files: keep them)
     ;;
   quantize)
     mkdir -p "$W/$2-e0m4"
@@ -269,6 +280,33 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
         done
       done
     done
+    ;;
+  closing)
+    L=devdata/llamacpp
+    mkdir -p "$W/out"
+    names=$(echo "$2" | tr , ' ')
+    { bash $L/device.sh build "$PWD/$L" && for m in $names; do bash $L/device.sh gguf "$PWD/$L" "$m" Q4_0; done; } \
+      > "$W/llamacpp-build.log" 2>&1 &
+    for m in $names; do
+      ( QUANTIZE_7B=1 "$0" export "$m" && fuse_and_plan "$m" && echo "prepared $m" ) > "$W/prep-$m.log" 2>&1 &
+    done
+    wait
+    tail -n 3 "$W"/prep-*.log "$W/llamacpp-build.log"
+    OUT=$W/out "$0" prefill "$2"
+    first=${2%%,*}  # (not Llama-2-7B: its fp32 checks would not fit the disk)
+    [ "$first" = llama-2-7b ] || OUT=$W/out "$0" gemm "$first" > "$W/out/gemm-$first.txt" 2>&1 || true
+    $B/tl-bench --kernels --schemes e0m4 --gemm-rows 1024 --kernel-runs 10 --device NVIDIA \
+      -o "$W/out/kernels-7b-shapes.md" 2>/dev/null || true
+    touch "$W/closing.done"
+    ;;
+  poll)
+    t=0
+    while [ ! -f "$W/closing.done" ] && [ "$t" -lt "${2:-540}" ]; do sleep 10; t=$((t + 10)); done
+    tail -n 40 "$W/closing.log" 2>/dev/null || true
+    tail -n 2 "$W"/prep-*.log "$W/llamacpp-build.log" 2>/dev/null || true
+    df -h "$W" | tail -1
+    cp -r "$W/out/." "$OUT/" 2>/dev/null || true
+    [ -f "$W/closing.done" ] && echo "closing: done" || echo "closing: running"
     ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.

@@ -325,12 +325,13 @@ TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
   EXPECT_EQ(separate, 44);
 }
 
-// A GPU prefill step launches no more kernels a layer than a decode step (issue 27): the
-// prefill GEMMs (gemm.cl) do the norm and the GLU as the GEMVs do, the prefill attention
-// (attention_flash_f32 here; the tensor-core rows on NVIDIA) does the RoPE's work as the
-// decode kernels do, and tl-fuse's rope-bshd left no Transpose to copy. bytellama e0m4
-// fused and planned (in place), a 9-token prompt then 3 decode steps: the same greedy
-// tokens as the CPU family (whose prefill runs the norms, the GLU and the RoPE apart).
+// A prefill step launches no more kernels a layer than a decode step (issue 27): the
+// prefill GEMMs (gemm.cl) do the norm and the GLU as the GPU's GEMVs do, the GPU's prefill
+// attention (attention_flash_f32 here; the tensor-core rows on NVIDIA) does the RoPE's
+// work as its decode kernels do, and tl-fuse's rope-bshd left no Transpose to copy. CPUs
+// take their own prefill rows (qgemm_cpu_*, attention_cpu_f32; the RoPE apart). bytellama
+// e0m4 fused and planned (in place), a 9-token prompt then 3 decode steps: the same greedy
+// tokens in both families.
 TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
   Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, true);
   std::vector<int64_t> prompt;
@@ -357,10 +358,15 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
     const auto decode = perLayer(nullptr);
     ASSERT_EQ(prefill.size(), 4u);
     EXPECT_EQ(prefillKernels.count("copy_b32"), 0u);
+    for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer;
     if (gpu) {
-      for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer;
       EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u);
       EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u);
+    } else {  // the CPU prefill rows: the norms and GLUs inside the GEMMs
+      EXPECT_EQ(prefillKernels.count("qgemm_cpu_e0m4"), 1u);
+      EXPECT_EQ(prefillKernels.count("attention_cpu_f32"), 1u);
+      EXPECT_EQ(prefillKernels.count("rmsnorm_f32"), 0u);
+      EXPECT_EQ(prefillKernels.count("glu_f32"), 0u);
     }
   }
   EXPECT_EQ(tokens[1], tokens[0]);

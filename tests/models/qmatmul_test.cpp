@@ -105,8 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [
 // with a tail; N = 4104 one row through the wide kernel (devices of up to 64 compute units);
 // K = 203 (float only) the float decode kernel's k past its runs of 4. M = 64: a float GLU
 // runs inside the product's kernel (matmul_glu_f32 on GPUs, matmul_4x4_glu_f32 on CPUs),
-// no glu_f32 after it; a quantized one on GPUs (K % 8 == 0) is one launch of the prefill
-// GEMM (kernels/gemm.cl), norm, GLU, bias and residual inside.
+// no glu_f32 after it; a quantized one (K % 8 == 0) is one launch of the prefill GEMM
+// (kernels/gemm.cl) in either family, norm, GLU, bias and residual inside.
 struct Extras {
   bool norm, residual, bias;
   std::string glu;
@@ -182,8 +182,9 @@ TEST(MatMulExtras, MatchUnfusedMath) {
               EXPECT_NE(std::find(kernels.begin(), kernels.end(), glued), kernels.end()) << glued;
               EXPECT_EQ(std::find(kernels.begin(), kernels.end(), "glu_f32"), kernels.end());
             }
-            if (M >= 16 && gpu && quantized && K % 8 == 0 && opt.scheme != QuantScheme::W4A8) {
-              // the prefill GEMM applies the norm and the GLU itself: one launch
+            if (M >= 16 && quantized && K % 8 == 0 && opt.scheme != QuantScheme::W4A8) {
+              // the prefill GEMM (qgemm_* on GPUs, qgemm_cpu_* on CPUs) applies the norm
+              // and the GLU itself: one launch
               const auto launches = ex.explain();
               ASSERT_EQ(launches.size(), 1u) << scheme;
               EXPECT_EQ(launches[0].kernel.rfind("qgemm", 0), 0u) << launches[0].kernel;

@@ -149,6 +149,10 @@ const Variant<AttentionCase> kAttention[] = {
     {"attention_wg_f32", [](const AttentionCase& c) { return c.gpu; },
      [](const AttentionCase& c) { return splitGeometry(Wg, c); },
      "GPU, other shapes: a work-group per row and split, blocks of 64 keys", Wg},
+    {"attention_cpu_f32",
+     [](const AttentionCase& c) { return !c.gpu && c.S > 4 && c.plain && c.D <= 128 && c.Dv <= 128 && c.Dv % 8 == 0; },
+     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 31) / 32)), 1, 1, 1, 1); },
+     "CPU prefill: a task per 32 query rows, keys 16 at a time as one vector", Cpu},
     {"attention_f32", [](const AttentionCase&) { return true; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",
      Cpu},
@@ -289,13 +293,16 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
   l.vec(pad8(broadcastStrides(n.shape(n.in(2)), k), 0)).mem(n.out(1));
   const int64_t nk = kvRowsArgs(n, l, k, n.out(1));
   l.mem(n.in(6)).mem(n.out(2));
-  const int64_t nv = kvRowsArgs(n, l, ropeInputDims(n, 6), n.out(2));
+  const Dims v = ropeInputDims(n, 6);
+  const int64_t nv = kvRowsArgs(n, l, v, n.out(2));
   l.mem(Executor::kKvRows);
   ropeLastArgs(n, l);
   const Dims q = ropeInputDims(n, 0);
   if (q.size() != 4 || ropeInputDims(n, 3)[2] != q[2] || ropeInputDims(n, 3)[3] != q[3])
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
-  l.writesCache((nk + nv) * 4).run1d(count / q[1] + nv);  // an item per (b, s, d) of q and k, then v's elements
+  // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v.
+  const int64_t rot = n.attrInt("rotary_dim", q[3]);
+  l.writesCache((nk + nv) * 4).run1d(count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1]);
 }
 
 // tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
