@@ -120,13 +120,14 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 }
 
 // CPU prefill, plain attention (no float mask or soft cap): a task (a work-group of one
-// item) per (b, h, ATT_CPUQ_ROWS query rows). Keys go in blocks of 8, each transposed once
-// into kt (a float8 of the block's 8 keys per head dim) for all the task's rows. Rows go 4
-// at a time: each scores its 8 keys as one float8 (D FMAs, q broadcast), and its 8 weights
-// add the block's value rows 8 dims at a time; the 4 rows' independent FMA chains share
-// every load of kt and v. Each row's running max, sum and Dv sums stay in private arrays
-// between blocks. (attention_f32 does one row's dot product per key: 3 to 5 times slower
-// on bytellama's pp512 under PoCL.)
+// item) per (b, h, ATT_CPUQ_ROWS query rows). Keys go in blocks of 16, each transposed once
+// into kt (16 floats, the block's keys, per head dim) for all the task's rows. Rows go 4
+// at a time: each scores its 16 keys as one float16 (D FMAs, q broadcast), and its 16
+// weights add the block's value rows 16 (or 8) dims at a time; the 4 rows' independent FMA
+// chains share every load of kt and v. Each row's running max, sum and Dv sums stay in
+// private arrays between blocks. (attention_f32 does one row's dot product per key: 4 to
+// 6 times slower on bytellama's pp512 under PoCL.) The row macros' names (sr0, q0, ...)
+// must not shadow the kernel's own: `const int s0 = s0 + ...` would read itself.
 #define ATT_CPUQ_ROWS 32
 #define ATT_CPUQ_MAX_D 128
 #define CPUQ_ROWS(X) X(0) X(1) X(2) X(3)
@@ -138,7 +139,7 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
   __global const float* q##i = q + b * qsb + h * qsh + sr##i * qss;                               \
   float16 x##i = 0.0f;
 #define CPUQ_DOT(i) x##i = fma((float16)q##i[d], kd, x##i);
-// Its scores to weights in p[8 i..]: a new maximum rescales what was summed so far.
+// Its scores to weights in p[16 i..]: a new maximum rescales what was summed so far.
 #define CPUQ_SOFTMAX(i)                                                                           \
   {                                                                                              \
     const int16 hid = hidden | (causal ? (lane + t0 > sr##i + off) : (int16)0);                   \
@@ -855,10 +856,12 @@ ATT_DEC(attention_dec128_f32, 128, 1)
 
 #ifdef TL_MMA
 // Prefill attention on tensor cores (attention.cpp's attention_mma* rows): the flash
-// form with f16 products and fp32 softmax and sums. A work-group of WARPS warps takes 16 *
-// WARPS query rows of one head (16 a warp; 4 warps, or 8 where the device has work-groups
-// enough: twice the rows for each key tile staged), and steps through the keys its rows may
-// see 64 at a time: S = Q K^T (Q's fragments kept in registers, K's tile in local memory),
+// form with f16 products and fp32 softmax and sums. A work-group of WARPS warps takes 16
+// query rows a warp (4 warps, or 8 where the device has work-groups enough: twice the rows
+// for each key tile staged), of G query heads that share a kv head (att_mma_heads: a
+// grouped-query layer's heads read each staged tile together, and the group's rows span
+// 16 WARPS / G positions, so the causal edge comes sooner), and steps through the keys its
+// rows may see 64 at a time: S = Q K^T (Q's fragments kept in registers, K's tile in local memory),
 // the running max and sum per row (a row's 4 threads agree through shuffles), P = exp2(S -
 // max) as f16 fragments straight from S's registers, O += P V (V's tile stored transposed,
 // so its fragments are pairs of keys). Taken without a float mask or soft cap; hidden keys
@@ -882,6 +885,15 @@ inline float quad_sum(float x) {
   asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
   return x + y;
 }
+// The query heads of one kv head that a work-group takes together (warp w: head w % G of
+// them, rows 16 (w / G) on): the largest power of two dividing both the group's `rep`
+// heads and the warps, so that each key tile staged serves G heads' rows. (attention.cpp's
+// mmaHeads is the same.)
+inline int att_mma_heads(int rep, int warps) {
+  int g = 1;
+  while (g < warps && rep % (2 * g) == 0) g *= 2;
+  return g;
+}
 // K's tile: rows of D halves, padded to D / 2 + 16 words so that two rows fill 32 banks;
 // V's: D rows of FA_BC keys, FA_BC / 2 + 4 words.
 #define ATTENTION_MMA(NAME, D_, WARPS)                                                             \
@@ -891,18 +903,19 @@ inline float quad_sum(float x) {
     __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
     __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
     __local float kbias[FA_BC];                                                                    \
-    const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4, NT = 32 * WARPS, BR = 16 * WARPS;               \
+    const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4, NT = 32 * WARPS;                                \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3; \
+    const int G = att_mma_heads(H / Hkv, WARPS), BR = 16 * WARPS / G;                              \
     const int tiles = (S + BR - 1) / BR, grp = get_group_id(0);                                    \
-    const int tile = grp % tiles, h = grp / tiles % H, b = grp / (tiles * H), kvh = h / (H / Hkv);   \
-    const int s0 = tile * BR, off = ATT_OFFSET;                                                    \
+    const int tile = grp % tiles, h = grp / tiles % (H / G) * G + warp % G, b = grp / (tiles * (H / G)); \
+    const int kvh = h / (H / Hkv), s0 = tile * BR, off = ATT_OFFSET;                               \
     /* scores in base 2 (exp2): q and mask_value scaled by log2(e) */                             \
     const float qscale = scale * 1.4426950408889634f, mv = mask_value * 1.4426950408889634f;       \
     const int kmo = b * kmsb;                                                                      \
     __local int more;                                                                              \
     uint4 qf[2][D_ / 32];                                                                           \
     _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                                                               \
-      const int s = min(s0 + warp * 16 + g + 8 * hh, S - 1);                                       \
+      const int s = min(s0 + warp / G * 16 + g + 8 * hh, S - 1);                                   \
       __global const float* qr = q + b * qsb + h * qsh + s * qss;                                  \
       _Pragma("unroll") for (int c = 0; c < D_ / 32; ++c) qf[hh][c] = half8_bits(vload8(0, qr + 32 * c + 8 * t) * qscale); \
     }                                                                                              \
@@ -912,7 +925,7 @@ inline float quad_sum(float x) {
     __global const float* kb = k + b * ksb + kvh * ksh;                                            \
     __global const float* vb = v + b * vsb + kvh * vsh;                                            \
     const int seen = causal ? min(T, s0 + BR + off) : T;                                           \
-    const int r0 = s0 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */                     \
+    const int r0 = s0 + warp / G * 16 + g; /* this thread's rows: r0 and r0 + 8 */                 \
     for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
       ATT_STOP_PAST_SEEN(tid == 0, (r0 < S && att_needs_hidden(m0, mv)) || (r0 + 8 < S && att_needs_hidden(m1, mv))) \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \

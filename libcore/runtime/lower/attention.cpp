@@ -107,12 +107,25 @@ bool isDecRow(const AttentionCase& c, int64_t d) { return c.decode() && c.D == d
 // kernel needs more than the decode rows' ones, so where it is built they are).
 // Tensor-core prefill rows take 128 query rows a work-group (8 warps, each key tile staged
 // for twice the rows) where those work-groups still fill every compute unit, else 64.
+// A work-group's warps take 16 rows each of G query heads of one kv head (kernels/
+// attention.cl's att_mma_heads: the largest power of two dividing the group's heads and
+// the warps), so its rows span 16 * warps / G positions.
+int64_t mmaHeads(const AttentionCase& c, int64_t warps) {
+  int64_t g = 1;
+  const int64_t rep = c.H / std::max<int64_t>(c.Hkv, 1);
+  while (g < warps && rep % (2 * g) == 0) g *= 2;
+  return g;
+}
+template <int64_t Warps> size_t mmaGroups(const AttentionCase& c) {
+  const int64_t g = mmaHeads(c, Warps), rows = 16 * Warps / g;
+  return static_cast<size_t>(c.B * (c.H / g) * ((c.S + rows - 1) / rows));
+}
 bool isMmaRow(const AttentionCase& c, int64_t d) { return c.gpu && c.S > 4 && c.plain && c.D == d && c.Dv == d; }
 bool isMma128Row(const AttentionCase& c, int64_t d) {
-  return isMmaRow(c, d) && c.B * c.H * ((c.S + 127) / 128) >= c.computeUnits;
+  return isMmaRow(c, d) && mmaGroups<8>(c) >= static_cast<size_t>(c.computeUnits);
 }
 template <int64_t Rows> Geometry mmaGeometry(const AttentionCase& c) {  // 16 rows a warp
-  return grid(static_cast<size_t>(c.B * c.H * ((c.S + Rows - 1) / Rows)) * 2 * Rows, 1, 1, 2 * Rows, 1);
+  return grid(mmaGroups<Rows / 16>(c) * 2 * Rows, 1, 1, 2 * Rows, 1);
 }
 constexpr const char* kMma128Why =
     "GPU prefill, NVIDIA tensor cores: flash attention, 128 query rows a work-group, f16 products";
