@@ -169,6 +169,7 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 #define CPUQ_ADD16(i) o##i = fma((float16)p[16 * i + j], vj, o##i);
 #define CPUQ_SAVE16(i) vstore16(o##i, 0, acc + (r0 + i) * Dv + d);
 
+#ifdef TL_CPU
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     __global const float* q, __global const float* k, __global const float* v, __global const float* mask,
     __global float* out, ATT_ARGS) {
@@ -228,6 +229,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l[r] > 0.0f) ? 0.0f : acc[r * Dv + d] / l[r];
   }
 }
+#endif  // TL_CPU
 
 // What a work-group per (query row, split of the keys) starts with: its row's indices, q
 // going to local memory qs (element d of the row at offset r of q: QAT(r, d); read after a

@@ -368,7 +368,9 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     }                                                                                         \
   }
 
+#ifdef TL_CPU
 QGEMM_CPU(qgemm_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMM_CPU(qgemm_cpu_int4, INT4_LOAD, INT4_LEVELS8)
 QGEMM_CPU(qgemm_cpu_q8, Q8_LOAD, Q8_LEVELS8)
 QGEMM_CPU(qgemm_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
+#endif  // TL_CPU
