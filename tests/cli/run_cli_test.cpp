@@ -182,6 +182,7 @@ TEST(TlRunCli, UsageErrors) {
   auto r = runTool("tl-run", "--list-devices");
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("fp16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefill GEMM: "), std::string::npos) << r.out;  // every device names its path
 }
 
 TEST(TlRunCli, PerplexityOfTheHeldOutText) {
