@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "onnx/model_io.h"
 #include "check/reference_check.h"
+#include "graph/attributes.h"
 #include "fuse/fuse.h"
 #include "plan/kv_cache.h"
 #include "plan/memory_plan.h"
@@ -194,10 +195,11 @@ namespace {
 
 // bytellama (e0m4 where `quantized`) fused and planned with its caches in place, decode
 // lengths in buckets of `pad`.
-Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quantized = false) {
+Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quantized = false,
+                       const std::vector<std::string>& passes = {}) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   if (quantized) quantizeModel(model, QuantOptions{}, false);
-  runFusePasses(model, {});
+  runFusePasses(model, passes);
   const KvPlan kv = planKvCache(model, layout, pad);
   EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
   Graph graph(model.proto.graph());
@@ -370,6 +372,40 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
     }
   }
   EXPECT_EQ(tokens[1], tokens[0]);
+}
+
+// The rotary kernel over in-place caches with cos and sin tables rather than position ids
+// (every tl-fuse pass but rope-positions): a 9-token prefill (rope_kv_f32's rotated pairs
+// read each half's table entry) and 40 decode steps give the copying path's greedy tokens,
+// in both kernel families.
+TEST(KvInPlace, RopeTablesOverInPlaceCachesEqualTheCopyingPath) {
+  std::vector<std::string> passes;
+  for (const auto& p : fusePasses())
+    if (p.name != "rope-positions") passes.push_back(p.name);
+  Model plain = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(plain, passes);
+  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, false, passes);
+  for (const auto& n : planned.proto.graph().node()) {
+    if (n.op_type() == "RoPE") {
+      EXPECT_EQ(attrInt(n, "positions").value_or(0), 0) << n.name();
+    }
+  }
+  std::vector<int64_t> prompt;
+  for (char c : std::string("def f(x):")) prompt.push_back(static_cast<unsigned char>(c));
+  for (bool gpu : {false, true}) {
+    std::vector<int64_t> tokens[2];
+    for (int i = 0; i < 2; ++i) {
+      Decoder d(i ? planned : plain, gpu, i == 1);
+      int64_t next = d.lm.stepGreedy(prompt);
+      for (int s = 0; s < 40; ++s) tokens[i].push_back(next = d.lm.stepGreedy({next}));
+      if (i) {
+        bool rope = false;
+        for (const auto& t : d.ex.profile()) rope |= t.kernel == "rope_kv_f32";
+        EXPECT_TRUE(rope) << (gpu ? "gpu" : "cpu");
+      }
+    }
+    EXPECT_EQ(tokens[1], tokens[0]) << (gpu ? "gpu" : "cpu");
+  }
 }
 
 // A decode step moves no cache bytes but the new token's: no copy, each layer's rotary
