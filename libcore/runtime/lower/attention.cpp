@@ -68,6 +68,7 @@ struct KeySplit {
 enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu };
 constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
 constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
+constexpr int64_t kCpuAttentionRows = 32;  // kernels/attention.cl's ATT_CPUQ_ROWS
 KeySplit keySplit(int mode, const AttentionCase& c) {
   KeySplit k;
   const int64_t T = c.T;
@@ -164,7 +165,9 @@ const Variant<AttentionCase> kAttention[] = {
      "GPU, other shapes: a work-group per row and split, blocks of 64 keys", Wg},
     {"attention_cpu_f32",
      [](const AttentionCase& c) { return !c.gpu && c.S > 4 && c.plain && c.D <= 128 && c.Dv <= 128 && c.Dv % 8 == 0; },
-     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 31) / 32)), 1, 1, 1, 1); },
+     [](const AttentionCase& c) {
+       return grid(static_cast<size_t>(c.B * c.H * ((c.S + kCpuAttentionRows - 1) / kCpuAttentionRows)), 1, 1, 1, 1);
+     },
      "CPU prefill: a task per 32 query rows, keys 16 at a time as one vector", Cpu},
     {"attention_f32", [](const AttentionCase&) { return true; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",

@@ -307,8 +307,9 @@ Geometry w4a8GemvGeometry(const QCase& c) { return grid(up(c.N, 4) * 64, 1, 1, 6
 Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 64) * 16, 1, 16, 16); }
 Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
 Geometry cols8Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 8), 1, 64, 1); }
-Geometry cpuGemmGeometry(const QCase& c) {  // CPU_MB rows x 16 weight columns per task
-  return grid(c.glu ? up(c.N / 2, 8) : up(c.N, 16), up(c.M, 96), 1, 1, 1);
+constexpr int64_t kCpuGemmRows = 96;  // kernels/gemm.cl's CPU_MB
+Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 16 weight columns per task
+  return grid(c.glu ? up(c.N / 2, 8) : up(c.N, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
 template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per 256 items
   return grid(up(c.N, T) * 256, up(c.M, T), 1, 256, 1);
