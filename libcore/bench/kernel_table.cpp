@@ -3,10 +3,13 @@
 #include <clblast_c.h>
 #include <clblast_half.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <fmt/format.h>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -231,6 +234,27 @@ KernelTable benchQuantKernels(Device& dev, const std::vector<std::string>& schem
   return table;
 }
 
+namespace {
+
+// The tensor-core path's output against the portable path's (fp32 throughout) on the same
+// A: its f16 inputs' error, the tolerance the tensor-core path is held to (docs/tl-bench.md).
+std::string pathAgreement(int64_t K, int64_t N, const std::string& scheme, int64_t M, const Tensor& tensor,
+                          const Tensor& portable) {
+  const auto* a = reinterpret_cast<const float*>(tensor.bytes.data());
+  const auto* b = reinterpret_cast<const float*>(portable.bytes.data());
+  const size_t n = std::min(tensor.bytes.size(), portable.bytes.size()) / sizeof(float);
+  double maxDiff = 0, maxAbs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    maxDiff = std::max(maxDiff, std::abs(static_cast<double>(a[i]) - b[i]));
+    maxAbs = std::max(maxAbs, std::abs(static_cast<double>(b[i])));
+  }
+  return fmt::format("GEMM {} x {} {} M={}: tensor cores against portable: max |difference| {:.3g}, {:.3g} of the "
+                     "largest |output| {:.3g}",
+                     K, N, scheme, M, maxDiff, maxAbs > 0 ? maxDiff / maxAbs : 0.0, maxAbs);
+}
+
+}  // namespace
+
 KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& schemes,
                              const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,
                              const std::function<void(const std::string&)>& progress) {
@@ -249,6 +273,8 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
       c.model = schemeModel(base, s);
       c.graph = std::make_unique<Graph>(c.model.proto.graph());
       c.analysis = inferShapes(c.model, *c.graph);
+      std::map<int64_t, Tensor> inputs, tensorOut;  // per M: both paths multiply the same A
+      for (int64_t M : rows) inputs.emplace(M, randomInput(M, K, rng));
       for (bool tensor : {true, false}) {
         dev.setTensorCores(tensor);
         Executor ex(dev, c.model, *c.graph, c.analysis);
@@ -257,14 +283,15 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
           KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
                         2.0 * M * K * N, M, tensor ? GemmPath::TensorCores : GemmPath::Portable, ""};
           for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
-          const Tensor x = randomInput(M, K, rng);
+          const Tensor& x = inputs.at(M);
+          Tensor y;
           constexpr int kWarmup = 2;
           for (int r = 0; r < runs + kWarmup; ++r) {
             if (progress)
               progress(fmt::format("GEMM {} x {} {} M={} {}: run {}/{}", K, N, s, M, gemmPathName(row.path), r + 1,
                                    runs + kWarmup));
             flush();
-            ex.run({x});
+            y = ex.run({x}).at(0);
             double t = 0;
             std::string names;
             for (const auto& p : ex.profile()) {
@@ -275,6 +302,8 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
             if (r >= kWarmup) row.ms.push_back(t);
           }
           // A scheme without a tensor-core kernel (w4a8, fp32) ran the portable one: its row is that path's.
+          if (tensor && row.kernels.find("_mma_") != std::string::npos) tensorOut[M] = y;
+          if (!tensor && tensorOut.count(M)) table.notes.push_back(pathAgreement(K, N, s, M, tensorOut[M], y));
           if (!tensor || row.kernels.find("_mma_") != std::string::npos) table.rows.push_back(row);
         }
       }

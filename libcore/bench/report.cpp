@@ -325,6 +325,9 @@ std::optional<BenchFormat> benchFormatNamed(const std::string& name) {
 }
 
 std::string renderReport(const BenchReport& r, BenchFormat f) {
+  std::vector<std::string> notes;  // the GEMV table's, then the GEMM table's
+  for (const auto* k : {&r.kernels, &r.gemm})
+    if (*k) notes.insert(notes.end(), (*k)->notes.begin(), (*k)->notes.end());
   std::vector<std::pair<std::string, Table>> parts;
   if (r.probe) parts.push_back({"probe", probeTable(*r.probe)});
   if (!r.rows.empty()) parts.push_back({"rows", rowsTable(r)});
@@ -338,9 +341,9 @@ std::string renderReport(const BenchReport& r, BenchFormat f) {
       s += (i ? ",\n" : "\n") + quote(parts[i].first) + ": " +
            (parts[i].first == "probe" ? jsonObject(t, t.rows.front()) : render(t, f));
     }
-    if (r.kernels) {
+    if (r.kernels || r.gemm) {
       s += ",\n\"notes\": [";
-      for (size_t i = 0; i < r.kernels->notes.size(); ++i) s += (i ? ", " : "") + quote(r.kernels->notes[i]);
+      for (size_t i = 0; i < notes.size(); ++i) s += (i ? ", " : "") + quote(notes[i]);
       s += "]";
     }
     return s + "\n}\n";
@@ -352,9 +355,9 @@ std::string renderReport(const BenchReport& r, BenchFormat f) {
     if (!s.empty()) s += "\n";
     s += render(parts[i].second, f);
   }
-  if (f == BenchFormat::Md && r.kernels && !r.kernels->notes.empty()) {
+  if (f == BenchFormat::Md && !notes.empty()) {
     s += "\n";
-    for (const auto& n : r.kernels->notes) s += n + "\n";
+    for (const auto& n : notes) s += n + "\n";
   }
   return s;
 }
