@@ -16,11 +16,12 @@ int main(int argc, char** argv) {
                 "tl-quant: quantize MatMul weights (constant 2-D initializers) group-wise along K and\n"
                 "rewrite those MatMuls into tl.QMatMul (docs/ops.md). Schemes: e0m4 (Transformer-Lite's\n"
                 "FP4), int4 (asymmetric min/max), w4a8 (int4 weights, int8 activations), q8, q3h (3.5 bits).\n"
-                "The lm_head (the MatMul producing a graph output) is kept in float unless\n"
-                "--quantize-lm-head or --lm-head-scheme: its errors reach the logits directly; embeddings\n"
-                "are Gathers and stay.\n\n"
+                "The lm_head (the MatMul producing a graph output) goes to q8 unless --lm-head-scheme\n"
+                "says otherwise (float keeps it; --quantize-lm-head: the model's scheme): its errors reach\n"
+                "the logits directly, and q8 keeps them close at a quarter of fp32's bytes (docs/tl-quant.md).\n"
+                "--format ort keeps it in float (MatMulNBits is int4). Embeddings are Gathers and stay.\n\n"
                 "  tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx\n"
-                "  tl-quant model.onnx --scheme e0m4 --lm-head-scheme q8 -o model.q.onnx\n"
+                "  tl-quant model.onnx --scheme e0m4 --lm-head-scheme float -o model.q.onnx\n"
                 "  tl-quant model.onnx --report --report-format md\n");
   std::string scheme = "e0m4", format = "md";
   tl::QuantOptions opt;
@@ -30,10 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--group", opt.group, "weights per group along K (a ragged last group is exact)")->capture_default_str();
   app.add_option("--skip", opt.skip, "keep weights whose name or node contains this (repeatable)");
   app.add_option("--only", opt.only, "quantize exactly this weight (repeatable); it must be a constant MatMul weight");
-  app.add_flag("--quantize-lm-head", opt.quantizeLmHead, "also quantize the MatMul that produces the logits");
+  app.add_flag("--quantize-lm-head", opt.quantizeLmHead, "quantize the MatMul that produces the logits in --scheme");
   std::string lmHeadScheme;
   app.add_option("--lm-head-scheme", lmHeadScheme,
-                 "quantize that MatMul in this scheme instead (q8 keeps the logits close at a quarter of fp32's bytes)");
+                 "that MatMul's scheme, or float to keep it (default: q8; float with --format ort)");
   app.add_flag("--report", report, "print the error of every scheme per weight instead of writing a model");
   app.add_option("--report-format", format, "md, csv or json")->capture_default_str();
   std::string outFormat = "tl";
@@ -48,8 +49,17 @@ int main(int argc, char** argv) {
                "input keeps its weights in external data; protobuf stops at 2 GiB)");
   return tool.run(argc, argv, [&] {
     opt.scheme = tl::parseScheme(scheme);
-    if (!lmHeadScheme.empty()) opt.lmHeadScheme = tl::parseScheme(lmHeadScheme);
     opt.ortFormat = outFormat == "ort";
+    if (lmHeadScheme == "float" && opt.quantizeLmHead)
+      throw tl::Error("--quantize-lm-head and --lm-head-scheme float contradict each other", tl::ExitCode::Usage);
+    if (lmHeadScheme.empty() && !opt.quantizeLmHead && !opt.ortFormat) lmHeadScheme = "q8";
+    if (!lmHeadScheme.empty() && lmHeadScheme != "float") {
+      try {
+        opt.lmHeadScheme = tl::parseScheme(lmHeadScheme);
+      } catch (const tl::Error& e) {
+        throw tl::Error(std::string("--lm-head-scheme: ") + e.what() + " or float", tl::ExitCode::Usage);
+      }
+    }
     opt.dequantizedFormat = outFormat == "dequantized";
     tl::checkOptions(opt);  // before reading a possibly large model
     auto fmt = tl::parseReportFormat(format);

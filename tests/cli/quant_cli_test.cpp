@@ -45,9 +45,9 @@ TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
   EXPECT_NE(r.out.find("\"e0m4_over_int4\""), std::string::npos);
 }
 
-TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHead) {
+TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHeadWhenAsked) {
   auto out = (test::tempDir("quant_rewrite") / "q.onnx").string();
-  auto r = runTool("tl-quant", kByte + " --scheme int4 --group 64 -o " + out);
+  auto r = runTool("tl-quant", kByte + " --scheme int4 --group 64 --lm-head-scheme float -o " + out);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find("[28/29]"), std::string::npos) << r.err;  // progress, lm_head skipped
   onnx::ModelProto m;
@@ -66,29 +66,50 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHead) {
   EXPECT_NE(r.out.find("QMatMul"), std::string::npos);
 }
 
-// --lm-head-scheme: the rest in e0m4, the lm_head alone in q8, and the model still runs.
+// The lm_head's scheme: q8 by default (the rest in e0m4), another when asked, and the
+// model still runs.
 TEST(TlQuantCli, LmHeadInASchemeOfItsOwn) {
-  auto out = (test::tempDir("quant_lm_head") / "q.onnx").string();
-  auto r = runTool("tl-quant", kByte + " --scheme e0m4 --lm-head-scheme q8 -o " + out);
+  const auto dir = test::tempDir("quant_lm_head");
+  auto schemesOf = [](const std::string& path, std::string& lmHead) {
+    onnx::ModelProto m;
+    EXPECT_TRUE(m.ParseFromString(test::readFile(path)));
+    std::map<std::string, int> schemes;
+    for (const auto& n : m.graph().node()) {
+      if (n.op_type() != "QMatMul") continue;
+      for (const auto& a : n.attribute())
+        if (a.name() == "scheme") {
+          ++schemes[a.s()];
+          if (n.output(0) == m.graph().output(0).name()) lmHead = a.s();
+        }
+    }
+    return schemes;
+  };
+  const std::string out = (dir / "q.onnx").string();
+  auto r = runTool("tl-quant", kByte + " --scheme e0m4 -o " + out);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find("[29/29]"), std::string::npos) << r.err;
-  onnx::ModelProto m;
-  ASSERT_TRUE(m.ParseFromString(test::readFile(out)));
-  std::map<std::string, int> schemes;
   std::string lmHead;
-  for (const auto& n : m.graph().node()) {
-    if (n.op_type() != "QMatMul") continue;
-    for (const auto& a : n.attribute())
-      if (a.name() == "scheme") ++schemes[a.s()];
-    if (n.output(0) == m.graph().output(0).name())
-      for (const auto& a : n.attribute())
-        if (a.name() == "scheme") lmHead = a.s();
-  }
+  auto schemes = schemesOf(out, lmHead);
   EXPECT_EQ(schemes["e0m4"], 28);
   EXPECT_EQ(schemes["q8"], 1);
   EXPECT_EQ(lmHead, "q8");
   r = runTool("tl-run", out + " --generate --prompt 'def ' -n 8");
   EXPECT_EQ(r.exitCode, 0) << r.err;
+  // --quantize-lm-head: the model's own scheme; --lm-head-scheme: any other
+  const std::string own = (dir / "own.onnx").string(), q3h = (dir / "q3h.onnx").string();
+  ASSERT_EQ(runTool("tl-quant", kByte + " --scheme int4 --quantize-lm-head -o " + own).exitCode, 0);
+  EXPECT_EQ(schemesOf(own, lmHead)["int4"], 29);
+  EXPECT_EQ(lmHead, "int4");
+  ASSERT_EQ(runTool("tl-quant", kByte + " --scheme e0m4 --lm-head-scheme q3h -o " + q3h).exitCode, 0);
+  schemesOf(q3h, lmHead);
+  EXPECT_EQ(lmHead, "q3h");
+  r = runTool("tl-quant", kByte + " --quantize-lm-head --lm-head-scheme float -o /dev/null");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_EQ(r.err, "tl-quant: error: --quantize-lm-head and --lm-head-scheme float contradict each other\n");
+  r = runTool("tl-quant", kByte + " --lm-head-scheme fp3 -o /dev/null");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--lm-head-scheme: unknown scheme 'fp3' (e0m4, int4, w4a8, q8, q3h) or float"), std::string::npos)
+      << r.err;
   expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --format ort --lm-head-scheme q8 -o /dev/null"),
                      "--format ort writes int4 (MatMulNBits), not q8");
   expectOneLineError(runTool("tl-quant", kByte + " --lm-head-scheme q3h --group 127 -o /dev/null"), "--group must be even");
