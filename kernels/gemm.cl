@@ -368,7 +368,60 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     }                                                                                         \
   }
 
+// CPU decode (M <= 4; matmul.cpp's qgemv_cpu_* rows): a task per 8 weight columns (with a
+// GLU: 4 gate columns and their 4 ups), each column's codes read along k 8 at a time and
+// dotted with 8 of A's (the norm's scale folded into A) in one float8 sum per column; the
+// row's norm and the GLU inside. The column kernels (qgemv_cols_*) spread a column over
+// work-items, whose codes PoCL then gathers across lanes.
+#define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
+  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
+    const int c0 = get_group_id(0) * (glu ? 4 : 8);                                           \
+    int col[8];                                                                               \
+    for (int j = 0; j < 8; ++j) col[j] = tile_column(c0, j, j % 4, j >= 4, N, glu);           \
+    for (int m = 0; m < M; ++m) {                                                             \
+      __global const float* a = A + (long)m * K;                                              \
+      float8 q = 0.0f;                                                                        \
+      float v[8];                                                                             \
+      for (int j = 0; j < 8; ++j) v[j] = 0.0f;                                                \
+      __global const uchar* wc[8];                                                            \
+      for (int j = 0; j < 8; ++j) wc[j] = W + (long)max(col[j], 0) * row_bytes;               \
+      for (int k0 = 0; k0 < K; k0 += G) {                                                     \
+        /* a group's sum_k x_k (l_k s + o) = s sum_k x_k l_k + o sum_k x_k */                 \
+        float8 acc[8], xs = 0.0f;                                                             \
+        for (int j = 0; j < 8; ++j) acc[j] = 0.0f;                                            \
+        for (int k = k0; k < min(K, k0 + G); k += 8) {                                        \
+          float8 x = vload8(0, a + k);                                                        \
+          if (NW) {                                                                           \
+            q = fma(x, x, q);                                                                 \
+            x *= vload8(0, NW + k);                                                           \
+          }                                                                                   \
+          xs += x;                                                                            \
+          _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = fma(x, LEVELS8(LOAD(wc[j], k)), acc[j]); \
+        }                                                                                     \
+        const float sx = dot(xs.lo, (float4)1.0f) + dot(xs.hi, (float4)1.0f);                 \
+        for (int j = 0; j < 8; ++j)                                                           \
+          if (col[j] >= 0) {                                                                  \
+            const long g = (long)col[j] * groups + k0 / G;                                    \
+            v[j] += S[g] * (dot(acc[j].lo, (float4)1.0f) + dot(acc[j].hi, (float4)1.0f)) + O[g] * sx; \
+          }                                                                                   \
+      }                                                                                       \
+      const float sc = NW ? 1.0f / sqrt((dot(q.lo, (float4)1.0f) + dot(q.hi, (float4)1.0f)) / K + eps) : 1.0f; \
+      for (int j = 0; j < 8; ++j) v[j] *= sc;                                                 \
+      if (glu) {                                                                              \
+        for (int j = 0; j < 4; ++j)                                                           \
+          if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j], v[4 + j], N / 2);                    \
+      } else {                                                                                \
+        for (int j = 0; j < 8; ++j)                                                           \
+          if (c0 + j < N) STORE(m, c0 + j, v[j]);                                             \
+      }                                                                                       \
+    }                                                                                         \
+  }
+
 #ifdef TL_CPU
+QGEMV_CPU(qgemv_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
+QGEMV_CPU(qgemv_cpu_int4, INT4_LOAD, INT4_LEVELS8)
+QGEMV_CPU(qgemv_cpu_q8, Q8_LOAD, Q8_LEVELS8)
+QGEMV_CPU(qgemv_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
 QGEMM_CPU(qgemm_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMM_CPU(qgemm_cpu_int4, INT4_LOAD, INT4_LEVELS8)
 QGEMM_CPU(qgemm_cpu_q8, Q8_LOAD, Q8_LEVELS8)

@@ -287,11 +287,13 @@ struct QCase {
   // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
   // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
   bool wide() const { return gemv16() && M == 1 && N / 4 > 16 * computeUnits; }
-  // Prefill through kernels/gemm.cl: chunks of 8 codes that share a scale, code rows its
+  // Prefill through kernels/gemm.cl's tiles and tasks.
+  bool tiled() const { return M > 4 && coded(); }
+  // What gemm.cl's kernels read: chunks of 8 codes that share a scale, code rows its
   // whole-word loads may read (dequant.cl's LOAD).
-  bool tiled() const {
+  bool coded() const {
     const int64_t align = scheme == Scheme::Q8 ? 8 : scheme == Scheme::Q3h ? 1 : 4;
-    return M > 4 && K % 8 == 0 && G % 8 == 0 && rowBytes % align == 0 && scheme != Scheme::W4a8;
+    return K % 8 == 0 && G % 8 == 0 && rowBytes % align == 0 && scheme != Scheme::W4a8;
   }
   bool gemm() const { return gpu && tiled(); }
   // ... in 128 x 128 tiles where they fill the device, else 64 x 64.
@@ -311,6 +313,7 @@ constexpr int64_t kCpuGemmRows = 96;  // kernels/gemm.cl's CPU_MB
 Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 16 weight columns per task
   return grid(c.glu ? up(c.N / 2, 8) : up(c.N, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
+Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
 template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per 256 items
   return grid(up(c.N, T) * 256, up(c.M, T), 1, 256, 1);
 }
@@ -325,6 +328,7 @@ template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv()
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
+template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
 template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
 template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
@@ -345,6 +349,7 @@ const char* const kMma64Why = "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would not fill the device), the norm and GLU inside";
 const char* const kCpuGemmWhy = "CPU prefill: 96 x 16 tasks, each code dequantized once a task, 6 x 16 in registers, the norm and GLU inside";
+const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
@@ -385,6 +390,10 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_q8", gemm64<Q8>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qgemm_q3h", gemm128<Q3h>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_q3h", gemm64<Q3h>, gemmGeometry<64>, kGemm64Why, kNative},
+    {"qgemv_cpu_e0m4", cpuGemv<E0m4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
+    {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
+    {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative},
+    {"qgemv_cpu_q3h", cpuGemv<Q3h>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemm_cpu_e0m4", cpuGemm<E0m4>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_int4", cpuGemm<Int4>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_q8", cpuGemm<Q8>, cpuGemmGeometry, kCpuGemmWhy, kNative},
