@@ -92,6 +92,9 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 // into output column j.
 #define GEMV_ARGS __global const float *NW, float eps, int glu
 
+// The sum of a float8's lanes.
+inline float sum8(float8 v) { return dot(v.lo, (float4)1.0f) + dot(v.hi, (float4)1.0f); }
+
 // A gated linear unit's activation of its gate (tl.SwiGLU, tl.GeGLU, a MatMul's `glu`):
 // 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its
 // tanh form, as ONNX Gelu's kernels.

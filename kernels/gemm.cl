@@ -341,7 +341,7 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
           const float8 v = vload8(0, A + (long)m * K + k);                                    \
           q = fma(v, v, q);                                                                   \
         }                                                                                     \
-        sc = 1.0f / sqrt((dot(q.lo, (float4)1.0f) + dot(q.hi, (float4)1.0f)) / K + eps);      \
+        sc = 1.0f / sqrt(sum8(q) / K + eps);                                                  \
       }                                                                                       \
       const float* v = acc + r * 16;                                                          \
       if (glu) {                                                                              \
@@ -398,14 +398,14 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
           xs += x;                                                                            \
           _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = fma(x, LEVELS8(LOAD(wc[j], k)), acc[j]); \
         }                                                                                     \
-        const float sx = dot(xs.lo, (float4)1.0f) + dot(xs.hi, (float4)1.0f);                 \
+        const float sx = sum8(xs);                                                            \
         for (int j = 0; j < 8; ++j)                                                           \
           if (col[j] >= 0) {                                                                  \
             const long g = (long)col[j] * groups + k0 / G;                                    \
-            v[j] += S[g] * (dot(acc[j].lo, (float4)1.0f) + dot(acc[j].hi, (float4)1.0f)) + O[g] * sx; \
+            v[j] += S[g] * sum8(acc[j]) + O[g] * sx;                                          \
           }                                                                                   \
       }                                                                                       \
-      const float sc = NW ? 1.0f / sqrt((dot(q.lo, (float4)1.0f) + dot(q.hi, (float4)1.0f)) / K + eps) : 1.0f; \
+      const float sc = NW ? 1.0f / sqrt(sum8(q) / K + eps) : 1.0f;                            \
       for (int j = 0; j < 8; ++j) v[j] *= sc;                                                 \
       if (glu) {                                                                              \
         for (int j = 0; j < 4; ++j)                                                           \
