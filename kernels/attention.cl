@@ -62,14 +62,14 @@ inline int att_needs_hidden(float m, float mask_value) { return mask_value > -IN
       int osb, int osh, int oss, int zero_rows, int causal, float mask_value, __global const uchar *km, int kmb, int kmsb, \
       __global const int *kv_rows
 
-__kernel void attention_f32(__global const float* q, __global const float* k, __global const float* v,
+__kernel void attention_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                             __global const float* mask, __global float* out, ATT_ARGS) {
   const int row = get_global_id(0);
   if (row >= rows) return;
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;
   __global const float* qr = q + b * qsb + h * qsh + s * qss;
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = k + b * ksb + g * ksh;
+  __global const KV_T* vb = v + b * vsb + g * vsh;
   const int moff = b * msb + h * msh + s * mss, quads = ((D | Dv) & 3) == 0;
   // Under a causal mask the keys after the row's own are hidden: stop there unless
   // att_needs_hidden (as attention_tile_f32 does).
@@ -82,14 +82,14 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
     const int n = min(ATT_CPU_BK, T - t0);
     float bm = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      __global const float* kr = kb + (long)(t0 + j) * kst;
+      __global const KV_T* kr = kb + (long)(t0 + j) * kst;
       float dot = 0.0f;
       if (quads) {
         float4 a = 0.0f;
-        for (int d = 0; d < D; d += 4) a += vload4(0, qr + d) * vload4(0, kr + d);
+        for (int d = 0; d < D; d += 4) a += vload4(0, qr + d) * KV_LD4(0, kr + d);
         dot = a.x + a.y + a.z + a.w;
       } else {
-        for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
+        for (int d = 0; d < D; ++d) dot += qr[d] * KV_LD(kr, d);
       }
       x[j] = att_score(dot, scale, softcap, mask, moff + (t0 + j) * mst, has_mask,
                        att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);
@@ -105,12 +105,12 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
     for (int j = 0; j < n; ++j) {
       if (x[j] == -INFINITY) continue;
       const float p = exp(x[j] - m);
-      __global const float* vr = vb + (long)(t0 + j) * vst;
+      __global const KV_T* vr = vb + (long)(t0 + j) * vst;
       l += p;
       if (quads) {
-        for (int d = 0; d < Dv; d += 4) vstore4(vload4(0, acc + d) + p * vload4(0, vr + d), 0, acc + d);
+        for (int d = 0; d < Dv; d += 4) vstore4(vload4(0, acc + d) + p * KV_LD4(0, vr + d), 0, acc + d);
       } else {
-        for (int d = 0; d < Dv; ++d) acc[d] += p * vr[d];
+        for (int d = 0; d < Dv; ++d) acc[d] += p * KV_LD(vr, d);
       }
     }
   }
@@ -171,13 +171,13 @@ __kernel void attention_f32(__global const float* q, __global const float* k, __
 
 #ifdef TL_CPU
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
-    __global const float* q, __global const float* k, __global const float* v, __global const float* mask,
+    __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask,
     __global float* out, ATT_ARGS) {
   const int tiles = (S + ATT_CPUQ_ROWS - 1) / ATT_CPUQ_ROWS, task = get_group_id(0);
   const int s0 = task % tiles * ATT_CPUQ_ROWS, h = task / tiles % H, b = task / tiles / H;
   const int g = h / (H / Hkv), off = ATT_OFFSET, nr = min(ATT_CPUQ_ROWS, S - s0);
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = k + b * ksb + g * ksh;
+  __global const KV_T* vb = v + b * vsb + g * vsh;
   float kt[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64)));
   float acc[ATT_CPUQ_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), m[ATT_CPUQ_ROWS], l[ATT_CPUQ_ROWS], p[64];
   for (int i = 0; i < ATT_CPUQ_ROWS * Dv; ++i) acc[i] = 0.0f;
@@ -189,8 +189,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     if (!live) break;
     const int n = min(16, T - t0);
     for (int j = 0; j < 16; ++j) {  // a short last block repeats its last key (`past` below)
-      __global const float* kr = kb + (long)(t0 + min(j, n - 1)) * kst;
-      for (int d = 0; d < D; ++d) kt[16 * d + j] = kr[d];
+      __global const KV_T* kr = kb + (long)(t0 + min(j, n - 1)) * kst;
+      for (int d = 0; d < D; ++d) kt[16 * d + j] = KV_LD(kr, d);
     }
     const int16 past = lane >= n;  // the repeated keys: no weight, even in a row that sees none
     int keyh[16];
@@ -208,14 +208,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
         if (d + 16 <= Dv) {
           CPUQ_ROWS(CPUQ_LOAD16)
           for (int j = 0; j < n; ++j) {
-            const float16 vj = vload16(0, vb + (long)(t0 + j) * vst + d);
+            const float16 vj = KV_LD16(0, vb + (long)(t0 + j) * vst + d);
             CPUQ_ROWS(CPUQ_ADD16)
           }
           CPUQ_ROWS(CPUQ_SAVE16)
         } else {
           CPUQ_ROWS(CPUQ_LOAD)
           for (int j = 0; j < n; ++j) {
-            const float8 vj = vload8(0, vb + (long)(t0 + j) * vst + d);
+            const float8 vj = KV_LD8(0, vb + (long)(t0 + j) * vst + d);
             CPUQ_ROWS(CPUQ_ADD)
           }
           CPUQ_ROWS(CPUQ_SAVE)
@@ -238,8 +238,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);                  \
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;   \
   for (int d = lid; d < D; d += RED_WG) qs[d] = QAT(b * qsb + h * qsh + s * qss, d);                \
-  __global const float* kb = k + b * ksb + g * ksh;                                                 \
-  __global const float* vb = v + b * vsb + g * vsh;                                                 \
+  __global const KV_T* kb = k + b * ksb + g * ksh;                                                 \
+  __global const KV_T* vb = v + b * vsb + g * vsh;                                                 \
   const int moff = b * msb + h * msh + s * mss;
 
 #define ATT_Q(r, d) q[(r) + (d)]
@@ -256,8 +256,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's rope_pos_at).
 // xq == 0: the RoPE ran.
 #define ATT_FRESH_ARGS                                                                                         \
-  __global const float *xq, __global const float *xk, __global const float *xv, __global float *kc,            \
-      __global float *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
+  __global const float *xq, __global const float *xk, __global const float *xv, __global KV_T *kc,             \
+      __global KV_T *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
       float cscale, float sscale, int xbshd
 // Where row s of head h (of Hn, Dn wide) of batch b starts in a RoPE input, [B, S, Hn, Dn]
 // when bs, else [B, Hn, S, Dn].
@@ -278,11 +278,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   {                                                                                                                    \
     for (int e = lid; e < ((r1) - (r0)) * D; e += (NT)) {                                                              \
       const int j_ = (r0) + e / D;                                                                                     \
-      kc[(long)(b) * ksb + (long)(g) * ksh + (long)(off + j_) * kst + e % D] = ATT_FRESH_K(b, g, j_, e % D);           \
+      KV_ST(ATT_FRESH_K(b, g, j_, e % D), (long)(b) * ksb + (long)(g) * ksh + (long)(off + j_) * kst + e % D, kc);     \
     }                                                                                                                  \
     for (int e = lid; e < ((r1) - (r0)) * Dv; e += (NT)) {                                                             \
       const int j_ = (r0) + e / Dv;                                                                                    \
-      vc[(long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv] = ATT_FRESH_V(b, g, j_, e % Dv);         \
+      KV_ST(ATT_FRESH_V(b, g, j_, e % Dv), (long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv, vc);   \
     }                                                                                                                  \
   }
 
@@ -292,7 +292,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // few rows over a long cache: flash-decoding) it writes (max, sum, acc[Dv]) to `part`
 // and attention_combine_f32 merges the splits.
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
-void attention_wg_f32(__global const float* q, __global const float* k, __global const float* v,
+void attention_wg_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                       __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
                       int chunk) {
   __local float qs[ATT_MAX_D];
@@ -308,14 +308,14 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
     const int t = tb + lid;
     float x = -INFINITY;
     if (t < t1) {
-      __global const float* kr = kb + (long)t * kst;
+      __global const KV_T* kr = kb + (long)t * kst;
       float dot = 0.0f;
       if ((D & 3) == 0) {
         float4 a = 0.0f;
-        for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * vload4(0, kr + d);
+        for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * KV_LD4(0, kr + d);
         dot = a.x + a.y + a.z + a.w;
       } else {
-        for (int d = 0; d < D; ++d) dot += qs[d] * kr[d];
+        for (int d = 0; d < D; ++d) dot += qs[d] * KV_LD(kr, d);
       }
       x = att_score(dot, scale, softcap, mask, moff + t * mst, has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb),
                     mask_value);
@@ -332,8 +332,8 @@ void attention_wg_f32(__global const float* q, __global const float* k, __global
       const int d = lid + i * RED_WG;
       if (d >= Dv) break;
       float a = acc[i] * corr;
-      __global const float* vr = vb + (long)tb * vst + d;
-      for (int j = 0; j < nk; ++j) a += ps[j] * vr[(long)j * vst];
+      __global const KV_T* vr = vb + (long)tb * vst + d;
+      for (int j = 0; j < nk; ++j) a += ps[j] * KV_LD(vr, (long)j * vst);
       acc[i] = a;
     }
   }
@@ -399,7 +399,7 @@ void attention_combine_f32(__global const float* part, __global float* out, int 
 #define AT_MAXD 128
 #if ATT_FITS(AT_BR * AT_MAXD + 2 * AT_BC * AT_MAXD + AT_BR * AT_BC + RED_WG + 1)
 __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))
-void attention_tile_f32(__global const float* q, __global const float* k, __global const float* v,
+void attention_tile_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                         __global const float* mask, __global float* out, ATT_ARGS) {
   __local float qs[AT_BR * AT_MAXD], ks[AT_BC * AT_MAXD], vs[AT_BC * AT_MAXD], ps[AT_BR * AT_BC];
   __local float red[RED_WG];
@@ -411,8 +411,8 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
     const int rr = e / D, d = e - rr * D;
     qs[e] = s0 + rr < S ? q[b * qsb + h * qsh + (s0 + rr) * qss + d] : 0.0f;
   }
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = k + b * ksb + g * ksh;
+  __global const KV_T* vb = v + b * vsb + g * vsh;
   const int moff = b * msb + h * msh + s * mss, kmo = b * kmsb;
   const int seen = causal ? min(T, s0 + AT_BR + off) : T;  // keys some row of the tile may see
   float acc[AT_MAXD / 4];
@@ -423,11 +423,11 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
     barrier(CLK_LOCAL_MEM_FENCE);  // the last step's reads of ks, vs and ps are done
     for (int e = lid; e < AT_BC * D; e += RED_WG) {
       const int kk = e / D, d = e - kk * D;
-      ks[e] = t0 + kk < T ? kb[(long)(t0 + kk) * kst + d] : 0.0f;
+      ks[e] = t0 + kk < T ? KV_LD(kb, (long)(t0 + kk) * kst + d) : 0.0f;
     }
     for (int e = lid; e < AT_BC * Dv; e += RED_WG) {
       const int kk = e / Dv, d = e - kk * Dv;
-      vs[e] = t0 + kk < T ? vb[(long)(t0 + kk) * vst + d] : 0.0f;
+      vs[e] = t0 + kk < T ? KV_LD(vb, (long)(t0 + kk) * vst + d) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     float x[AT_BC / 4], tmax = -INFINITY;
@@ -494,7 +494,7 @@ void attention_tile_f32(__global const float* q, __global const float* k, __glob
 #define FL_PW (FL_BR + 4) /* a key's row of weights: float4 reads across banks */
 #if ATT_FITS(FL_MAXD * FL_BR + 2 * FL_BC * FL_MAXD + FL_BC * FL_PW + 256 + 2 * FL_BR + FL_BC) && TL_MAX_WG >= 256
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void attention_flash_f32(__global const float* q, __global const float* k, __global const float* v,
+void attention_flash_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                          __global const float* mask, __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
   __local float Qs[FL_MAXD * FL_BR], Ks[FL_MAXD * FL_BC], Vs[FL_BC * FL_MAXD], Ps[FL_BC * FL_PW];
   __local float red[256], crow[FL_BR], lrow[FL_BR], kbias[FL_BC];
@@ -510,8 +510,8 @@ void attention_flash_f32(__global const float* q, __global const float* k, __glo
     const int r = e / D, d = e - r * D, s = s0 + r;
     Qs[d * FL_BR + r] = s < S ? (xq ? ATT_FRESH_QH(b, h, s, d) : q[b * qsb + h * qsh + s * qss + d]) * scale : 0.0f;
   }
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = k + b * ksb + g * ksh;
+  __global const KV_T* vb = v + b * vsb + g * vsh;
   const int seen = causal ? min(T, s0 + FL_BR + off) : T;
   float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, l = 0.0f;
@@ -522,13 +522,13 @@ void attention_flash_f32(__global const float* q, __global const float* k, __glo
       const int key = e / D, d = e - key * D, t = t0 + key;
       Ks[d * FL_BC + key] = t >= T                           ? 0.0f
                             : t >= fresh0 && t - off < S     ? ATT_FRESH_K(b, g, t - off, d)
-                                                             : kb[(long)t * kst + d];
+                                                             : KV_LD(kb, (long)t * kst + d);
     }
     for (int e = tid; e < FL_BC * Dv; e += 256) {
       const int key = e / Dv, d = e - key * Dv, t = t0 + key;
       Vs[key * FL_MAXD + d] = t >= T                           ? 0.0f
                               : t >= fresh0 && t - off < S     ? ATT_FRESH_V(b, g, t - off, d)
-                                                               : vb[(long)t * vst + d];
+                                                               : KV_LD(vb, (long)t * vst + d);
     }
     if (tid < FL_BC)
       kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mask_value : 0.0f;
@@ -629,7 +629,7 @@ void attention_flash_f32(__global const float* q, __global const float* k, __glo
   (GQA_MAXR * GQA_MAXD + GQA_BK * GQA_ROW(GQA_MAXD) + GQA_BK * GQA_MAXD + GQA_MAXR * GQA_BK + 2 * GQA_WG + 3 * GQA_MAXR)
 #if ATT_FITS(GQA_FLOATS) && TL_MAX_WG >= GQA_WG
 __kernel __attribute__((reqd_work_group_size(GQA_WG, 1, 1)))
-void attention_gqa_f32(__global const float* q, __global const float* k, __global const float* v,
+void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
                        int chunk, ATT_FRESH_ARGS) {
   __local float qs[GQA_MAXR * GQA_MAXD], ks[GQA_BK * GQA_ROW(GQA_MAXD)], vs[GQA_BK * GQA_MAXD], sc[GQA_MAXR * GQA_BK];
@@ -650,8 +650,8 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
     for (int u = 0; u < GQA_QLOADS; ++u)
       if (u * GQA_WG + lid < R * D) qs[u * GQA_WG + lid] = x[u];
   }
-  __global const float* kb = k + b * ksb + g * ksh;
-  __global const float* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = k + b * ksb + g * ksh;
+  __global const KV_T* vb = v + b * vsb + g * vsh;
   const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D), kq = D / 4, vq = Dv / 4;
   // this split's new keys [f0, f1), when the launch has them (ATT_FRESH_ARGS)
   const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;
@@ -667,8 +667,8 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
 #pragma unroll
     for (int u = 0; u < GQA_LOADS; ++u) {  // the block's keys, then its values
       const int e = u * GQA_WG + lid, ev = e - nk * kq;
-      x[u] = ev < 0 ? vload4(e % kq, kb + (long)(tb + e / kq) * kst)
-             : ev < nk * vq ? vload4(ev % vq, vb + (long)(tb + ev / vq) * vst) : 0.0f;
+      x[u] = ev < 0 ? KV_LD4(e % kq, kb + (long)(tb + e / kq) * kst)
+             : ev < nk * vq ? KV_LD4(ev % vq, vb + (long)(tb + ev / vq) * vst) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the last block's ks, vs, sc and crow read (and q staged)
 #pragma unroll
@@ -776,12 +776,12 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
 // final merge uses only after wg_max's barriers.
 #define ATT_DEC_MAXS 4
 #define ATT_DEC_FLOATS(WIDTH) ((WIDTH) + RED_WG + RED_WG * ((WIDTH) + 1))
-// One key t at KR, its value at VR (global or local memory) into the item's running state
-// (accumulators of WIDTH floats).
-#define ATT_DEC_KEY(WIDTH, KR, VR)                                                                   \
+// One key t at KR, its value at VR into the item's running state (accumulators of WIDTH
+// floats): a cache's (KV_LD4) or the staged new keys' (vload4, local memory) by LD4.
+#define ATT_DEC_KEY(WIDTH, KR, VR, LD4)                                                              \
   {                                                                                                  \
     float4 a = 0.0f;                                                                                 \
-    for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * vload4(0, (KR) + d);                    \
+    for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * LD4(0, (KR) + d);                        \
     const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask, \
                               att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);         \
     if (x != -INFINITY) {                                                                            \
@@ -794,12 +794,12 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
       const float p = exp(x - m);                                                                    \
       l += p;                                                                                        \
       for (int i = 0; i < WIDTH / 4; ++i)                                                            \
-        if (4 * i < DV) acc[i] += p * vload4(i, (VR));                                               \
+        if (4 * i < DV) acc[i] += p * LD4(i, (VR));                                                   \
     }                                                                                                \
   }
 #define ATT_DEC(NAME, WIDTH, EXACT)                                                                              \
   __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                                   \
-  void NAME(__global const float* q, __global const float* k, __global const float* v,                           \
+  void NAME(__global const float* q, __global const KV_T* k, __global const KV_T* v,                           \
             __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,         \
             int chunk, ATT_FRESH_ARGS) {                                                                         \
     __local float qs[WIDTH], red[RED_WG], accs[RED_WG * (WIDTH + 1)];                                            \
@@ -820,8 +820,9 @@ void attention_gqa_f32(__global const float* q, __global const float* k, __globa
     for (int i = 0; i < WIDTH / 4; ++i) acc[i] = 0.0f;                                                           \
     float m = -INFINITY, l = 0.0f;                                                                               \
     for (int t = t0 + lid; t < t1; t += RED_WG)                                                                  \
-      if (t < f0 || t >= f1) ATT_DEC_KEY(WIDTH, kb + (long)t * kst, vb + (long)t * vst)                          \
-    for (int t = f0 + lid; t < f1; t += RED_WG) ATT_DEC_KEY(WIDTH, fk + (t - f0) * WIDTH, fv + (t - f0) * WIDTH) \
+      if (t < f0 || t >= f1) ATT_DEC_KEY(WIDTH, kb + (long)t * kst, vb + (long)t * vst, KV_LD4)                  \
+    for (int t = f0 + lid; t < f1; t += RED_WG)                                                                  \
+      ATT_DEC_KEY(WIDTH, fk + (t - f0) * WIDTH, fv + (t - f0) * WIDTH, vload4)                                   \
     const float mx = wg_max(red, m);                                                                             \
     const float sc = m == -INFINITY ? 0.0f : exp(m - mx);                                                        \
     const float sum = wg_sum(red, l * sc);                                                                       \
@@ -896,11 +897,31 @@ inline int att_mma_heads(int rep, int warps) {
   while (g < warps && rep % (2 * g) == 0) g *= 2;
   return g;
 }
+// A cache's 8 dims of a key (zeros where `has` is 0) as half bits, and 4 dims of two keys
+// as pairs of halves (the first key's in the lower bits): the tiles' elements. An fp16
+// cache (TL_KV_HALF) gives its bits as stored, an fp32 one is rounded to nearest.
+inline uint4 kv_half8(__global const KV_T* p, int has) {
+#ifdef TL_KV_HALF
+  return has ? as_uint4(vload8(0, (__global const ushort*)p)) : (uint4)0;
+#else
+  return half8_bits(has ? vload8(0, p) : (float8)0.0f);
+#endif
+}
+inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_T* c, int has_c) {
+#ifdef TL_KV_HALF
+  const uint4 x = has_a ? convert_uint4(vload4(0, (__global const ushort*)a)) : (uint4)0;
+  const uint4 y = has_c ? convert_uint4(vload4(0, (__global const ushort*)c)) : (uint4)0;
+  return x | y << 16;
+#else
+  const float4 x = has_a ? vload4(0, a) : (float4)0.0f, y = has_c ? vload4(0, c) : (float4)0.0f;
+  return (uint4)(half2_bits(x.x, y.x), half2_bits(x.y, y.y), half2_bits(x.z, y.z), half2_bits(x.w, y.w));
+#endif
+}
 // K's tile: rows of D halves, padded to D / 2 + 16 words so that two rows fill 32 banks;
 // V's: D rows of FA_BC keys, FA_BC / 2 + 4 words.
 #define ATTENTION_MMA(NAME, D_, WARPS)                                                             \
   __kernel __attribute__((reqd_work_group_size(32 * WARPS, 1, 1))) void NAME(                      \
-      __global const float* q, __global const float* k, __global const float* v, __global const float* mask, \
+      __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask, \
       __global float* out, ATT_ARGS) {                                                             \
     __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
     __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
@@ -924,8 +945,8 @@ inline int att_mma_heads(int rep, int warps) {
     float o[D_ / 8][4];                                                                            \
     _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                 \
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                    \
-    __global const float* kb = k + b * ksb + kvh * ksh;                                            \
-    __global const float* vb = v + b * vsb + kvh * vsh;                                            \
+    __global const KV_T* kb = k + b * ksb + kvh * ksh;                                            \
+    __global const KV_T* vb = v + b * vsb + kvh * vsh;                                            \
     const int seen = causal ? min(T, s0 + BR + off) : T;                                           \
     const int r0 = s0 + warp / G * 16 + g; /* this thread's rows: r0 and r0 + 8 */                 \
     for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
@@ -933,16 +954,15 @@ inline int att_mma_heads(int rep, int warps) {
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
       for (int e = tid; e < FA_BC * D_ / 8; e += NT) {                                             \
         const int key = e / (D_ / 8), c = e % (D_ / 8);                                            \
-        Ks[key * KW + c] = half8_bits(t0 + key < T ? vload8(0, kb + (long)(t0 + key) * kst + 8 * c) : (float8)0.0f); \
+        Ks[key * KW + c] = kv_half8(kb + (long)(t0 + key) * kst + 8 * c, t0 + key < T);           \
       }                                                                                            \
       for (int e = tid; e < FA_BC / 2 * D_ / 4; e += NT) {                                         \
         const int kp = e / (D_ / 4), d = e % (D_ / 4) * 4, key = t0 + 2 * kp;                       \
-        const float4 a = key < T ? vload4(0, vb + (long)key * vst + d) : (float4)0.0f;              \
-        const float4 c = key + 1 < T ? vload4(0, vb + (long)(key + 1) * vst + d) : (float4)0.0f;    \
-        Vt[d * VW + kp] = half2_bits(a.x, c.x);                                                    \
-        Vt[(d + 1) * VW + kp] = half2_bits(a.y, c.y);                                              \
-        Vt[(d + 2) * VW + kp] = half2_bits(a.z, c.z);                                              \
-        Vt[(d + 3) * VW + kp] = half2_bits(a.w, c.w);                                              \
+        const uint4 pk = kv_half_pairs(vb + (long)key * vst + d, key < T, vb + (long)(key + 1) * vst + d, key + 1 < T); \
+        Vt[d * VW + kp] = pk.x;                                                                    \
+        Vt[(d + 1) * VW + kp] = pk.y;                                                              \
+        Vt[(d + 2) * VW + kp] = pk.z;                                                              \
+        Vt[(d + 3) * VW + kp] = pk.w;                                                              \
       }                                                                                            \
       if (tid < FA_BC)                                                                             \
         kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mv : 0.0f; \

@@ -38,6 +38,28 @@ inline float rope_pos_at(__global const float* x, int i, int d, int rot, float p
   return rope_rotate(x, i, d, rot, rope_pos_trig(pos, inv_freq, d, rot, cscale, sscale));
 }
 
+// The in-place KV caches' elements (tl-plan --kv-type): fp32, or fp16 where KernelLibrary
+// builds the program with TL_KV_HALF (one model an executor, so a build option, not a
+// branch). Every kernel that reads or writes a cache does so through these; arithmetic
+// stays fp32. vload_half and vstore_half are core OpenCL, no cl_khr_fp16 needed: a half
+// pointer is converted through them, never dereferenced. KV_LDn(o, p): n elements at
+// p + n o; KV_ST rounds to nearest even.
+#ifdef TL_KV_HALF
+#define KV_T half
+#define KV_LD(p, i) vload_half((i), (p))
+#define KV_LD4(o, p) vload_half4((o), (p))
+#define KV_LD8(o, p) vload_half8((o), (p))
+#define KV_LD16(o, p) vload_half16((o), (p))
+#define KV_ST(x, i, p) vstore_half((x), (i), (p))
+#else
+#define KV_T float
+#define KV_LD(p, i) ((p)[i])
+#define KV_LD4(o, p) vload4((o), (p))
+#define KV_LD8(o, p) vload8((o), (p))
+#define KV_LD16(o, p) vload16((o), (p))
+#define KV_ST(x, i, p) ((p)[i] = (x))
+#endif
+
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).
 #define RED_WG 64
 

@@ -201,17 +201,12 @@ inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0)
   return (long)b * sb + (long)h * sh + (long)(rows0 + i) * st + d;
 }
 
-// Rotates dims d0 and d0 + mid of a head row (x[i], x[i + mid]) into o[j], o[j + mid] by
-// their (cos, sin) t0 and t1; a dim past the rotary ones (pair = 0) passes.
-inline void rope_pair(__global const float* x, int i, __global float* o, long j, int mid, float2 t0, float2 t1,
-                      int pair) {
-  if (!pair) {
-    o[j] = x[i];
-    return;
-  }
+// Dims d0 and d0 + mid of a head row (x[i], x[i + mid]) rotated by their (cos, sin) t0
+// and t1; a dim past the rotary ones (pair = 0) passes as .x.
+inline float2 rope_pair(__global const float* x, int i, int mid, float2 t0, float2 t1, int pair) {
+  if (!pair) return (float2)(x[i], 0.0f);
   const float a = x[i], c = x[i + mid];
-  o[j] = a * t0.x - c * t0.y;
-  o[j + mid] = c * t1.x + a * t1.y;
+  return (float2)(a * t0.x - c * t0.y, c * t1.x + a * t1.y);
 }
 
 // tl.RoPE with cache_axis on in-place caches: q [B, H, S, D] rotated into out; the new k
@@ -224,9 +219,9 @@ inline void rope_pair(__global const float* x, int i, __global float* o, long j,
 // by element. (n2: k's elements; bshd's bits: which of x, x2, x3 are stored [B, S, H, D].)
 __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
-                          __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global float* kc, int n2,
+                          __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global KV_T* kc, int n2,
                           int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3,
-                          __global float* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
+                          __global KV_T* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
                           __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
   const int H = dims.s5, S = dims.s6, mid = rot / 2, W = D - mid, rows = n / (H * D) * W, rows0 = kv_rows[0];
@@ -245,35 +240,39 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
         out[e] = rope_at(x, cosv, sinv, e, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
         if (pair) out[e + mid] = rope_at(x, cosv, sinv, e + mid, D, rot, dims, cs, ss, ROPE_TRIG, bshd & 1);
       } else {
-        rope_pair(x, bshd & 1 ? ((b * S + s) * H + h) * D + d : e, out, e, mid, t0, t1, pair);
+        const float2 y = rope_pair(x, bshd & 1 ? ((b * S + s) * H + h) * D + d : e, mid, t0, t1, pair);
+        out[e] = y.x;
+        if (pair) out[e + mid] = y.y;
       }
     }
     for (int h = 0; h < H2; ++h) {
       const int e = ((b * H2 + h) * S + s) * D + d;
       const long c = (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst + d;
       if (perHead) {
-        kc[c] = rope_at(x2, cosv, sinv, e, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
-        if (pair) kc[c + mid] = rope_at(x2, cosv, sinv, e + mid, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
+        KV_ST(rope_at(x2, cosv, sinv, e, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2), c, kc);
+        if (pair) KV_ST(rope_at(x2, cosv, sinv, e + mid, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2), c + mid, kc);
       } else {
-        rope_pair(x2, bshd & 2 ? ((b * S + s) * H2 + h) * D + d : e, kc, c, mid, t0, t1, pair);
+        const float2 y = rope_pair(x2, bshd & 2 ? ((b * S + s) * H2 + h) * D + d : e, mid, t0, t1, pair);
+        KV_ST(y.x, c, kc);
+        if (pair) KV_ST(y.y, c + mid, kc);
       }
     }
   } else if ((i -= rows) < n3 / H3) {
     const int d = i % D3, s = i / D3 % N3, b = i / (D3 * N3);
     for (int h = 0; h < H3; ++h)
-      vc[(long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d] =
-          x3[bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 + d : ((b * H3 + h) * N3 + s) * D3 + d];
+      KV_ST(x3[bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 + d : ((b * H3 + h) * N3 + s) * D3 + d],
+            (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d, vc);
   }
 }
 
 // tl.KvAppend on in-place caches: one or two tensors of new rows [B, H, N, D] written into
 // their caches after the caches' *kv_rows tokens (n1 = 0: one pair).
-__kernel void kv_append_f32(__global const float* x0, __global float* c0, int n0, int H0, int N0, int D0, int sb0,
-                            int sh0, int st0, __global const float* x1, __global float* c1, int n1, int H1, int N1,
+__kernel void kv_append_f32(__global const float* x0, __global KV_T* c0, int n0, int H0, int N0, int D0, int sb0,
+                            int sh0, int st0, __global const float* x1, __global KV_T* c1, int n1, int H1, int N1,
                             int D1, int sb1, int sh1, int st1, __global const int* kv_rows) {
   int i = get_global_id(0);
-  if (i < n0) c0[kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0])] = x0[i];
-  else if ((i -= n0) < n1) c1[kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0])] = x1[i];
+  if (i < n0) KV_ST(x0[i], kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0]), c0);
+  else if ((i -= n0) < n1) KV_ST(x1[i], kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0]), c1);
 }
 
 // tl.SwiGLU, tl.GeGLU and the GLU of a MatMul whose kernel lacks it: y = gate(g) * u,

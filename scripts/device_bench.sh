@@ -60,6 +60,14 @@
 #                                            shapes; reports in $W/out
 #   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
 #                                            log's new lines and copies $W/out to $OUT
+#   scripts/device_bench.sh kvcheck          fp16 against fp32 KV caches (tl-plan --kv-type): every *-past model
+#                                            of devdata/models and bytellama fused and planned each way, tl-run
+#                                            --check through both GEMM paths; bytellama fp32 and e0m4 held-out
+#                                            bits per byte (devdata/bytellama-heldout.txt) and greedy 500 tokens
+#   scripts/device_bench.sh kvtype NAMES     (after peerprep NAMES, on its machine) each model planned again
+#                                            with fp32 caches; one tl-bench run a model: tg128 and tg128@d2048
+#                                            of the fp16 plan and the fp32 plan with llama.cpp CUDA Q4_0 -fa 1
+#                                            beside them
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -93,6 +101,15 @@ fuse_and_plan() {
   mkdir -p "$(dirname "$f")" "$(dirname "$p")"
   [ -f "$f" ] || $B/tl-fuse "$W/$1-$v/model.onnx" -o "$f" 2>/dev/null
   $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"  # NVIDIA: sub-buffers on 512 bytes
+}
+# Waits for peerprep's llama.cpp build, writes $1's random-weight Q4_0 GGUF once, and sets
+# $peer: the tl-bench --peer command that runs it.
+llamacpp_peer() {
+  L=devdata/llamacpp
+  while [ ! -x /root/lc/b/bin/llama-bench ] && pgrep -f "device.sh build" >/dev/null; do sleep 5; done
+  [ -x /root/lc/b/bin/llama-bench ] || { tail -20 "$W/llamacpp-build.log"; exit 1; }
+  [ -f "/root/w/$1-Q4_0.gguf" ] || bash $L/device.sh gguf "$PWD/$L" "$1" Q4_0 >/dev/null 2>&1
+  peer="python3 scripts/bench_llamacpp.py /root/w/$1-Q4_0.gguf --llama-bench /root/lc/b/bin/llama-bench --name $1"
 }
 case "${1:-}" in
   probe)
@@ -251,13 +268,9 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ls "$W"
     ;;
   prefill)
-    L=devdata/llamacpp
-    while [ ! -x /root/lc/b/bin/llama-bench ] && pgrep -f "device.sh build" >/dev/null; do sleep 5; done
-    [ -x /root/lc/b/bin/llama-bench ] || { tail -20 "$W/llamacpp-build.log"; exit 1; }
     for m in $(echo "$2" | tr , ' '); do
-      [ -f "/root/w/$m-Q4_0.gguf" ] || bash $L/device.sh gguf "$PWD/$L" "$m" Q4_0 >/dev/null 2>&1
+      llamacpp_peer "$m"
       p="$W/$m-e0m4-planned/model.onnx"
-      peer="python3 scripts/bench_llamacpp.py /root/w/$m-Q4_0.gguf --llama-bench /root/lc/b/bin/llama-bench --name $m"
       for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
         GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" --name "$m" $t -n '' -r "$R" --device NVIDIA --peer "$peer" \
           -o "$OUT/$m-prefill-$(echo $t | tr -dc 0-9).md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
@@ -307,6 +320,43 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     df -h "$W" | tail -1
     cp -r "$W/out/." "$OUT/" 2>/dev/null || true
     [ -f "$W/closing.done" ] && echo "closing: done" || echo "closing: running"
+    ;;
+  kvcheck)
+    for d in devdata/models/*-past models/bytellama-past; do
+      m=$(basename "$d")
+      for t in f16 f32; do
+        $B/tl-fuse "$d/model.onnx" 2>/dev/null | $B/tl-plan - --max-seq 1024 --pad 16 --kv-type $t -o "$W/$m-$t.onnx"
+        for g in auto portable; do
+          printf "%s kv %s gemm %s: " "$m" "$t" "$g"
+          $B/tl-run "$W/$m-$t.onnx" --gemm $g --device NVIDIA --check "$d" 2>&1 | grep -E "logits|PASSED|FAILED" | tr '\n' ' '
+          echo
+        done
+      done
+    done
+    H=devdata/bytellama-heldout.txt
+    $B/tl-quant models/bytellama-past/model.onnx --scheme e0m4 2>/dev/null | $B/tl-fuse - 2>/dev/null > "$W/bl-e0m4-fused.onnx"
+    $B/tl-fuse models/bytellama-past/model.onnx 2>/dev/null > "$W/bl-fp32-fused.onnx"
+    for w in fp32 e0m4; do
+      for t in f16 f32; do
+        $B/tl-plan "$W/bl-$w-fused.onnx" --max-seq 2048 --pad 64 --kv-type $t -o "$W/bl-$w-$t.onnx"
+        printf "bytellama %s kv %s: bits/byte " "$w" "$t"
+        $B/tl-run "$W/bl-$w-$t.onnx" --device NVIDIA --perplexity $H --window 512 2>/dev/null
+        $B/tl-run "$W/bl-$w-$t.onnx" --device NVIDIA --generate --prompt "def " -n 500 2>/dev/null > "$W/gen-$w-$t.txt"
+      done
+      cmp -s "$W/gen-$w-f16.txt" "$W/gen-$w-f32.txt" && echo "bytellama $w greedy 500: equal" ||
+        echo "bytellama $w greedy 500: differ at byte $(cmp "$W/gen-$w-f16.txt" "$W/gen-$w-f32.txt" | awk '{print $5}')"
+    done
+    ;;
+  kvtype)
+    for m in $(echo "$2" | tr , ' '); do
+      llamacpp_peer "$m"
+      p="$W/$m-e0m4-planned/model.onnx" p32="$W/$m-e0m4-planned-f32kv/model.onnx"
+      mkdir -p "$(dirname "$p32")"
+      $B/tl-plan "$W/$m-e0m4-fused/model.onnx" --max-seq 4096 --pad 64 --align 512 --kv-type f32 -o "$p32"
+      GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" -m "$p32" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA --peer "$peer" \
+        -o "$OUT/$m-kvtype.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+      grep "^| " "$OUT/$m-kvtype.md"
+    done
     ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.

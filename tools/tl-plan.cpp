@@ -3,6 +3,7 @@
 //   tl-plan model.onnx --max-seq 2048 -o planned.onnx     the model with its memory plan
 //   tl-plan model.onnx --max-seq 2048 --emit text         tensor -> buffer, arena vs naive
 //   tl-plan fused.onnx --max-seq 2048 --pad 64 -o p.onnx  the KV cache in place, decode lengths in buckets
+//   tl-plan fused.onnx --max-seq 2048 --kv-type f32 -o p.onnx  the in-place cache in fp32, not fp16
 #include <filesystem>
 
 #include "cli/error.h"
@@ -27,7 +28,9 @@ int main(int argc, char** argv) {
                 "become one buffer of --max-seq tokens when tl.Attention alone reads the cache (a fused\n"
                 "model); the appends (tl.KvAppend, or tl.RoPE's) write only the new tokens, so a decode\n"
                 "step moves no cache bytes. --pad binds decode lengths in buckets, the padding hidden by\n"
-                "the causal mask, so steps within a bucket replay their launches unchanged.\n\n"
+                "the causal mask, so steps within a bucket replay their launches unchanged. In-place caches\n"
+                "hold fp16 by default (half the bytes a decode step reads at depth; the graph stays fp32,\n"
+                "the kernels round as they append): --kv-type f32 keeps them exact.\n\n"
                 "  tl-plan model.onnx --max-seq 2048 -o planned.onnx\n"
                 "  tl-plan fused.onnx --max-seq 2048 --emit text | tail -5\n"
                 "  tl-plan fused.onnx --max-seq 2048 --pad 64 -o planned.onnx\n");
@@ -49,9 +52,18 @@ int main(int argc, char** argv) {
                    "bind decode lengths in buckets of this many tokens, so a step re-derives shapes and kernel "
                    "arguments only when it crosses one (1: exact lengths)")
       ->capture_default_str();
+  std::string kvType;
+  tool.app()
+      .add_option("--kv-type", kvType,
+                   "the in-place KV cache's element: f16 or f32. Default: f16 where the caches are in place and\n"
+                   "every tl.Attention reads them, else f32 (--emit text says which and why)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   return tool.run(argc, argv, [&] {
     tl::Model model = tl::loadModel(tool.input());
-    const tl::KvPlan kv = tl::planKvCache(model, layout == "heads" ? tl::KvLayout::Heads : tl::KvLayout::Sequence, pad);
+    std::optional<tl::KvType> type;
+    if (!kvType.empty()) type = kvType == "f16" ? tl::KvType::F16 : tl::KvType::F32;
+    const tl::KvPlan kv =
+        tl::planKvCache(model, layout == "heads" ? tl::KvLayout::Heads : tl::KvLayout::Sequence, pad, type);
     if (kv.notInPlace.empty())
       for (const auto& p : kv.pairs) opt.outside.insert(p.present);
     tl::Graph graph(model.proto.graph());

@@ -177,8 +177,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "portable"}))
       ->capture_default_str();
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
-  app.add_option("--atol", atol, "absolute tolerance for --check")->capture_default_str();
-  app.add_option("--rtol", rtol, "relative tolerance for --check")->capture_default_str();
+  app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches)")
+      ->capture_default_str();
+  app.add_option("--rtol", rtol, "relative tolerance for --check (1e-2 where the plan keeps fp16 KV caches)")
+      ->capture_default_str();
   app.add_flag("--profile", profile, "print device time per op (OpenCL profiling events)");
   app.add_flag("--explain", explain,
                "print each kernel launch of a run (--generate: the prefill and the last decode step): its node,\n"
@@ -243,6 +245,12 @@ int main(int argc, char** argv) {
         throw tl::Error("--prompt needs a byte-level model (vocab 256); give --tokens for this one", tl::ExitCode::Usage);
       }
       return generate(lm, ex, ids, n, context, sampling, profile, explain);
+    }
+    // fp16 caches round every key and value (2^-11 relative), and the rounding grows through
+    // the layers: bytellama's logits move by up to 5.5e-3 (docs/tl-plan.md).
+    if (ex.kvElementBytes() == 2) {
+      if (!app.count("--atol")) atol = 1e-2;
+      if (!app.count("--rtol")) rtol = 1e-2;
     }
     bool allPass = true;
     for (const auto& set : sets) {

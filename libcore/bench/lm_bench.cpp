@@ -20,9 +20,12 @@ int64_t argmax(const std::vector<float>& v) {
   return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-RunCost stepCost(const CausalLm& lm, const ShapeAnalysis& analysis, const Graph& graph, int64_t tokens, int64_t past) {
+// cacheElement: bytes of a cache element as the executor stores it.
+RunCost stepCost(const CausalLm& lm, const ShapeAnalysis& analysis, const Graph& graph, int64_t tokens, int64_t past,
+                 double cacheElement) {
   std::vector<CachePair> caches;
-  for (size_t i = 0; i < lm.cacheInputs().size(); ++i) caches.push_back({lm.cacheInputs()[i], lm.cacheOutputs()[i]});
+  for (size_t i = 0; i < lm.cacheInputs().size(); ++i)
+    caches.push_back({lm.cacheInputs()[i], lm.cacheOutputs()[i], cacheElement});
   return runCost(graph, analysis, bindFromInputs(analysis, lm.inputShapes(tokens, past)), caches);
 }
 
@@ -37,19 +40,24 @@ void addProfile(const Executor& ex, StepTotals& totals) {
 }
 
 // The model-derived columns of a row, for its test.
-void addCost(BenchRow& row, const CausalLm& lm, const Graph& graph, const ShapeAnalysis& analysis) {
+void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
+  const Graph& graph = ex.graph();
+  const ShapeAnalysis& analysis = ex.analysis();
+  // In-place caches hold the plan's element; others the graph's dtype.
+  const bool inPlace = !lm.cacheInputs().empty() && ex.cacheStrides(lm.cacheInputs()[0]);
+  const double element = inPlace ? static_cast<double>(ex.kvElementBytes()) : 0.0;
   const BenchTest t{row.prompt, row.gen, row.depth};
   row.weightBytes = modelWeightBytes(graph, analysis);
   RunCost c;
   double tokens = 0;
   if (t.prompt > 0) {
-    c = stepCost(lm, analysis, graph, t.prompt, t.depth);
+    c = stepCost(lm, analysis, graph, t.prompt, t.depth, element);
     tokens = static_cast<double>(t.prompt);
   } else {
     // A step's cost grows linearly with the cache it attends over, so the mean over
     // the test's steps is the mean of its first and last.
     const int64_t first = contextOf(t), last = first + t.gen - 1;
-    const RunCost a = stepCost(lm, analysis, graph, 1, first), b = stepCost(lm, analysis, graph, 1, last);
+    const RunCost a = stepCost(lm, analysis, graph, 1, first, element), b = stepCost(lm, analysis, graph, 1, last, element);
     c.flops = a.flops + b.flops;
     c.weightBytes = a.weightBytes + b.weightBytes;
     c.cacheReadBytes = a.cacheReadBytes + b.cacheReadBytes;
@@ -163,7 +171,7 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
     row.gen = t.gen;
     row.depth = t.depth;
     measure(ex, t.name(), steps, static_cast<double>(tokens), once, opt, row);
-    addCost(row, lm, ex.graph(), ex.analysis());
+    addCost(row, lm, ex);
     std::vector<std::string> cache = lm.cacheInputs();
     cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());
     addMemory(row, ex.memoryUse(cache));

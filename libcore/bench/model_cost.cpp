@@ -70,7 +70,8 @@ RunCost runCost(const Graph& graph, const ShapeAnalysis& analysis, const SymbolV
     cost.flops += opCost(CostNode{graph.node(i), dims, analysis.dtypeOf(), &counted}).flops;
   }
   for (const auto& c : caches) {
-    const double in = tensorBytes(analysis, c.input, binding), out = tensorBytes(analysis, c.output, binding);
+    const double scale = c.elementBytes > 0 ? c.elementBytes * 8 / dtypeBits(analysis.at(c.output).dtype) : 1.0;
+    const double in = scale * tensorBytes(analysis, c.input, binding), out = scale * tensorBytes(analysis, c.output, binding);
     cost.cacheReadBytes += out;
     cost.cacheWrittenBytes += out - in;
   }

@@ -7,7 +7,8 @@
 //   counts what the unfused one does;
 // - bytes: what a perfect engine must move: each weight read once per run (an
 //   embedding table only in the rows it gathers), the KV cache read in full (the
-//   past rows and the new ones, which attention reads) and the new rows written.
+//   past rows and the new ones, which attention reads) and the new rows written, at the
+//   element size the cache is stored in.
 //   Activations are not counted: an engine may keep them on chip.
 #pragma once
 
@@ -28,9 +29,12 @@ struct RunCost {
   double bytes() const { return weightBytes + cacheReadBytes + cacheWrittenBytes; }
 };
 
-// A cache input and the output that holds it extended by the run's new rows.
+// A cache input and the output that holds it extended by the run's new rows, and the
+// bytes of an element as the engine stores it (tl-plan --kv-type f16: 2; 0: the tensor's
+// dtype's).
 struct CachePair {
   std::string input, output;
+  double elementBytes = 0;
 };
 
 // Bytes of every constant that a tensor op reads: the model's weights as they sit in

@@ -101,9 +101,23 @@ void markRopesInAttention(Model& model, KvPlan& plan) {
   plan.ropesInAttention = static_cast<int>(marked.size());
 }
 
+// Why one model's attention kernels cannot read fp16 caches: a tl.Attention whose k or v
+// is not an in-place cache ("" when every one reads them).
+std::string attentionOffCache(const Graph& g, const ShapeAnalysis& a, const std::set<std::string>& presents) {
+  for (size_t i = 0; i < g.nodeCount(); ++i) {
+    const auto& n = g.node(i);
+    if (a.nodeClass[i] != NodeClass::Tensor || !isAnchor(n, "tl.Attention")) continue;
+    if (n.input_size() < 3 || !presents.count(n.input(1)) || !presents.count(n.input(2)))
+      return "node '" + g.nodeName(i) + "' (tl.Attention) reads k or v that is no in-place cache";
+  }
+  return "";
+}
+
 }  // namespace
 
-KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
+const char* kvTypeName(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+
+KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvType> type) {
   if (pad < 1) throw Error("--pad must be at least 1", ExitCode::Usage);
   KvPlan plan;
   plan.layout = layout;
@@ -136,6 +150,7 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
     }
     if (plan.pairs.empty()) {
       if (pad > 1) throw Error("--pad: the model has no KV cache (no graph input that a Concat appends to)");
+      if (type) throw Error("--kv-type: the model has no KV cache (no graph input that a Concat appends to)");
       return plan;
     }
     plan.length = length.symbolName();
@@ -170,8 +185,16 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad) {
     }
     if (!plan.notInPlace.empty()) {
       if (pad > 1) throw Error("--pad needs the cache in place, and " + plan.notInPlace);
+      if (type && *type != KvType::F32)
+        throw Error(std::string("--kv-type ") + kvTypeName(*type) + " needs the caches in place, and " + plan.notInPlace);
       return plan;
     }
+    const std::string offCache = attentionOffCache(g, a, presents);
+    if (type && *type != KvType::F32 && !offCache.empty())
+      throw Error(std::string("--kv-type ") + kvTypeName(*type) + ": " + offCache +
+                  " (one model's attention kernels read one element type; plan with --kv-type f32)");
+    plan.type = type ? *type : offCache.empty() ? KvType::F16 : KvType::F32;
+    if (!type) plan.typeWhy = offCache;
     if (pad > 1) {
       // Padded keys must be hidden, and nothing but the caches' appends and readers may
       // depend on the cache length: the causal mask, at the cache's true length, hides them.
@@ -239,6 +262,8 @@ std::string renderKvPlan(const KvPlan& plan, int64_t maxSeq) {
                   "; " + std::to_string(plan.appends) + " Concats -> tl.KvAppend; length '" + plan.length + "'";
   if (plan.ropesInAttention)
     s += "; " + std::to_string(plan.ropesInAttention) + " tl.RoPEs done by their tl.Attention at decode (in_attention)";
+  s += std::string("; ") + (plan.type == KvType::F16 ? "fp16" : "fp32") + " elements";
+  if (!plan.typeWhy.empty()) s += " (not fp16: " + plan.typeWhy + ")";
   if (plan.pad > 1) {
     s += "; decode lengths in buckets of " + std::to_string(plan.pad);
     for (const auto& m : plan.keyMasks) s += ", key mask '" + m + "' padded";
@@ -254,7 +279,7 @@ void annotateKvPlan(onnx::ModelProto& proto, const KvPlan& plan) {
   const std::map<std::string, std::string> keys = {
       {"tl.plan.kv", pairs},
       {"tl.plan.kv_options", std::string("layout=") + (plan.layout == KvLayout::Sequence ? "sequence" : "heads") +
-                                 ",pad=" + std::to_string(plan.pad) + ",length=" + plan.length},
+                                 ",pad=" + std::to_string(plan.pad) + ",length=" + plan.length + ",type=" + kvTypeName(plan.type)},
       {"tl.plan.kv_masks", masks}};
   for (const auto& [k, v] : keys) {
     auto* p = proto.add_metadata_props();

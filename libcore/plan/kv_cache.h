@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@
 namespace tl {
 
 enum class KvLayout { Heads, Sequence };  // [B, H, T, D] as exported; [T, B, H, D] (the paper's)
+// The in-place caches' element (Transformer-Lite 2.3 keeps them in fp16): the graph's
+// tensors stay fp32, the kernels round as they append and widen as they read.
+enum class KvType { F32, F16 };
+const char* kvTypeName(KvType t);  // "f32", "f16"
 
 struct KvPair {
   std::string past, present;
@@ -36,14 +41,19 @@ struct KvPlan {
   std::vector<std::string> keyMasks;  // inputs padded with zeros to a bucket (tl.Attention's key_mask)
   int appends = 0;           // Concats rewritten into tl.KvAppend
   int ropesInAttention = 0;  // tl.RoPEs marked in_attention (their attention does them at decode)
+  KvType type = KvType::F32;
+  std::string typeWhy;       // why the default f16 was not taken ("" where it was, or --kv-type chose)
 };
 
 // Finds the caches and, when every one can live in place, rewrites their Concats into
 // tl.KvAppend (model changes; re-run the shape analysis after). Throws tl::Error (bad
 // input) for a cache input with no appending output, and for --pad that the graph does
 // not allow (the caches not in place, an attention over them that is not causal, a node
-// that reads the cache length as a value).
-KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad);
+// that reads the cache length as a value). `type`: the caches' element; by default f16
+// where the caches are in place and every tl.Attention reads its k and v from them (one
+// model's attention kernels are built for one element type), else f32. A type given for
+// a model without caches, or f16 where the default could not take it, throws (bad input).
+KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvType> type = std::nullopt);
 
 // The --emit text lines, and the metadata (tl.plan.kv*).
 std::string renderKvPlan(const KvPlan& plan, int64_t maxSeq);

@@ -1,10 +1,10 @@
 #include "runtime/kernel_library.h"
 
-#include <cstring>
 #include <sstream>
 #include <vector>
 
 #include "cli/error.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 
@@ -33,9 +33,9 @@ cl_program compile(const Device& device, const std::string& source, const std::s
   return nullptr;
 }
 
-cl_program build(const Device& device, const std::string& source) {
+cl_program build(const Device& device, const std::string& source, const std::string& extra) {
   std::string log;
-  if (cl_program p = compile(device, source, "", log)) return p;
+  if (cl_program p = compile(device, source, extra, log)) return p;
   throw Error("kernels failed to compile for " + device.info().name + ":\n" + log, ExitCode::Device);
 }
 
@@ -48,22 +48,14 @@ std::string section(const std::string& file) {
 }
 std::string commonHelpers() { return section("common.cl"); }
 
-// Half bits of a value that half represents exactly (the probe's inputs: quarters).
-uint16_t halfBits(float f) {
-  if (f == 0.0f) return 0;
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(((u >> 16) & 0x8000) | ((((u >> 23) & 0xff) - 112) << 10) | ((u & 0x7fffff) >> 13));
-}
-
 // Runs mma_probe of program p: true when its 16 x 8 product equals the host's.
 bool probeComputes(const Device& device, cl_program p, std::string* why) {
   float a[16][16], b[8][16];
   uint16_t ah[16][16], bh[8][16];
   for (int i = 0; i < 16; ++i)
-    for (int k = 0; k < 16; ++k) ah[i][k] = halfBits(a[i][k] = static_cast<float>((i * 7 + k * 3) % 9 - 4) * 0.25f);
+    for (int k = 0; k < 16; ++k) ah[i][k] = floatToHalf(a[i][k] = static_cast<float>((i * 7 + k * 3) % 9 - 4) * 0.25f);
   for (int j = 0; j < 8; ++j)
-    for (int k = 0; k < 16; ++k) bh[j][k] = halfBits(b[j][k] = static_cast<float>((j * 5 + k) % 7 - 3) * 0.5f);
+    for (int k = 0; k < 16; ++k) bh[j][k] = floatToHalf(b[j][k] = static_cast<float>((j * 5 + k) % 7 - 3) * 0.5f);
   cl_int err;
   cl_context ctx = device.context();
   cl_mem ma = clCreateBuffer(ctx, CL_MEM_COPY_HOST_PTR, sizeof ah, ah, &err);
@@ -99,15 +91,16 @@ bool probeComputes(const Device& device, cl_program p, std::string* why) {
   return true;
 }
 
-// The sections `files` built with TL_MMA, or nullptr with the reason.
-cl_program buildMma(const Device& device, std::initializer_list<const char*> files, std::string* why) {
+// The sections `files` built with TL_MMA (and `extra` options), or nullptr with the reason.
+cl_program buildMma(const Device& device, std::initializer_list<const char*> files, const std::string& extra,
+                    std::string* why) {
   if (device.info().platformName.find("NVIDIA") == std::string::npos) {
     if (why) *why = "not an NVIDIA platform";
     return nullptr;
   }
   std::string source, log;
   for (const char* f : files) source += section(f);
-  cl_program p = compile(device, source, " -DTL_MMA", log);
+  cl_program p = compile(device, source, " -DTL_MMA" + extra, log);
   if (!p && why) *why = "the inline PTX did not build: " + log.substr(0, log.find('\n'));
   return p;
 }
@@ -131,21 +124,22 @@ void addKernels(cl_program p, std::map<std::string, cl_kernel>& kernels, bool (*
 }  // namespace
 
 bool probeTensorCores(const Device& device, std::string* why) {
-  cl_program p = buildMma(device, {"mma.cl"}, why);
+  cl_program p = buildMma(device, {"mma.cl"}, "", why);
   if (!p) return false;
   const bool ok = probeComputes(device, p, why);
   clReleaseProgram(p);
   return ok;
 }
 
-KernelLibrary::KernelLibrary(const Device& device) : device_(device) {
-  program_ = build(device, kernelSource());
+KernelLibrary::KernelLibrary(const Device& device, bool kvHalf)
+    : device_(device), options_(kvHalf ? " -DTL_KV_HALF" : "") {
+  program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });
   // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels with the helpers
   // they use (their portable kernels, built again there, are left to the main program's),
   // kept when its own mma_probe computes right.
   if (!device.tensorCores()) return;
-  cl_program p = buildMma(device, {"common.cl", "dequant.cl", "mma.cl", "gemm.cl", "attention.cl"}, nullptr);
+  cl_program p = buildMma(device, {"common.cl", "dequant.cl", "mma.cl", "gemm.cl", "attention.cl"}, options_, nullptr);
   if (!p) return;
   if (!probeComputes(device, p, nullptr)) {
     clReleaseProgram(p);
@@ -165,7 +159,7 @@ KernelLibrary::~KernelLibrary() {
 cl_kernel KernelLibrary::generated(const std::string& name, const std::function<std::string()>& source) {
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
-  cl_program p = build(device_, commonHelpers() + source());
+  cl_program p = build(device_, commonHelpers() + source(), options_);
   generated_[name] = p;
   cl_int err;
   cl_kernel k = clCreateKernel(p, name.c_str(), &err);

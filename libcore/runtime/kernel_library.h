@@ -23,7 +23,9 @@ bool probeTensorCores(const Device& device, std::string* why = nullptr);
 
 class KernelLibrary {
  public:
-  explicit KernelLibrary(const Device& device);
+  // kvHalf: the in-place KV caches hold fp16 (tl-plan --kv-type f16): the kernels that read
+  // or write them are built for that (kernels/common.cl's KV_T).
+  explicit KernelLibrary(const Device& device, bool kvHalf = false);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;
@@ -43,6 +45,7 @@ class KernelLibrary {
 
  private:
   const Device& device_;
+  std::string options_;  // build options past the device's own (TL_KV_HALF)
   cl_program program_ = nullptr;
   cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name

@@ -98,10 +98,6 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-int64_t Tensor::numel() const { return elementCount(dims); }
-
-namespace {
-
 float halfToFloat(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
   if (exp == 0) {
@@ -121,6 +117,28 @@ float halfToFloat(uint16_t h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+
+uint16_t floatToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  const uint32_t abs = u & 0x7fffffff;
+  if (abs >= 0x7f800000) return sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0);  // inf, NaN (quiet)
+  if (abs >= 0x477ff000) return sign | 0x7c00;  // rounds past 65504
+  if (abs < 0x38800000) {  // a half subnormal (or zero): the value in units of 2^-24, to even
+    if (abs < 0x33000000) return sign;  // under half of the smallest subnormal
+    const uint32_t m = (abs & 0x7fffff) | 0x800000, sh = 126 - (abs >> 23);  // the value: m >> sh of them
+    const uint32_t q = m >> sh, rest = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+    return sign | static_cast<uint16_t>(q + (rest > half || (rest == half && (q & 1))));
+  }
+  const uint32_t r = abs - 0x38000000;  // rebias 127 -> 15 in place: exponent and mantissa as one number
+  const uint32_t q = r >> 13, rest = r & 0x1fff;
+  return sign | static_cast<uint16_t>(q + (rest > 0x1000 || (rest == 0x1000 && (q & 1))));
+}
+
+int64_t Tensor::numel() const { return elementCount(dims); }
+
+namespace {
 
 template <typename T>
 T load(const uint8_t* p) {

@@ -71,13 +71,19 @@ TEST_P(PlanModels, BuffersHoldTheirTensorsAndNeverOverlap) {
 
 // The planned model, plain and fused, runs from its arena (tl-run reads the plan) and
 // still matches the references, in both kernel families. Fused, its caches are in place,
-// in both layouts: the data sets' past goes into the cache and present comes out of it.
-void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout = KvLayout::Sequence) {
+// in both layouts and both element types: the data sets' past goes into the cache and
+// present comes out of it. fp16 caches (the default) round every key and value, and the
+// rounding grows through the layers: compared as tl-run --check does (atol, rtol 1e-2).
+void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout = KvLayout::Sequence,
+                  std::optional<KvType> type = std::nullopt) {
   Model model = loadModel((dir / "model.onnx").string());
   if (fused) runFusePasses(model, {});
+  bool half = false;
   {
-    const KvPlan kv = planKvCache(model, layout, 1);
+    const KvPlan kv = planKvCache(model, layout, 1, type);
     EXPECT_TRUE(!fused || kv.notInPlace.empty()) << kv.notInPlace;
+    half = kv.notInPlace.empty() && !kv.pairs.empty() && kv.type == KvType::F16;
+    EXPECT_EQ(half, fused && !type && !kv.pairs.empty()) << "the default: fp16 where the caches are in place";
     Graph graph(model.proto.graph());
     ShapeAnalysis analysis = inferShapes(model, graph);
     PlanOptions opt;
@@ -92,12 +98,13 @@ void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout 
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   test::onBothFamilies(model, [&](Executor& ex, bool gpu) {
+    EXPECT_EQ(ex.kvElementBytes(), half ? 2 : 4);
     for (const auto& set : loadDataSets(dir)) {
       std::vector<std::string> names;
       for (const auto& t : set.outputs) names.push_back(t.name);
       auto got = ex.run(set.inputs, names);
       for (size_t j = 0; j < got.size(); ++j) {
-        auto c = compareTensors(got[j], set.outputs[j], 1e-4, 1e-3);
+        auto c = compareTensors(got[j], set.outputs[j], half ? 1e-2 : 1e-4, half ? 1e-2 : 1e-3);
         EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << (gpu ? " gpu" : " cpu") << (fused ? " fused" : "")
                               << ": max abs " << c.maxAbs;
       }
@@ -109,6 +116,9 @@ TEST_P(PlanModels, PlannedModelMatchesReferenceOutputs) { checkPlanned(GetParam(
 TEST_P(PlanModels, FusedPlannedModelMatchesReferenceOutputs) {
   checkPlanned(GetParam(), true, KvLayout::Sequence);
   checkPlanned(GetParam(), true, KvLayout::Heads);
+  const std::string name = GetParam().filename().string();
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "-past") == 0)  // --kv-type takes models with caches
+    checkPlanned(GetParam(), true, KvLayout::Sequence, KvType::F32);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, PlanModels, ::testing::ValuesIn(test::modelDirs()),
@@ -422,10 +432,11 @@ TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
     CausalLm& lm = d.lm;
     int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
     int64_t caches = 0, rowBytes = 0;
+    ASSERT_EQ(ex.kvElementBytes(), 2);  // fp16 caches, tl-plan's default
     for (const auto& name : lm.cacheInputs()) {
       const auto& d = analysis.at(name).dims;
-      rowBytes += *d[1].constValue() * *d[3].constValue() * 4;  // a token's row in every head
-      caches += *d[1].constValue() * *d[3].constValue() * 4 * 512;
+      rowBytes += *d[1].constValue() * *d[3].constValue() * 2;  // a token's row in every head
+      caches += *d[1].constValue() * *d[3].constValue() * 2 * 512;
     }
     for (int step = 0; step < 300; ++step) {
       next = lm.stepGreedy({next});
@@ -516,6 +527,20 @@ TEST(TlPlanCli, KvCacheRefusals) {
   EXPECT_EQ(r.exitCode, 2) << r.err;
   r = test::runTool("tl-plan", model.string() + " --max-seq 64 --kv-layout diagonal --emit text");
   EXPECT_EQ(r.exitCode, 2) << r.err;
+  // --kv-type: fp16 needs the caches in place (not so unfused); a model without caches
+  // takes none; an element type tl-plan does not know is a usage error.
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --kv-type f16 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("--kv-type f16 needs the caches in place, and"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --emit text");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("copied each step as exported"), std::string::npos) << r.out;
+  r = test::runTool("tl-plan", (test::sharedModels() / "llama-nopast" / "model.onnx").string() + " --max-seq 64 --kv-type f32 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("--kv-type: the model has no KV cache"), std::string::npos) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --kv-type q4 --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
   const auto dir = test::tempDir("kv-refusals");
   const auto fused = dir / "fused.onnx", planned = dir / "planned.onnx";
   ASSERT_EQ(test::runTool("tl-fuse", (test::sourceDir() / "models/bytellama-past/model.onnx").string() + " -o " + fused.string()).exitCode, 0);
@@ -524,6 +549,37 @@ TEST(TlPlanCli, KvCacheRefusals) {
   r = test::runTool("tl-run", planned.string() + " --generate --prompt 'def ' -n 100");
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("--max-seq 64"), std::string::npos) << r.err;
+  // Fused, the caches go in place in fp16 by default (said, and written for tl-run, whose
+  // --check then compares at 1e-2); --kv-type f32 keeps them fp32; a type tl-run does not
+  // know is refused in one line.
+  r = test::runTool("tl-plan", fused.string() + " --max-seq 64 --emit text");
+  EXPECT_NE(r.out.find("fp16 elements"), std::string::npos) << r.out;
+  const auto kvType = [](const std::filesystem::path& path) {
+    const Model m = loadModel(path.string());
+    for (const auto& p : m.proto.metadata_props())
+      if (p.key() == "tl.plan.kv_options") return p.value().substr(p.value().find("type="));
+    return std::string();
+  };
+  EXPECT_EQ(kvType(planned), "type=f16");
+  r = test::runTool("tl-run", planned.string() + " --check " + (test::sourceDir() / "models/bytellama-past").string());
+  EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over atol 0.01 + rtol 0.01"), std::string::npos) << r.out;
+  const auto exact = dir / "exact.onnx", unknown = dir / "unknown.onnx";
+  ASSERT_EQ(test::runTool("tl-plan", fused.string() + " --max-seq 64 --kv-type f32 -o " + exact.string()).exitCode, 0);
+  EXPECT_EQ(kvType(exact), "type=f32");
+  r = test::runTool("tl-run", exact.string() + " --check " + (test::sourceDir() / "models/bytellama-past").string());
+  EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over atol 0.0001 + rtol 0.001"), std::string::npos) << r.out;
+  {
+    Model m = loadModel(planned.string());
+    for (auto& p : *m.proto.mutable_metadata_props())
+      if (p.key() == "tl.plan.kv_options") p.set_value(p.value().substr(0, p.value().find("type=")) + "type=q3");
+    std::ofstream(unknown, std::ios::binary) << serializeModel(m, dir);
+  }
+  r = test::runTool("tl-run", unknown.string() + " --generate --prompt 'def ' -n 4");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("type 'q3' is not one this tl-run reads"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;  // the device line, the error
   // A Concat appends to a cache input, but what it makes is no graph output.
   Model orphan;
   ASSERT_TRUE(onnx::OnnxParser::Parse(orphan.proto, R"ONNX(

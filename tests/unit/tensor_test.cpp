@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -108,6 +109,38 @@ TEST(Tensor, SizeMismatchIsAnError) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "tensor 'short' holds 4 bytes, its shape needs 12");
   }
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// floatToHalf, as vstore_half rounds (the fp16 KV caches' host side): every finite half
+// and infinity comes back as itself; a value between two halves goes to the nearer, a
+// tie to the even one, in the normal and subnormal ranges alike; past 65520 it overflows.
+TEST(Tensor, FloatToHalfRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;  // NaN: any NaN back
+    ASSERT_EQ(floatToHalf(halfToFloat(static_cast<uint16_t>(h))), h) << std::hex << h;
+  }
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f), 0x3c00);           // a tie: to even (1.0)
+  EXPECT_EQ(floatToHalf(1.0f + 3 * 0x1p-11f), 0x3c02);       // a tie: to even (1 + 2^-9)
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // past the tie: up
+  EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65519.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);  // the tie above the largest half: to infinity
+  EXPECT_EQ(floatToHalf(-1e10f), 0xfc00);
+  EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);            // half the smallest subnormal: to even (0)
+  EXPECT_EQ(floatToHalf(0x1p-25f * 1.0001f), 0x0001);  // past it
+  EXPECT_EQ(floatToHalf(3 * 0x1p-25f), 0x0002);        // 1.5 units: to even
+  EXPECT_EQ(floatToHalf(0x1p-14f - 0x1p-26f), 0x0400); // rounds up into the normals
+  EXPECT_EQ(floatToHalf(1e-30f), 0x0000);
+  EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
+  const uint16_t nan = floatToHalf(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_TRUE((nan & 0x7c00) == 0x7c00 && (nan & 0x3ff));
 }
 
 }  // namespace

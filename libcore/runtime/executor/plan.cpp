@@ -34,7 +34,22 @@ std::unordered_map<std::string, std::string> keyValues(const std::string& text) 
   return out;
 }
 
+// tl.plan.kv_options' `type`: f32 (also where absent: plans before --kv-type) or f16.
+std::string kvTypeOf(const std::unordered_map<std::string, std::string>& kvOptions) {
+  const auto t = kvOptions.find("type");
+  const std::string type = t == kvOptions.end() ? "f32" : t->second;
+  if (type != "f32" && type != "f16") throw Error("tl.plan.kv_options: type '" + type + "' is not one this tl-run reads");
+  return type;
+}
+
 }  // namespace
+
+
+bool Executor::planKvHalf(const Model& model) {
+  for (const auto& p : model.proto.metadata_props())
+    if (p.key() == "tl.plan.kv_options") return kvTypeOf(keyValues(p.value())) == "f16";
+  return false;
+}
 
 
 void Executor::usePlan() {
@@ -105,11 +120,14 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
   const auto pairs = meta.find("tl.plan.kv");
   if (pairs == meta.end()) return;
   std::string layout = "sequence";
-  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end())
-    for (const auto& [key, v] : keyValues(o->second)) {
+  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end()) {
+    const auto options = keyValues(o->second);
+    for (const auto& [key, v] : options) {
       if (key == "layout") layout = v;
       if (key == "pad") kvPad_ = std::max<int64_t>(1, std::stoll(v));
     }
+    kvElement_ = kvTypeOf(options) == "f16" ? 2 : 4;
+  }
   if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
   kvSequenceFirst_ = layout == "sequence";
   kvCapacity_ = planMaxSeq_;
@@ -133,7 +151,7 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
     const int64_t cap = kvCapacity_;
     c.strides = kvSequenceFirst_ ? std::vector<int64_t>{c.H * c.D, c.D, c.B * c.H * c.D}
                                  : std::vector<int64_t>{c.H * cap * c.D, cap * c.D, c.D};
-    const size_t bytes = static_cast<size_t>(c.B * c.H * cap * c.D) * 4;
+    const size_t bytes = static_cast<size_t>(c.B * c.H * cap * c.D * kvElement_);
     if (bytes > device_.info().maxAlloc)
       throw Error("cache '" + c.past + "' needs " + std::to_string(bytes) + " bytes for max-seq " + std::to_string(cap) +
                       ", over the device's largest allocation",
@@ -141,7 +159,7 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
     cl_int err;
     c.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
     clCheck(err, "clCreateBuffer", "cache '" + c.past + "'");
-    const float zero = 0;
+    const cl_uchar zero = 0;
     clCheck(clEnqueueFillBuffer(device_.queue(), c.mem, &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
             "clEnqueueFillBuffer", "cache '" + c.past + "'");
     for (const auto* name : {&c.past, &c.present}) {
@@ -176,8 +194,9 @@ struct CacheRect {
 };
 
 
-CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst) {
-  const size_t row = static_cast<size_t>(D) * 4;
+CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst,
+                    int64_t element) {
+  const size_t row = static_cast<size_t>(D * element);
   if (sequenceFirst)
     return {{row * static_cast<size_t>(batch * H), static_cast<size_t>(rows), 1}, row * static_cast<size_t>(B * H), 0,
             row * static_cast<size_t>(batch * H), 0};
@@ -186,7 +205,7 @@ CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capa
 }
 
 
-// [batch * H, rows, D] <-> [rows, batch * H, D], rows of D floats.
+// [batch * H, rows, D] <-> [rows, batch * H, D], rows of `row` bytes.
 void swapTokensAndHeads(const uint8_t* from, uint8_t* to, int64_t heads, int64_t rows, size_t row, bool toTokens) {
   for (int64_t bh = 0; bh < heads; ++bh)
     for (int64_t r = 0; r < rows; ++r) {
@@ -204,14 +223,31 @@ void Executor::writeCache(const KvCache& c, const Tensor& t) {
     throw Error("cache input '" + c.past + "' is " + str(std::vector<SymExpr>(t.dims.begin(), t.dims.end())) +
                 "; its in-place cache holds [at most " + std::to_string(c.B) + ", " + std::to_string(c.H) + ", tokens, " +
                 std::to_string(c.D) + "] (the batch tl-plan was run for)");
+  if (t.dtype != DType::Float)
+    throw Error("cache input '" + c.past + "' is " + dtypeName(t.dtype) + "; tl-plan's in-place caches take float32");
   kvBatch_ = t.dims[0];
   const int64_t rows = t.dims[2];
   if (!rows) return;
+  // The host's fp32 rows as the cache holds them: fp16 (rounded as vstore_half does), then
+  // tokens first.
+  std::vector<uint8_t> half;
+  const std::vector<uint8_t>* from = &t.bytes;
+  if (kvElement_ == 2) {
+    half.resize(t.bytes.size() / 2);
+    for (size_t i = 0; i < half.size() / 2; ++i) {
+      float f;
+      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+      const uint16_t h = floatToHalf(f);
+      std::memcpy(half.data() + 2 * i, &h, 2);
+    }
+    from = &half;
+  }
   auto& stage = staging_[c.past];
-  stage.resize(t.bytes.size());
-  if (kvSequenceFirst_) swapTokensAndHeads(t.bytes.data(), stage.data(), kvBatch_ * c.H, rows, static_cast<size_t>(c.D) * 4, true);
-  else stage = t.bytes;
-  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  stage.resize(from->size());
+  const size_t row = static_cast<size_t>(c.D * kvElement_);
+  if (kvSequenceFirst_) swapTokensAndHeads(from->data(), stage.data(), kvBatch_ * c.H, rows, row, true);
+  else stage = *from;
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_, kvElement_);
   const size_t origin[3] = {0, 0, 0};
   clCheck(clEnqueueWriteBufferRect(device_.queue(), c.mem, CL_FALSE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
                                    r.hostRow, r.hostSlice, stage.data(), 0, nullptr, nullptr),
@@ -220,16 +256,24 @@ void Executor::writeCache(const KvCache& c, const Tensor& t) {
 
 
 std::vector<uint8_t> Executor::readCache(const KvCache& c, int64_t rows) {
-  const size_t row = static_cast<size_t>(c.D) * 4;
+  const size_t row = static_cast<size_t>(c.D * kvElement_);
   std::vector<uint8_t> out(static_cast<size_t>(kvBatch_ * c.H * rows) * row), block(out.size());
   if (!rows) return out;
-  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_);
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_, kvElement_);
   const size_t origin[3] = {0, 0, 0};
   clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
                                   r.hostRow, r.hostSlice, kvSequenceFirst_ ? block.data() : out.data(), 0, nullptr, nullptr),
           "clEnqueueReadBufferRect", "cache '" + c.present + "'");
   if (kvSequenceFirst_) swapTokensAndHeads(block.data(), out.data(), kvBatch_ * c.H, rows, row, false);
-  return out;
+  if (kvElement_ == 4) return out;
+  std::vector<uint8_t> wide(out.size() * 2);  // fp16 back to the graph's fp32
+  for (size_t i = 0; i < out.size() / 2; ++i) {
+    uint16_t h;
+    std::memcpy(&h, out.data() + 2 * i, 2);
+    const float f = halfToFloat(h);
+    std::memcpy(wide.data() + 4 * i, &f, 4);
+  }
+  return wide;
 }
 
 }  // namespace tl
