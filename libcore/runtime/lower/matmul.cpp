@@ -297,7 +297,14 @@ struct QCase {
   }
   bool gemm() const { return gpu && tiled(); }
   // ... in 128 x 128 tiles where they fill the device, else 64 x 64.
-  bool gemm128() const { return gemm() && static_cast<int64_t>(up(M, 128) * up(N, 128)) >= computeUnits; }
+  int64_t tiles128() const { return static_cast<int64_t>(up(M, 128) * up(N, 128)); }
+  bool gemm128() const { return gemm() && tiles128() >= computeUnits; }
+  // The tensor-core tiles: 128 x 128 past 128 rows where they make at least half as many
+  // work-groups as the device has compute units. H100 (132 units), e0m4, M = 1024: 2048 x
+  // 2048 0.104 -> 0.083 ms, 5632 x 2048 0.255 -> 0.199 in 128 tiles where 64 were taken;
+  // at M = 128, TinyLlama's 2048 x 11264 in 88 tiles of 128 lost to 352 of 64 (pp128
+  // 18,067 -> 16,470 tok/s; docs/tl-bench.md).
+  bool mma128() const { return gemm() && M > 128 && tiles128() * 2 >= computeUnits; }
   static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
 constexpr auto up = QCase::up;
@@ -326,6 +333,7 @@ template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv
 template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
+template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
@@ -345,7 +353,8 @@ const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the
 const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, the norm and GLU inside";
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
-const char* const kMma64Why = "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (128s would not fill the device), the norm and GLU inside";
+const char* const kMma64Why =
+    "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would not fill the device), the norm and GLU inside";
 const char* const kCpuGemmWhy = "CPU prefill: 96 x 16 tasks, each code dequantized once a task, 6 x 16 in registers, the norm and GLU inside";
@@ -374,13 +383,13 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
-    {"qgemm_mma_e0m4", gemm128<E0m4>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm_mma_e0m4", mma128<E0m4>, gemmGeometry<128>, kMmaWhy, kNative},
     {"qgemm64_mma_e0m4", gemm64<E0m4>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_int4", gemm128<Int4>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm_mma_int4", mma128<Int4>, gemmGeometry<128>, kMmaWhy, kNative},
     {"qgemm64_mma_int4", gemm64<Int4>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_q8", gemm128<Q8>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm_mma_q8", mma128<Q8>, gemmGeometry<128>, kMmaWhy, kNative},
     {"qgemm64_mma_q8", gemm64<Q8>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_q3h", gemm128<Q3h>, gemmGeometry<128>, kMmaWhy, kNative},
+    {"qgemm_mma_q3h", mma128<Q3h>, gemmGeometry<128>, kMmaWhy, kNative},
     {"qgemm64_mma_q3h", gemm64<Q3h>, gemmGeometry<64>, kMma64Why, kNative},
     {"qgemm_e0m4", gemm128<E0m4>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_e0m4", gemm64<E0m4>, gemmGeometry<64>, kGemm64Why, kNative},
