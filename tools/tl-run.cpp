@@ -204,16 +204,7 @@ int main(int argc, char** argv) {
       if (all.empty()) throw tl::Error("no OpenCL device found", tl::ExitCode::Device);
       for (size_t i = 0; i < all.size(); ++i) {
         std::cout << i << ": " << tl::describe(all[i]) << "\n";
-        if (!all[i].isGpu) {
-          std::cout << "   prefill GEMM: CPU tasks (96 x 16 fp32 tiles a core, each code dequantized once a task)\n";
-          continue;
-        }
-        tl::Device d(all[i], false);
-        std::string why;
-        std::cout << "   prefill GEMM: "
-                  << (tl::probeTensorCores(d, &why) ? "tensor cores (mma.sync f16 x f16 -> f32, inline PTX)"
-                                                    : "portable fp32 tiles (tensor cores: " + why + ")")
-                  << "\n";
+        std::cout << "   " << tl::prefillGemmPath(tl::Device(all[i], false)) << "\n";
       }
       return;
     }

@@ -402,4 +402,9 @@ class Executor {
   int64_t replays_ = 0;
 };
 
+// How a device runs prefill GEMMs (the matmul family's rows, runtime/lower/matmul.cpp), as
+// tl-run --list-devices prints it: a CPU's tasks; a GPU's tensor-core tiles where it passes
+// their probe (probeTensorCores), else the portable tiles and why.
+std::string prefillGemmPath(const Device& device);
+
 }  // namespace tl

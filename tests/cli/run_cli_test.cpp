@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cctype>
 #include <regex>
+#include <sstream>
 
 #include "cli/test_support.h"
 
@@ -182,7 +184,15 @@ TEST(TlRunCli, UsageErrors) {
   auto r = runTool("tl-run", "--list-devices");
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("fp16"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("prefill GEMM: "), std::string::npos) << r.out;  // every device names its path
+  // Every device line is followed by its prefill GEMMs' path (the matmul family's row).
+  std::istringstream lines(r.out);
+  int devices = 0, paths = 0;
+  for (std::string line; std::getline(lines, line);) {
+    devices += !line.empty() && std::isdigit(static_cast<unsigned char>(line[0]));
+    paths += line.rfind("   CPU prefill: ", 0) == 0 || line.rfind("   GPU prefill", 0) == 0;
+  }
+  EXPECT_GT(devices, 0) << r.out;
+  EXPECT_EQ(paths, devices) << r.out;
 }
 
 TEST(TlRunCli, PerplexityOfTheHeldOutText) {

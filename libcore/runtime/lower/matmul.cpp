@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "graph/tl_ops.h"
+#include "runtime/kernel_library.h"
 #include "runtime/lower/lower.h"
 
 namespace tl {
@@ -492,6 +493,13 @@ void qmatmulOp(const LowerNode& n) {
 }  // namespace
 
 bool mergesAttention(const LowerNode& qmatmul) { return merged(qmatmul, qcase(qmatmul)).has_value(); }
+
+std::string prefillGemmPath(const Device& device) {
+  if (!device.info().isGpu) return kCpuGemmWhy;
+  std::string why;
+  if (probeTensorCores(device, &why)) return kMmaWhy;
+  return std::string(kGemmWhy) + " (tensor cores: " + why + ")";
+}
 
 const Lowerings& matmulLowerings() {
   static const Lowerings table = {
