@@ -62,18 +62,23 @@ inline int att_needs_hidden(float m, float mask_value) { return mask_value > -IN
       int osb, int osh, int oss, int zero_rows, int causal, float mask_value, __global const uchar *km, int kmb, int kmsb, \
       __global const int *kv_rows
 
+// What a kernel of one item per query row (attention_f32, attention_cpu_dec_f32) starts
+// with: the row's indices, its q, its kv head's k and v, its mask offset, and `seen`: under
+// a causal mask the keys after the row's own are hidden, so it stops there unless
+// att_needs_hidden (as attention_tile_f32 does).
+#define ATT_ROW_START(ROW)                                                                         \
+  const int row = ROW;                                                                             \
+  if (row >= rows) return;                                                                         \
+  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;  \
+  __global const float* qr = q + b * qsb + h * qsh + s * qss;                                      \
+  __global const KV_T* kb = k + b * ksb + g * ksh;                                                 \
+  __global const KV_T* vb = v + b * vsb + g * vsh;                                                 \
+  const int moff = b * msb + h * msh + s * mss, seen = causal ? min(T, s + off + 1) : T;
+
 __kernel void attention_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                             __global const float* mask, __global float* out, ATT_ARGS) {
-  const int row = get_global_id(0);
-  if (row >= rows) return;
-  const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;
-  __global const float* qr = q + b * qsb + h * qsh + s * qss;
-  __global const KV_T* kb = k + b * ksb + g * ksh;
-  __global const KV_T* vb = v + b * vsb + g * vsh;
-  const int moff = b * msb + h * msh + s * mss, quads = ((D | Dv) & 3) == 0;
-  // Under a causal mask the keys after the row's own are hidden: stop there unless
-  // att_needs_hidden (as attention_tile_f32 does).
-  const int seen = causal ? min(T, s + off + 1) : T;
+  ATT_ROW_START(get_global_id(0))
+  const int quads = ((D | Dv) & 3) == 0;
   float acc[ATT_MAX_D], x[ATT_CPU_BK];
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
@@ -228,6 +233,51 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
     for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l[r] > 0.0f) ? 0.0f : acc[r * Dv + d] / l[r];
   }
+}
+
+// CPU decode (S <= 4, heads of multiples of 8 up to 128): a task per query row as
+// attention_f32, but keys go 16 at a time: their dots 8 dims a step, the block's maximum
+// rescales the sums once, and the values add into the output 8 dims at a time with the
+// block's 16 weights, so a row's sums are loaded and stored once a block, not once a key.
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f32(
+    __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask,
+    __global float* out, ATT_ARGS) {
+  ATT_ROW_START(get_group_id(0))
+  float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f, x[16];
+  for (int t0 = 0; t0 < T; t0 += 16) {
+    if (t0 >= seen && !att_needs_hidden(m, mask_value)) break;
+    const int n = min(16, T - t0);
+    float bm = -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      __global const KV_T* kr = kb + (long)(t0 + j) * kst;
+      float8 a = 0.0f;
+      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qr + d), KV_LD8(0, kr + d), a);
+      x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,
+                       att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);
+      bm = fmax(bm, x[j]);
+    }
+    if (bm == -INFINITY) continue;
+    float corr = 1.0f;  // a new maximum rescales what was summed so far
+    if (bm > m) {
+      corr = exp(m - bm);
+      l *= corr;
+      m = bm;
+    }
+    for (int j = 0; j < n; ++j) {
+      x[j] = x[j] == -INFINITY ? 0.0f : exp(x[j] - m);
+      l += x[j];
+    }
+    for (int d = 0; d < Dv; d += 8) {
+      float8 o = vload8(0, acc + d) * corr;
+      for (int j = 0; j < n; ++j) o = fma((float8)x[j], KV_LD8(0, vb + (long)(t0 + j) * vst + d), o);
+      vstore8(o, 0, acc + d);
+    }
+  }
+  __global float* o = out + b * osb + h * osh + s * oss;
+  // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
+  for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
 }
 #endif  // TL_CPU
 

@@ -70,7 +70,8 @@ TEST(TlRunCli, ExplainNamesEachLaunchsVariant) {
   EXPECT_NE(r.err.find("  node ", prefill), std::string::npos) << r.err;
   // PoCL: CPU rows of the attention and matmul tables, the RoPE appending in place.
   const std::string first = r.err.substr(prefill, decode - prefill), last = r.err.substr(decode);
-  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.Attention +attention_f32 +CPU: an item per query row"))) << first;
+  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.Attention +attention_cpu_dec_f32 +CPU decode: a task per query row")))
+      << first;
   EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.RoPE +rope_kv_f32 +appending k and v"))) << first;
   EXPECT_TRUE(std::regex_search(last, std::regex("tl\\.MatMul +gemv_rows8_f32 +CPU decode"))) << last;
 }

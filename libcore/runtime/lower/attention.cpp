@@ -169,6 +169,12 @@ const Variant<AttentionCase> kAttention[] = {
        return grid(static_cast<size_t>(c.B * c.H * ((c.S + kCpuAttentionRows - 1) / kCpuAttentionRows)), 1, 1, 1, 1);
      },
      "CPU prefill: a task per 32 query rows, keys 16 at a time as one vector", Cpu},
+    {"attention_cpu_dec_f32",
+     [](const AttentionCase& c) {
+       return !c.gpu && c.S <= 4 && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
+     },
+     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); },
+     "CPU decode: a task per query row, keys 16 at a time, 8 dims a step", Cpu},
     {"attention_f32", [](const AttentionCase&) { return true; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",
      Cpu},
