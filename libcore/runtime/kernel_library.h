@@ -35,6 +35,8 @@ class KernelLibrary {
   // The tensor-core kernels (kernels/gemm.cl's qgemm_mma_*) were built: the device passed
   // probeTensorCores and Device::tensorCores() was on.
   bool tensorCores() const { return mma_ != nullptr; }
+  // Built for fp16 KV caches (the constructor's kvHalf).
+  bool kvHalf() const { return !options_.empty(); }
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.

@@ -120,14 +120,12 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
   const auto pairs = meta.find("tl.plan.kv");
   if (pairs == meta.end()) return;
   std::string layout = "sequence";
-  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end()) {
-    const auto options = keyValues(o->second);
-    for (const auto& [key, v] : options) {
+  if (auto o = meta.find("tl.plan.kv_options"); o != meta.end())
+    for (const auto& [key, v] : keyValues(o->second)) {
       if (key == "layout") layout = v;
       if (key == "pad") kvPad_ = std::max<int64_t>(1, std::stoll(v));
     }
-    kvElement_ = kvTypeOf(options) == "f16" ? 2 : 4;
-  }
+  kvElement_ = kernels_.kvHalf() ? 2 : 4;  // the type planKvHalf read (and checked) before the kernels were built
   if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
   kvSequenceFirst_ = layout == "sequence";
   kvCapacity_ = planMaxSeq_;
