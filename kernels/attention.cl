@@ -71,8 +71,8 @@ inline int att_needs_hidden(float m, float mask_value) { return mask_value > -IN
   if (row >= rows) return;                                                                         \
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;  \
   __global const float* qr = q + b * qsb + h * qsh + s * qss;                                      \
-  __global const KV_T* kb = k + b * ksb + g * ksh;                                                 \
-  __global const KV_T* vb = v + b * vsb + g * vsh;                                                 \
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);                                           \
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);                                           \
   const int moff = b * msb + h * msh + s * mss, seen = causal ? min(T, s + off + 1) : T;
 
 __kernel void attention_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
@@ -87,11 +87,11 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
     const int n = min(ATT_CPU_BK, T - t0);
     float bm = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      __global const KV_T* kr = kb + (long)(t0 + j) * kst;
+      __global const KV_T* kr = KV_AT(kb, (long)(t0 + j) * kst);
       float dot = 0.0f;
       if (quads) {
         float4 a = 0.0f;
-        for (int d = 0; d < D; d += 4) a += vload4(0, qr + d) * KV_LD4(0, kr + d);
+        for (int d = 0; d < D; d += 4) a += vload4(0, qr + d) * KV_LD4(d / 4, kr);
         dot = a.x + a.y + a.z + a.w;
       } else {
         for (int d = 0; d < D; ++d) dot += qr[d] * KV_LD(kr, d);
@@ -110,10 +110,10 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
     for (int j = 0; j < n; ++j) {
       if (x[j] == -INFINITY) continue;
       const float p = exp(x[j] - m);
-      __global const KV_T* vr = vb + (long)(t0 + j) * vst;
+      __global const KV_T* vr = KV_AT(vb, (long)(t0 + j) * vst);
       l += p;
       if (quads) {
-        for (int d = 0; d < Dv; d += 4) vstore4(vload4(0, acc + d) + p * KV_LD4(0, vr + d), 0, acc + d);
+        for (int d = 0; d < Dv; d += 4) vstore4(vload4(0, acc + d) + p * KV_LD4(d / 4, vr), 0, acc + d);
       } else {
         for (int d = 0; d < Dv; ++d) acc[d] += p * KV_LD(vr, d);
       }
@@ -181,8 +181,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   const int tiles = (S + ATT_CPUQ_ROWS - 1) / ATT_CPUQ_ROWS, task = get_group_id(0);
   const int s0 = task % tiles * ATT_CPUQ_ROWS, h = task / tiles % H, b = task / tiles / H;
   const int g = h / (H / Hkv), off = ATT_OFFSET, nr = min(ATT_CPUQ_ROWS, S - s0);
-  __global const KV_T* kb = k + b * ksb + g * ksh;
-  __global const KV_T* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
   float kt[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64)));
   float acc[ATT_CPUQ_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), m[ATT_CPUQ_ROWS], l[ATT_CPUQ_ROWS], p[64];
   for (int i = 0; i < ATT_CPUQ_ROWS * Dv; ++i) acc[i] = 0.0f;
@@ -194,7 +194,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     if (!live) break;
     const int n = min(16, T - t0);
     for (int j = 0; j < 16; ++j) {  // a short last block repeats its last key (`past` below)
-      __global const KV_T* kr = kb + (long)(t0 + min(j, n - 1)) * kst;
+      __global const KV_T* kr = KV_AT(kb, (long)(t0 + min(j, n - 1)) * kst);
       for (int d = 0; d < D; ++d) kt[16 * d + j] = KV_LD(kr, d);
     }
     const int16 past = lane >= n;  // the repeated keys: no weight, even in a row that sees none
@@ -213,14 +213,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
         if (d + 16 <= Dv) {
           CPUQ_ROWS(CPUQ_LOAD16)
           for (int j = 0; j < n; ++j) {
-            const float16 vj = KV_LD16(0, vb + (long)(t0 + j) * vst + d);
+            const float16 vj = KV_LD16(d / 16, KV_AT(vb, (long)(t0 + j) * vst));
             CPUQ_ROWS(CPUQ_ADD16)
           }
           CPUQ_ROWS(CPUQ_SAVE16)
         } else {
           CPUQ_ROWS(CPUQ_LOAD)
           for (int j = 0; j < n; ++j) {
-            const float8 vj = KV_LD8(0, vb + (long)(t0 + j) * vst + d);
+            const float8 vj = KV_LD8(d / 8, KV_AT(vb, (long)(t0 + j) * vst));
             CPUQ_ROWS(CPUQ_ADD)
           }
           CPUQ_ROWS(CPUQ_SAVE)
@@ -251,9 +251,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
     const int n = min(16, T - t0);
     float bm = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      __global const KV_T* kr = kb + (long)(t0 + j) * kst;
+      __global const KV_T* kr = KV_AT(kb, (long)(t0 + j) * kst);
       float8 a = 0.0f;
-      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qr + d), KV_LD8(0, kr + d), a);
+      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qr + d), KV_LD8(d / 8, kr), a);
       x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,
                        att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);
       bm = fmax(bm, x[j]);
@@ -271,7 +271,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
     }
     for (int d = 0; d < Dv; d += 8) {
       float8 o = vload8(0, acc + d) * corr;
-      for (int j = 0; j < n; ++j) o = fma((float8)x[j], KV_LD8(0, vb + (long)(t0 + j) * vst + d), o);
+      for (int j = 0; j < n; ++j) o = fma((float8)x[j], KV_LD8(d / 8, KV_AT(vb, (long)(t0 + j) * vst)), o);
       vstore8(o, 0, acc + d);
     }
   }
@@ -288,8 +288,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
   const int row = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);                  \
   const int s = row % S, h = row / S % H, b = row / (S * H), g = h / (H / Hkv), off = ATT_OFFSET;   \
   for (int d = lid; d < D; d += RED_WG) qs[d] = QAT(b * qsb + h * qsh + s * qss, d);                \
-  __global const KV_T* kb = k + b * ksb + g * ksh;                                                 \
-  __global const KV_T* vb = v + b * vsb + g * vsh;                                                 \
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);                                           \
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);                                           \
   const int moff = b * msb + h * msh + s * mss;
 
 #define ATT_Q(r, d) q[(r) + (d)]
@@ -323,7 +323,21 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
 #define ATT_FRESH_V(b, g, j, d) xv[ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv) + (d)]
 // New rows [r0, r1) of kv head g into the caches after their true length `off` (a launch
 // that does this uses its own copies of those rows, whatever it reads there), by the
-// group's NT items from item `lid`.
+// group's NT items from item `lid`: an element an item, or for q8 caches a block of 32.
+#ifdef TL_KV_Q8
+#define ATT_FRESH_BLOCKS(W, VALUE, SB, SH, ST, C, NT, r0, r1)                                                    \
+  for (int e = 32 * lid; e < ((r1) - (r0)) * (W); e += 32 * (NT)) {                                              \
+    const int j_ = (r0) + e / (W), d_ = e % (W);                                                                 \
+    float x_[32];                                                                                                \
+    for (int u = 0; u < 32; ++u) x_[u] = VALUE(b, g, j_, d_ + u);                                                \
+    kv_q8_store(x_, (long)(b) * (SB) + (long)(g) * (SH) + (long)(off + j_) * (ST) + d_, C);                      \
+  }
+#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
+  {                                                                                                                    \
+    ATT_FRESH_BLOCKS(D, ATT_FRESH_K, ksb, ksh, kst, kc, NT, r0, r1)                                                    \
+    ATT_FRESH_BLOCKS(Dv, ATT_FRESH_V, vsb, vsh, vst, vc, NT, r0, r1)                                                   \
+  }
+#else
 #define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
   {                                                                                                                    \
     for (int e = lid; e < ((r1) - (r0)) * D; e += (NT)) {                                                              \
@@ -335,6 +349,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
       KV_ST(ATT_FRESH_V(b, g, j_, e % Dv), (long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv, vc);   \
     }                                                                                                                  \
   }
+#endif
 
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
 // scored an item per key, max and sum reduced in local memory, and accumulated an item
@@ -358,11 +373,11 @@ void attention_wg_f32(__global const float* q, __global const KV_T* k, __global 
     const int t = tb + lid;
     float x = -INFINITY;
     if (t < t1) {
-      __global const KV_T* kr = kb + (long)t * kst;
+      __global const KV_T* kr = KV_AT(kb, (long)t * kst);
       float dot = 0.0f;
       if ((D & 3) == 0) {
         float4 a = 0.0f;
-        for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * KV_LD4(0, kr + d);
+        for (int d = 0; d < D; d += 4) a += vload4(0, qs + d) * KV_LD4(d / 4, kr);
         dot = a.x + a.y + a.z + a.w;
       } else {
         for (int d = 0; d < D; ++d) dot += qs[d] * KV_LD(kr, d);
@@ -382,8 +397,7 @@ void attention_wg_f32(__global const float* q, __global const KV_T* k, __global 
       const int d = lid + i * RED_WG;
       if (d >= Dv) break;
       float a = acc[i] * corr;
-      __global const KV_T* vr = vb + (long)tb * vst + d;
-      for (int j = 0; j < nk; ++j) a += ps[j] * KV_LD(vr, (long)j * vst);
+      for (int j = 0; j < nk; ++j) a += ps[j] * KV_LD(vb, (long)(tb + j) * vst + d);
       acc[i] = a;
     }
   }
@@ -461,8 +475,8 @@ void attention_tile_f32(__global const float* q, __global const KV_T* k, __globa
     const int rr = e / D, d = e - rr * D;
     qs[e] = s0 + rr < S ? q[b * qsb + h * qsh + (s0 + rr) * qss + d] : 0.0f;
   }
-  __global const KV_T* kb = k + b * ksb + g * ksh;
-  __global const KV_T* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
   const int moff = b * msb + h * msh + s * mss, kmo = b * kmsb;
   const int seen = causal ? min(T, s0 + AT_BR + off) : T;  // keys some row of the tile may see
   float acc[AT_MAXD / 4];
@@ -560,8 +574,8 @@ void attention_flash_f32(__global const float* q, __global const KV_T* k, __glob
     const int r = e / D, d = e - r * D, s = s0 + r;
     Qs[d * FL_BR + r] = s < S ? (xq ? ATT_FRESH_QH(b, h, s, d) : q[b * qsb + h * qsh + s * qss + d]) * scale : 0.0f;
   }
-  __global const KV_T* kb = k + b * ksb + g * ksh;
-  __global const KV_T* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
   const int seen = causal ? min(T, s0 + FL_BR + off) : T;
   float4 acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, l = 0.0f;
@@ -700,8 +714,8 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     for (int u = 0; u < GQA_QLOADS; ++u)
       if (u * GQA_WG + lid < R * D) qs[u * GQA_WG + lid] = x[u];
   }
-  __global const KV_T* kb = k + b * ksb + g * ksh;
-  __global const KV_T* vb = v + b * vsb + g * vsh;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
   const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D), kq = D / 4, vq = Dv / 4;
   // this split's new keys [f0, f1), when the launch has them (ATT_FRESH_ARGS)
   const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;
@@ -717,8 +731,8 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
 #pragma unroll
     for (int u = 0; u < GQA_LOADS; ++u) {  // the block's keys, then its values
       const int e = u * GQA_WG + lid, ev = e - nk * kq;
-      x[u] = ev < 0 ? KV_LD4(e % kq, kb + (long)(tb + e / kq) * kst)
-             : ev < nk * vq ? KV_LD4(ev % vq, vb + (long)(tb + ev / vq) * vst) : 0.0f;
+      x[u] = ev < 0 ? KV_LD4(e % kq, KV_AT(kb, (long)(tb + e / kq) * kst))
+             : ev < nk * vq ? KV_LD4(ev % vq, KV_AT(vb, (long)(tb + ev / vq) * vst)) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the last block's ks, vs, sc and crow read (and q staged)
 #pragma unroll
@@ -831,7 +845,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
 #define ATT_DEC_KEY(WIDTH, KR, VR, LD4)                                                              \
   {                                                                                                  \
     float4 a = 0.0f;                                                                                 \
-    for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * LD4(0, (KR) + d);                        \
+    for (int d = 0; d < DK; d += 4) a += vload4(0, qs + d) * LD4(d / 4, (KR));                        \
     const float x = att_score(a.x + a.y + a.z + a.w, scale, softcap, mask, moff + t * mst, has_mask, \
                               att_hidden(s, t, off, causal, km, kmb, b * kmsb), mask_value);         \
     if (x != -INFINITY) {                                                                            \
@@ -870,7 +884,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     for (int i = 0; i < WIDTH / 4; ++i) acc[i] = 0.0f;                                                           \
     float m = -INFINITY, l = 0.0f;                                                                               \
     for (int t = t0 + lid; t < t1; t += RED_WG)                                                                  \
-      if (t < f0 || t >= f1) ATT_DEC_KEY(WIDTH, kb + (long)t * kst, vb + (long)t * vst, KV_LD4)                  \
+      if (t < f0 || t >= f1) ATT_DEC_KEY(WIDTH, KV_AT(kb, (long)t * kst), KV_AT(vb, (long)t * vst), KV_LD4)                  \
     for (int t = f0 + lid; t < f1; t += RED_WG)                                                                  \
       ATT_DEC_KEY(WIDTH, fk + (t - f0) * WIDTH, fv + (t - f0) * WIDTH, vload4)                                   \
     const float mx = wg_max(red, m);                                                                             \
@@ -947,23 +961,24 @@ inline int att_mma_heads(int rep, int warps) {
   while (g < warps && rep % (2 * g) == 0) g *= 2;
   return g;
 }
-// A cache's 8 dims of a key (zeros where `has` is 0) as half bits, and 4 dims of two keys
-// as pairs of halves (the first key's in the lower bits): the tiles' elements. An fp16
-// cache (TL_KV_HALF) gives its bits as stored, an fp32 one is rounded to nearest.
-inline uint4 kv_half8(__global const KV_T* p, int has) {
+// A cache's 8 dims of a key row (c: which 8; zeros where `has` is 0) as half bits, and 4
+// dims of two key rows (q: which 4) as pairs of halves (the first key's in the lower
+// bits): the tiles' elements. An fp16 cache (TL_KV_HALF) gives its bits as stored, the
+// others are widened to fp32 and rounded to nearest.
+inline uint4 kv_half8(__global const KV_T* row, int c, int has) {
 #ifdef TL_KV_HALF
-  return has ? as_uint4(vload8(0, (__global const ushort*)p)) : (uint4)0;
+  return has ? as_uint4(vload8(c, (__global const ushort*)row)) : (uint4)0;
 #else
-  return half8_bits(has ? vload8(0, p) : (float8)0.0f);
+  return half8_bits(has ? KV_LD8(c, row) : (float8)0.0f);
 #endif
 }
-inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_T* c, int has_c) {
+inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_T* c, int has_c, int q) {
 #ifdef TL_KV_HALF
-  const uint4 x = has_a ? convert_uint4(vload4(0, (__global const ushort*)a)) : (uint4)0;
-  const uint4 y = has_c ? convert_uint4(vload4(0, (__global const ushort*)c)) : (uint4)0;
+  const uint4 x = has_a ? convert_uint4(vload4(q, (__global const ushort*)a)) : (uint4)0;
+  const uint4 y = has_c ? convert_uint4(vload4(q, (__global const ushort*)c)) : (uint4)0;
   return x | y << 16;
 #else
-  const float4 x = has_a ? vload4(0, a) : (float4)0.0f, y = has_c ? vload4(0, c) : (float4)0.0f;
+  const float4 x = has_a ? KV_LD4(q, a) : (float4)0.0f, y = has_c ? KV_LD4(q, c) : (float4)0.0f;
   return (uint4)(half2_bits(x.x, y.x), half2_bits(x.y, y.y), half2_bits(x.z, y.z), half2_bits(x.w, y.w));
 #endif
 }
@@ -995,8 +1010,8 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
     float o[D_ / 8][4];                                                                            \
     _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                 \
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                    \
-    __global const KV_T* kb = k + b * ksb + kvh * ksh;                                            \
-    __global const KV_T* vb = v + b * vsb + kvh * vsh;                                            \
+    __global const KV_T* kb = KV_AT(k, b * ksb + kvh * ksh);                                      \
+    __global const KV_T* vb = KV_AT(v, b * vsb + kvh * vsh);                                      \
     const int seen = causal ? min(T, s0 + BR + off) : T;                                           \
     const int r0 = s0 + warp / G * 16 + g; /* this thread's rows: r0 and r0 + 8 */                 \
     for (int t0 = 0; t0 < T; t0 += FA_BC) {                                                        \
@@ -1004,11 +1019,11 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
       for (int e = tid; e < FA_BC * D_ / 8; e += NT) {                                             \
         const int key = e / (D_ / 8), c = e % (D_ / 8);                                            \
-        Ks[key * KW + c] = kv_half8(kb + (long)(t0 + key) * kst + 8 * c, t0 + key < T);           \
+        Ks[key * KW + c] = kv_half8(KV_AT(kb, (long)(t0 + key) * kst), c, t0 + key < T);          \
       }                                                                                            \
       for (int e = tid; e < FA_BC / 2 * D_ / 4; e += NT) {                                         \
         const int kp = e / (D_ / 4), d = e % (D_ / 4) * 4, key = t0 + 2 * kp;                       \
-        const uint4 pk = kv_half_pairs(vb + (long)key * vst + d, key < T, vb + (long)(key + 1) * vst + d, key + 1 < T); \
+        const uint4 pk = kv_half_pairs(KV_AT(vb, (long)key * vst), key < T, KV_AT(vb, (long)(key + 1) * vst), key + 1 < T, d / 4); \
         Vt[d * VW + kp] = pk.x;                                                                    \
         Vt[(d + 1) * VW + kp] = pk.y;                                                              \
         Vt[(d + 2) * VW + kp] = pk.z;                                                              \

@@ -38,21 +38,51 @@ inline float rope_pos_at(__global const float* x, int i, int d, int rot, float p
   return rope_rotate(x, i, d, rot, rope_pos_trig(pos, inv_freq, d, rot, cscale, sscale));
 }
 
-// The in-place KV caches' elements (tl-plan --kv-type): fp32, or fp16 where KernelLibrary
-// builds the program with TL_KV_HALF (one model an executor, so a build option, not a
-// branch). Every kernel that reads or writes a cache does so through these; arithmetic
-// stays fp32. vload_half and vstore_half are core OpenCL, no cl_khr_fp16 needed: a half
-// pointer is converted through them, never dereferenced. KV_LDn(o, p): n elements at
-// p + n o; KV_ST rounds to nearest even.
-#ifdef TL_KV_HALF
+// The in-place KV caches' elements (tl-plan --kv-type): fp32, fp16 where KernelLibrary
+// builds the program with TL_KV_HALF, or 8-bit blocks with TL_KV_Q8 (one model an
+// executor, so a build option, not a branch). Every kernel that reads or writes a cache
+// does so through these; arithmetic stays fp32. vload_half and vstore_half are core
+// OpenCL, no cl_khr_fp16 needed: a half pointer is converted through them, never
+// dereferenced. A q8 cache holds blocks of 32 elements along a head row (head sizes are
+// multiples of 32): the block's scale as a float, then 32 signed codes, element = code x
+// scale, the scale the block's largest magnitude / 127 (llama.cpp's q8_0 with a float
+// scale, so that codes sit 4-byte aligned). So a cache is addressed by element offset from
+// a block's start: KV_AT(p, e) is element e's place (e a multiple of 32 for q8: a row's
+// start); KV_LD(p, i) element i of p, KV_LDn(o, p) elements n o .. n o + n - 1 of p (within
+// a block for q8). KV_ST stores one element (fp32, fp16 rounded to nearest even); a q8
+// cache is written a block at a time (kv_q8_store).
+#if defined(TL_KV_HALF)
 #define KV_T half
+#define KV_AT(p, e) ((p) + (e))
 #define KV_LD(p, i) vload_half((i), (p))
 #define KV_LD4(o, p) vload_half4((o), (p))
 #define KV_LD8(o, p) vload_half8((o), (p))
 #define KV_LD16(o, p) vload_half16((o), (p))
 #define KV_ST(x, i, p) vstore_half((x), (i), (p))
+#elif defined(TL_KV_Q8)
+#define KV_T char
+#define KV_Q8_BLOCK 36
+#define KV_AT(p, e) ((p) + ((long)(e) >> 5) * KV_Q8_BLOCK)
+// Block of element i: its scale at the start, code i % 32 four bytes on.
+#define KV_Q8_SCALE(p, i) (*(__global const float*)KV_AT(p, i))
+#define KV_Q8_CODES(n, p, i) convert_float##n(vload##n(0, KV_AT(p, i) + 4 + ((i) & 31)))
+#define KV_LD(p, i) ((float)KV_AT(p, i)[4 + ((i) & 31)] * KV_Q8_SCALE(p, i))
+#define KV_LD4(o, p) (KV_Q8_CODES(4, p, 4 * (o)) * KV_Q8_SCALE(p, 4 * (o)))
+#define KV_LD8(o, p) (KV_Q8_CODES(8, p, 8 * (o)) * KV_Q8_SCALE(p, 8 * (o)))
+#define KV_LD16(o, p) (KV_Q8_CODES(16, p, 16 * (o)) * KV_Q8_SCALE(p, 16 * (o)))
+// 32 values x into the block at element e (e % 32 == 0) of cache p: the scale from their
+// largest magnitude, codes rounded to nearest even (the host's encodeKvRows does the same).
+inline void kv_q8_store(const float* x, long e, __global char* p) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[j]));
+  const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+  __global char* b = KV_AT(p, e);
+  *(__global float*)b = d;
+  for (int j = 0; j < 32; ++j) b[4 + j] = (char)clamp(convert_int_rte(x[j] * id), -127, 127);
+}
 #else
 #define KV_T float
+#define KV_AT(p, e) ((p) + (e))
 #define KV_LD(p, i) ((p)[i])
 #define KV_LD4(o, p) vload4((o), (p))
 #define KV_LD8(o, p) vload8((o), (p))

@@ -245,6 +245,16 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
         if (pair) out[e + mid] = y.y;
       }
     }
+#ifdef TL_KV_Q8
+    // 8-bit caches take whole blocks: the item of (b, s)'s first dim writes every k head's row.
+    for (int h = 0; h < H2 && j == 0; ++h)
+      for (int d0 = 0; d0 < D; d0 += 32) {
+        const int e = ((b * H2 + h) * S + s) * D + d0;
+        float y[32];
+        for (int u = 0; u < 32; ++u) y[u] = rope_at(x2, cosv, sinv, e + u, D2, rot, dims2, cs2, ss2, ROPE_TRIG, bshd & 2);
+        kv_q8_store(y, (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst + d0, kc);
+      }
+#else
     for (int h = 0; h < H2; ++h) {
       const int e = ((b * H2 + h) * S + s) * D + d;
       const long c = (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst + d;
@@ -257,11 +267,20 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
         if (pair) KV_ST(y.y, c + mid, kc);
       }
     }
+#endif
   } else if ((i -= rows) < n3 / H3) {
     const int d = i % D3, s = i / D3 % N3, b = i / (D3 * N3);
-    for (int h = 0; h < H3; ++h)
-      KV_ST(x3[bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 + d : ((b * H3 + h) * N3 + s) * D3 + d],
-            (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d, vc);
+#define ROPE_KV_V(h, d) x3[bshd & 4 ? ((b * N3 + s) * H3 + (h)) * D3 + (d) : ((b * H3 + (h)) * N3 + s) * D3 + (d)]
+#ifdef TL_KV_Q8
+    for (int h = 0; h < H3 && d % 32 == 0; ++h) {  // a block's first dim writes it
+      float y[32];
+      for (int u = 0; u < 32; ++u) y[u] = ROPE_KV_V(h, d + u);
+      kv_q8_store(y, (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d, vc);
+    }
+#else
+    for (int h = 0; h < H3; ++h) KV_ST(ROPE_KV_V(h, d), (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst + d, vc);
+#endif
+#undef ROPE_KV_V
   }
 }
 
@@ -271,8 +290,18 @@ __kernel void kv_append_f32(__global const float* x0, __global KV_T* c0, int n0,
                             int sh0, int st0, __global const float* x1, __global KV_T* c1, int n1, int H1, int N1,
                             int D1, int sb1, int sh1, int st1, __global const int* kv_rows) {
   int i = get_global_id(0);
+#ifdef TL_KV_Q8
+  // 8-bit caches take whole blocks: a block's first element writes it (n0 % 32 == 0).
+  if (i % 32) return;
+  __global const float* x = i < n0 ? x0 + i : x1 + (i - n0);
+  float y[32];
+  for (int u = 0; u < 32 && i < n0 + n1; ++u) y[u] = x[u];
+  if (i < n0) kv_q8_store(y, kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0]), c0);
+  else if ((i -= n0) < n1) kv_q8_store(y, kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0]), c1);
+#else
   if (i < n0) KV_ST(x0[i], kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0]), c0);
   else if ((i -= n0) < n1) KV_ST(x1[i], kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0]), c1);
+#endif
 }
 
 // tl.SwiGLU, tl.GeGLU and the GLU of a MatMul whose kernel lacks it: y = gate(g) * u,

@@ -55,13 +55,14 @@ int main(int argc, char** argv) {
   std::string kvType;
   tool.app()
       .add_option("--kv-type", kvType,
-                   "the in-place KV cache's element: f16 or f32. Default: f16 where the caches are in place and\n"
-                   "every tl.Attention reads them, else f32 (--emit text says which and why)")
-      ->check(CLI::IsMember({"f32", "f16"}));
+                   "the in-place KV cache's element: f16, f32, or q8 (blocks of 32 along a head: a float scale and\n"
+                   "32 int8 codes, 1.125 bytes an element; heads of multiples of 32). Default: f16 where the caches\n"
+                   "are in place and every tl.Attention reads them, else f32 (--emit text says which and why)")
+      ->check(CLI::IsMember({"f32", "f16", "q8"}));
   return tool.run(argc, argv, [&] {
     tl::Model model = tl::loadModel(tool.input());
     std::optional<tl::KvType> type;
-    if (!kvType.empty()) type = kvType == "f16" ? tl::KvType::F16 : tl::KvType::F32;
+    if (!kvType.empty()) type = tl::kvTypeNamed(kvType);
     const tl::KvPlan kv =
         tl::planKvCache(model, layout == "heads" ? tl::KvLayout::Heads : tl::KvLayout::Sequence, pad, type);
     if (kv.notInPlace.empty())

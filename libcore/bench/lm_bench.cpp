@@ -45,7 +45,7 @@ void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
   const ShapeAnalysis& analysis = ex.analysis();
   // In-place caches hold the plan's element; others the graph's dtype.
   const bool inPlace = !lm.cacheInputs().empty() && ex.cacheStrides(lm.cacheInputs()[0]);
-  const double element = inPlace ? static_cast<double>(ex.kvElementBytes()) : 0.0;
+  const double element = inPlace ? kvElementBytes(ex.kvType()) : 0.0;
   const BenchTest t{row.prompt, row.gen, row.depth};
   row.weightBytes = modelWeightBytes(graph, analysis);
   RunCost c;

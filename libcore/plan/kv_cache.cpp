@@ -115,8 +115,6 @@ std::string attentionOffCache(const Graph& g, const ShapeAnalysis& a, const std:
 
 }  // namespace
 
-const char* kvTypeName(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
-
 KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvType> type) {
   if (pad < 1) throw Error("--pad must be at least 1", ExitCode::Usage);
   KvPlan plan;
@@ -140,6 +138,9 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvT
       if (len != length) throw Error(where + " of length " + len.str() + ", the other caches' being " + length.str());
       if (!a.symbols.resolve(pd[1]).isConst() || !a.symbols.resolve(pd[3]).isConst())
         throw Error(where + ": its heads and head size " + str(pd) + " are not constants");
+      if (type == KvType::Q8 && *a.symbols.resolve(pd[3]).constValue() % 32)
+        throw Error("--kv-type q8 keeps blocks of 32 along a head, and cache input '" + ap.past + "' " + str(pd) +
+                    " has heads of " + std::to_string(*a.symbols.resolve(pd[3]).constValue()) + " (plan with --kv-type f16)");
       if (ap.through >= 0 && plan.notInPlace.empty())
         plan.notInPlace = "input '" + ap.past + "' passes through node '" + g.nodeName(static_cast<size_t>(ap.through)) +
                           "' before its Concat (tl-fuse first)";
@@ -262,7 +263,8 @@ std::string renderKvPlan(const KvPlan& plan, int64_t maxSeq) {
                   "; " + std::to_string(plan.appends) + " Concats -> tl.KvAppend; length '" + plan.length + "'";
   if (plan.ropesInAttention)
     s += "; " + std::to_string(plan.ropesInAttention) + " tl.RoPEs done by their tl.Attention at decode (in_attention)";
-  s += std::string("; ") + (plan.type == KvType::F16 ? "fp16" : "fp32") + " elements";
+  s += std::string("; ") + (plan.type == KvType::F16 ? "fp16" : plan.type == KvType::Q8 ? "8-bit (blocks of 32)" : "fp32") +
+       " elements";
   if (!plan.typeWhy.empty()) s += " (not fp16: " + plan.typeWhy + ")";
   if (plan.pad > 1) {
     s += "; decode lengths in buckets of " + std::to_string(plan.pad);

@@ -18,15 +18,12 @@
 
 #include "graph/graph.h"
 #include "onnx/model_io.h"
+#include "plan/kv_type.h"
 #include "shape/shape_inference.h"
 
 namespace tl {
 
 enum class KvLayout { Heads, Sequence };  // [B, H, T, D] as exported; [T, B, H, D] (the paper's)
-// The in-place caches' element (Transformer-Lite 2.3 keeps them in fp16): the graph's
-// tensors stay fp32, the kernels round as they append and widen as they read.
-enum class KvType { F32, F16 };
-const char* kvTypeName(KvType t);  // "f32", "f16"
 
 struct KvPair {
   std::string past, present;
@@ -52,7 +49,8 @@ struct KvPlan {
 // that reads the cache length as a value). `type`: the caches' element; by default f16
 // where the caches are in place and every tl.Attention reads its k and v from them (one
 // model's attention kernels are built for one element type), else f32. A type given for
-// a model without caches, or f16 where the default could not take it, throws (bad input).
+// a model without caches, f16 or q8 where the default could not take f16, or q8 for a
+// head size that is no multiple of 32, throws (bad input).
 KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvType> type = std::nullopt);
 
 // The --emit text lines, and the metadata (tl.plan.kv*).

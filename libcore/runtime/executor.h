@@ -152,9 +152,10 @@ class Executor {
   // An in-place KV cache tensor's element strides between batches, heads and tokens
   // (tl.plan.kv: its input and output are one buffer); nullptr for any other tensor.
   const std::vector<int64_t>* cacheStrides(const std::string& tensor) const;
-  // Bytes of an in-place cache's element: 4, or 2 where tl-plan chose fp16 (--kv-type f16:
-  // the kernels that read or write a cache were built for it, kernel_library.h).
-  int64_t kvElementBytes() const { return kvElement_; }
+  // The in-place caches' element (tl-plan --kv-type; the kernels that read or write a cache
+  // were built for it, kernel_library.h), and the bytes of n elements of a head row.
+  KvType kvType() const { return kernels_.kvType(); }
+  int64_t kvBytes(int64_t n) const { return static_cast<int64_t>(tl::kvBytes(kvType(), n)); }
   // Whether two tensors' device bytes may overlap at this binding (the plan's buffers are
   // regions of one arena, views share their input's): a launch that reads one while it
   // writes the other must know.
@@ -339,10 +340,10 @@ class Executor {
   };
   std::vector<KvCache> kv_;
   std::unordered_map<std::string, size_t> kvOf_;  // past and present -> their cache
-  int64_t kvCapacity_ = 0, kvPad_ = 1, kvElement_ = 4;
-  // Whether the model's plan keeps its caches in fp16 (tl.plan.kv_options' type), read before
+  int64_t kvCapacity_ = 0, kvPad_ = 1;
+  // The element the model's plan keeps its caches in (tl.plan.kv_options' type), read before
   // the kernels are built.
-  static bool planKvHalf(const Model& model);
+  static KvType planKvType(const Model& model);
   bool kvSequenceFirst_ = true;
   std::vector<std::string> kvMasks_;  // inputs padded with zeros to a bucket
   int64_t kvRows_ = 0;                // tokens in the caches after the last run

@@ -131,8 +131,10 @@ bool probeTensorCores(const Device& device, std::string* why) {
   return ok;
 }
 
-KernelLibrary::KernelLibrary(const Device& device, bool kvHalf)
-    : device_(device), options_(kvHalf ? " -DTL_KV_HALF" : "") {
+KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
+    : device_(device),
+      kvType_(kvType),
+      options_(kvType == KvType::F16 ? " -DTL_KV_HALF" : kvType == KvType::Q8 ? " -DTL_KV_Q8" : "") {
   program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });
   // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels with the helpers

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/kv_type.h"
 #include "runtime/device.h"
 
 namespace tl {
@@ -23,9 +24,9 @@ bool probeTensorCores(const Device& device, std::string* why = nullptr);
 
 class KernelLibrary {
  public:
-  // kvHalf: the in-place KV caches hold fp16 (tl-plan --kv-type f16): the kernels that read
-  // or write them are built for that (kernels/common.cl's KV_T).
-  explicit KernelLibrary(const Device& device, bool kvHalf = false);
+  // kvType: the in-place KV caches' element (tl-plan --kv-type): the kernels that read or
+  // write them are built for it (kernels/common.cl's KV_T).
+  explicit KernelLibrary(const Device& device, KvType kvType = KvType::F32);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
   KernelLibrary& operator=(const KernelLibrary&) = delete;
@@ -35,8 +36,8 @@ class KernelLibrary {
   // The tensor-core kernels (kernels/gemm.cl's qgemm_mma_*) were built: the device passed
   // probeTensorCores and Device::tensorCores() was on.
   bool tensorCores() const { return mma_ != nullptr; }
-  // Built for fp16 KV caches (the constructor's kvHalf).
-  bool kvHalf() const { return !options_.empty(); }
+  // The KV cache element the kernels were built for (the constructor's kvType).
+  KvType kvType() const { return kvType_; }
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.
@@ -47,7 +48,8 @@ class KernelLibrary {
 
  private:
   const Device& device_;
-  std::string options_;  // build options past the device's own (TL_KV_HALF)
+  KvType kvType_;
+  std::string options_;  // build options past the device's own (TL_KV_HALF, TL_KV_Q8)
   cl_program program_ = nullptr;
   cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name

@@ -11,6 +11,7 @@
 
 #include <onnx/defs/parser.h>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
@@ -72,18 +73,20 @@ TEST_P(PlanModels, BuffersHoldTheirTensorsAndNeverOverlap) {
 // The planned model, plain and fused, runs from its arena (tl-run reads the plan) and
 // still matches the references, in both kernel families. Fused, its caches are in place,
 // in both layouts and both element types: the data sets' past goes into the cache and
-// present comes out of it. fp16 caches (the default) round every key and value, and the
-// rounding grows through the layers: compared as tl-run --check does (atol, rtol 1e-2).
+// present comes out of it. fp16 caches (the default) and 8-bit ones round every key and
+// value, and the rounding grows through the layers: compared as tl-run --check does
+// (atol, rtol 1e-2 for fp16; atol 0.25, rtol 0.1 for q8).
 void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout = KvLayout::Sequence,
                   std::optional<KvType> type = std::nullopt) {
   Model model = loadModel((dir / "model.onnx").string());
   if (fused) runFusePasses(model, {});
-  bool half = false;
+  KvType held = KvType::F32;
   {
     const KvPlan kv = planKvCache(model, layout, 1, type);
     EXPECT_TRUE(!fused || kv.notInPlace.empty()) << kv.notInPlace;
-    half = kv.notInPlace.empty() && !kv.pairs.empty() && kv.type == KvType::F16;
-    EXPECT_EQ(half, fused && !type && !kv.pairs.empty()) << "the default: fp16 where the caches are in place";
+    if (kv.notInPlace.empty() && !kv.pairs.empty()) held = kv.type;
+    EXPECT_EQ(held, type.value_or(fused && !kv.pairs.empty() ? KvType::F16 : KvType::F32))
+        << "the default: fp16 where the caches are in place";
     Graph graph(model.proto.graph());
     ShapeAnalysis analysis = inferShapes(model, graph);
     PlanOptions opt;
@@ -98,13 +101,15 @@ void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout 
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   test::onBothFamilies(model, [&](Executor& ex, bool gpu) {
-    EXPECT_EQ(ex.kvElementBytes(), half ? 2 : 4);
+    EXPECT_EQ(ex.kvType(), held);
+    const double atol = held == KvType::Q8 ? 0.25 : held == KvType::F16 ? 1e-2 : 1e-4;
+    const double rtol = held == KvType::Q8 ? 0.1 : held == KvType::F16 ? 1e-2 : 1e-3;
     for (const auto& set : loadDataSets(dir)) {
       std::vector<std::string> names;
       for (const auto& t : set.outputs) names.push_back(t.name);
       auto got = ex.run(set.inputs, names);
       for (size_t j = 0; j < got.size(); ++j) {
-        auto c = compareTensors(got[j], set.outputs[j], half ? 1e-2 : 1e-4, half ? 1e-2 : 1e-3);
+        auto c = compareTensors(got[j], set.outputs[j], atol, rtol);
         EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << (gpu ? " gpu" : " cpu") << (fused ? " fused" : "")
                               << ": max abs " << c.maxAbs;
       }
@@ -117,8 +122,29 @@ TEST_P(PlanModels, FusedPlannedModelMatchesReferenceOutputs) {
   checkPlanned(GetParam(), true, KvLayout::Sequence);
   checkPlanned(GetParam(), true, KvLayout::Heads);
   const std::string name = GetParam().filename().string();
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, "-past") == 0)  // --kv-type takes models with caches
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "-past") == 0) {  // --kv-type takes models with caches
     checkPlanned(GetParam(), true, KvLayout::Sequence, KvType::F32);
+    // 8-bit caches keep blocks of 32 along a head: bytellama's heads are 32 wide, the tiny
+    // models' 16 (refused, naming the cache).
+    Model model = loadModel((GetParam() / "model.onnx").string());
+    runFusePasses(model, {});
+    Graph graph(model.proto.graph());
+    const ShapeAnalysis analysis = inferShapes(model, graph);
+    const int64_t D = *analysis.symbols.resolve(analysis.at("past_key_values.0.key").dims[3]).constValue();
+    if (D % 32 == 0) {
+      checkPlanned(GetParam(), true, KvLayout::Sequence, KvType::Q8);
+      checkPlanned(GetParam(), true, KvLayout::Heads, KvType::Q8);
+    } else {
+      try {
+        planKvCache(model, KvLayout::Sequence, 1, KvType::Q8);
+        ADD_FAILURE() << "--kv-type q8 planned heads of " << D;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--kv-type q8 keeps blocks of 32 along a head, and cache input 'past_key_values."),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, PlanModels, ::testing::ValuesIn(test::modelDirs()),
@@ -206,11 +232,11 @@ namespace {
 // bytellama (e0m4 where `quantized`) fused and planned with its caches in place, decode
 // lengths in buckets of `pad`.
 Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quantized = false,
-                       const std::vector<std::string>& passes = {}) {
+                       const std::vector<std::string>& passes = {}, std::optional<KvType> type = std::nullopt) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   if (quantized) quantizeModel(model, QuantOptions{}, false);
   runFusePasses(model, passes);
-  const KvPlan kv = planKvCache(model, layout, pad);
+  const KvPlan kv = planKvCache(model, layout, pad, type);
   EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
@@ -277,6 +303,19 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
         EXPECT_GE(replays, 500 - 500 / pad - 2) << "pad " << pad;
       }
     }
+  }
+}
+
+// 8-bit caches (--kv-type q8): every kernel that writes them (the RoPE's, the decode and
+// prefill attention's own appends, tl.KvAppend) and reads them (the CPU rows, the GPU
+// family's decode rows, the grouped-query one past 256 keys) keeps bytellama's greedy
+// tokens, 300 of them, those of its fp32 caches, in both kernel families and layouts.
+TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
+  Model exact = inPlaceBytellama(64, KvLayout::Sequence, 400, false, {}, KvType::F32);
+  const auto want = greedy(exact, 300, false);
+  for (KvLayout layout : {KvLayout::Sequence, KvLayout::Heads}) {
+    Model eight = inPlaceBytellama(64, layout, 400, false, {}, KvType::Q8);
+    for (bool gpu : {false, true}) EXPECT_EQ(greedy(eight, 300, gpu), want) << (gpu ? "gpu" : "cpu");
   }
 }
 
@@ -432,7 +471,7 @@ TEST(KvInPlace, DecodeStepMovesOnlyTheNewToken) {
     CausalLm& lm = d.lm;
     int64_t next = lm.stepGreedy({'d', 'e', 'f', ' '});
     int64_t caches = 0, rowBytes = 0;
-    ASSERT_EQ(ex.kvElementBytes(), 2);  // fp16 caches, tl-plan's default
+    ASSERT_EQ(ex.kvType(), KvType::F16);  // tl-plan's default
     for (const auto& name : lm.cacheInputs()) {
       const auto& d = analysis.at(name).dims;
       rowBytes += *d[1].constValue() * *d[3].constValue() * 2;  // a token's row in every head
@@ -570,6 +609,23 @@ TEST(TlPlanCli, KvCacheRefusals) {
   r = test::runTool("tl-run", exact.string() + " --check " + (test::sourceDir() / "models/bytellama-past").string());
   EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("over atol 0.0001 + rtol 0.001"), std::string::npos) << r.out;
+  // --kv-type q8: blocks of 32 along a head (bytellama's heads are 32 wide; --check's
+  // default bars widen to theirs); the tiny llama's heads of 16 are refused in one line.
+  const auto eight = dir / "q8.onnx";
+  r = test::runTool("tl-plan", fused.string() + " --max-seq 64 --kv-type q8 --emit text");
+  EXPECT_NE(r.out.find("8-bit (blocks of 32) elements"), std::string::npos) << r.out;
+  ASSERT_EQ(test::runTool("tl-plan", fused.string() + " --max-seq 64 --kv-type q8 -o " + eight.string()).exitCode, 0);
+  EXPECT_EQ(kvType(eight), "type=q8");
+  r = test::runTool("tl-run", eight.string() + " --check " + (test::sourceDir() / "models/bytellama-past").string());
+  EXPECT_EQ(r.exitCode, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over atol 0.25 + rtol 0.1"), std::string::npos) << r.out;
+  const auto tinyFused = dir / "tiny-fused.onnx";
+  ASSERT_EQ(test::runTool("tl-fuse", model.string() + " -o " + tinyFused.string()).exitCode, 0);
+  r = test::runTool("tl-plan", tinyFused.string() + " --max-seq 64 --kv-type q8 --emit text");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("--kv-type q8 keeps blocks of 32 along a head, and cache input 'past_key_values."), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   {
     Model m = loadModel(planned.string());
     for (auto& p : *m.proto.mutable_metadata_props())

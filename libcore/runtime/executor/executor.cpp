@@ -30,7 +30,7 @@ void padRows(const std::vector<uint8_t>& rows, size_t width, int64_t from, int64
 }
 
 Executor::Executor(Device& device, const Model& model, const Graph& graph, const ShapeAnalysis& analysis)
-    : device_(device), kernels_(device, planKvHalf(model)), model_(model), graph_(graph), analysis_(analysis) {
+    : device_(device), kernels_(device, planKvType(model)), model_(model), graph_(graph), analysis_(analysis) {
   for (const auto& name : analysis.order) {
     const auto& t = analysis.at(name);
     std::set<std::string> symbols;
@@ -229,8 +229,8 @@ void Executor::prepare(const SymbolValues& binding) {
     const auto& n = graph_.node(i);
     for (const auto& out : n.output())
       if (!out.empty() && !aliases_.count(out) && !runAliases_.count(out) && !activeSubView(out))
-        ensure(out, elementCount(shapes_[out]) *
-                        (kvOf_.count(out) ? static_cast<size_t>(kvElement_) : elementBytes(analysis_.at(out).dtype)));
+        ensure(out, kvOf_.count(out) ? static_cast<size_t>(kvBytes(elementCount(shapes_[out])))
+                                     : elementCount(shapes_[out]) * elementBytes(analysis_.at(out).dtype));
   }
   if (!subViews_.empty()) refreshSubViews();
 }

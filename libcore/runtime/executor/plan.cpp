@@ -34,21 +34,22 @@ std::unordered_map<std::string, std::string> keyValues(const std::string& text) 
   return out;
 }
 
-// tl.plan.kv_options' `type`: f32 (also where absent: plans before --kv-type) or f16.
-std::string kvTypeOf(const std::unordered_map<std::string, std::string>& kvOptions) {
+// tl.plan.kv_options' `type`: f32 (also where absent: plans before --kv-type), f16 or q8.
+KvType kvTypeOf(const std::unordered_map<std::string, std::string>& kvOptions) {
   const auto t = kvOptions.find("type");
   const std::string type = t == kvOptions.end() ? "f32" : t->second;
-  if (type != "f32" && type != "f16") throw Error("tl.plan.kv_options: type '" + type + "' is not one this tl-run reads");
-  return type;
+  const auto known = kvTypeNamed(type);
+  if (!known) throw Error("tl.plan.kv_options: type '" + type + "' is not one this tl-run reads");
+  return *known;
 }
 
 }  // namespace
 
 
-bool Executor::planKvHalf(const Model& model) {
+KvType Executor::planKvType(const Model& model) {
   for (const auto& p : model.proto.metadata_props())
-    if (p.key() == "tl.plan.kv_options") return kvTypeOf(keyValues(p.value())) == "f16";
-  return false;
+    if (p.key() == "tl.plan.kv_options") return kvTypeOf(keyValues(p.value()));
+  return KvType::F32;
 }
 
 
@@ -125,7 +126,6 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
       if (key == "layout") layout = v;
       if (key == "pad") kvPad_ = std::max<int64_t>(1, std::stoll(v));
     }
-  kvElement_ = kernels_.kvHalf() ? 2 : 4;  // the type planKvHalf read (and checked) before the kernels were built
   if (layout != "sequence" && layout != "heads") throw Error("tl.plan.kv_options: layout '" + layout + "' is not one this tl-run reads");
   kvSequenceFirst_ = layout == "sequence";
   kvCapacity_ = planMaxSeq_;
@@ -149,7 +149,7 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
     const int64_t cap = kvCapacity_;
     c.strides = kvSequenceFirst_ ? std::vector<int64_t>{c.H * c.D, c.D, c.B * c.H * c.D}
                                  : std::vector<int64_t>{c.H * cap * c.D, cap * c.D, c.D};
-    const size_t bytes = static_cast<size_t>(c.B * c.H * cap * c.D * kvElement_);
+    const size_t bytes = static_cast<size_t>(c.B * c.H * cap) * tl::kvBytes(kvType(), c.D);
     if (bytes > device_.info().maxAlloc)
       throw Error("cache '" + c.past + "' needs " + std::to_string(bytes) + " bytes for max-seq " + std::to_string(cap) +
                       ", over the device's largest allocation",
@@ -192,9 +192,7 @@ struct CacheRect {
 };
 
 
-CacheRect cacheRect(int64_t batch, int64_t H, int64_t D, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst,
-                    int64_t element) {
-  const size_t row = static_cast<size_t>(D * element);
+CacheRect cacheRect(int64_t batch, int64_t H, int64_t B, int64_t capacity, int64_t rows, bool sequenceFirst, size_t row) {
   if (sequenceFirst)
     return {{row * static_cast<size_t>(batch * H), static_cast<size_t>(rows), 1}, row * static_cast<size_t>(B * H), 0,
             row * static_cast<size_t>(batch * H), 0};
@@ -226,26 +224,19 @@ void Executor::writeCache(const KvCache& c, const Tensor& t) {
   kvBatch_ = t.dims[0];
   const int64_t rows = t.dims[2];
   if (!rows) return;
-  // The host's fp32 rows as the cache holds them: fp16 (rounded as vstore_half does), then
-  // tokens first.
-  std::vector<uint8_t> half;
-  const std::vector<uint8_t>* from = &t.bytes;
-  if (kvElement_ == 2) {
-    half.resize(t.bytes.size() / 2);
-    for (size_t i = 0; i < half.size() / 2; ++i) {
-      float f;
-      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
-      const uint16_t h = floatToHalf(f);
-      std::memcpy(half.data() + 2 * i, &h, 2);
-    }
-    from = &half;
-  }
+  // The host's fp32 rows as the cache holds them (rounded as the kernels round), tokens
+  // first where the cache is.
+  const size_t row = tl::kvBytes(kvType(), c.D), count = static_cast<size_t>(kvBatch_ * c.H * rows);
+  std::vector<uint8_t> encoded(count * row);
+  encodeKvRows(kvType(), reinterpret_cast<const float*>(t.bytes.data()), count, c.D, encoded.data());
   auto& stage = staging_[c.past];
-  stage.resize(from->size());
-  const size_t row = static_cast<size_t>(c.D * kvElement_);
-  if (kvSequenceFirst_) swapTokensAndHeads(from->data(), stage.data(), kvBatch_ * c.H, rows, row, true);
-  else stage = *from;
-  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_, kvElement_);
+  if (kvSequenceFirst_) {
+    stage.resize(encoded.size());
+    swapTokensAndHeads(encoded.data(), stage.data(), kvBatch_ * c.H, rows, row, true);
+  } else {
+    stage = std::move(encoded);
+  }
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.B, kvCapacity_, rows, kvSequenceFirst_, row);
   const size_t origin[3] = {0, 0, 0};
   clCheck(clEnqueueWriteBufferRect(device_.queue(), c.mem, CL_FALSE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
                                    r.hostRow, r.hostSlice, stage.data(), 0, nullptr, nullptr),
@@ -254,24 +245,17 @@ void Executor::writeCache(const KvCache& c, const Tensor& t) {
 
 
 std::vector<uint8_t> Executor::readCache(const KvCache& c, int64_t rows) {
-  const size_t row = static_cast<size_t>(c.D * kvElement_);
-  std::vector<uint8_t> out(static_cast<size_t>(kvBatch_ * c.H * rows) * row), block(out.size());
+  const size_t row = tl::kvBytes(kvType(), c.D), count = static_cast<size_t>(kvBatch_ * c.H * rows);
+  std::vector<uint8_t> held(count * row), block(held.size()), out(count * static_cast<size_t>(c.D) * sizeof(float));
   if (!rows) return out;
-  const CacheRect r = cacheRect(kvBatch_, c.H, c.D, c.B, kvCapacity_, rows, kvSequenceFirst_, kvElement_);
+  const CacheRect r = cacheRect(kvBatch_, c.H, c.B, kvCapacity_, rows, kvSequenceFirst_, row);
   const size_t origin[3] = {0, 0, 0};
   clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, origin, origin, r.region, r.bufferRow, r.bufferSlice,
-                                  r.hostRow, r.hostSlice, kvSequenceFirst_ ? block.data() : out.data(), 0, nullptr, nullptr),
+                                  r.hostRow, r.hostSlice, kvSequenceFirst_ ? block.data() : held.data(), 0, nullptr, nullptr),
           "clEnqueueReadBufferRect", "cache '" + c.present + "'");
-  if (kvSequenceFirst_) swapTokensAndHeads(block.data(), out.data(), kvBatch_ * c.H, rows, row, false);
-  if (kvElement_ == 4) return out;
-  std::vector<uint8_t> wide(out.size() * 2);  // fp16 back to the graph's fp32
-  for (size_t i = 0; i < out.size() / 2; ++i) {
-    uint16_t h;
-    std::memcpy(&h, out.data() + 2 * i, 2);
-    const float f = halfToFloat(h);
-    std::memcpy(wide.data() + 4 * i, &f, 4);
-  }
-  return wide;
+  if (kvSequenceFirst_) swapTokensAndHeads(block.data(), held.data(), kvBatch_ * c.H, rows, row, false);
+  decodeKvRows(kvType(), held.data(), count, c.D, reinterpret_cast<float*>(out.data()));  // to the graph's fp32
+  return out;
 }
 
 }  // namespace tl

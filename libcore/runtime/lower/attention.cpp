@@ -324,7 +324,7 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
   // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v.
   const int64_t rot = n.attrInt("rotary_dim", q[3]);
-  l.writesCache((nk + nv) * n.ex.kvElementBytes()).run1d(count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1]);
+  l.writesCache(n.ex.kvBytes(nk + nv)).run1d(count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1]);
 }
 
 // tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
@@ -349,7 +349,7 @@ void kvAppendOp(const LowerNode& n) {
       l.nullMem().nullMem().i32(0).i32(1).i32(1).i32(1).i32(0).i32(0).i32(0);
     }
   }
-  l.mem(Executor::kKvRows).writesCache(total * n.ex.kvElementBytes()).run1d(total);
+  l.mem(Executor::kKvRows).writesCache(n.ex.kvBytes(total)).run1d(total);
 }
 
 // tl.RoPE (docs/ops.md): rotate-half rotary embedding in one pass over x (and over the
@@ -416,9 +416,10 @@ void attentionOp(const LowerNode& n) {
   const int64_t B = choice.c.B, H = choice.c.H, S = choice.c.S, D = choice.c.D, Hkv = choice.c.Hkv, T = choice.c.T,
                 Dv = choice.c.Dv;
   if (D > 256 || Dv > 256) throw Error("tl.Attention's kernels take head sizes up to 256", ExitCode::BadInput);
-  if (n.ex.kvElementBytes() != 4 && !(n.ex.cacheStrides(n.in(1)) && n.ex.cacheStrides(n.in(2))))
-    throw Error("reads k or v that is no in-place cache, and this plan's caches are fp16 (the attention kernels read "
-                "fp16 k and v): plan with tl-plan --kv-type f32", ExitCode::BadInput);
+  if (n.ex.kvType() != KvType::F32 && !(n.ex.cacheStrides(n.in(1)) && n.ex.cacheStrides(n.in(2))))
+    throw Error(std::string("reads k or v that is no in-place cache, and this plan's caches are ") +
+                    kvTypeName(n.ex.kvType()) + " (the attention kernels read k and v as that): plan with tl-plan --kv-type f32",
+                ExitCode::BadInput);
   const int64_t rows = B * H * S;
   const int mode = choice.variant->mode;
   const KeySplit& p = choice.keys;
@@ -459,7 +460,7 @@ void attentionOp(const LowerNode& n) {
       l.mem(r->input(0)).mem(r->input(3)).mem(r->input(6)).mem(n.in(1)).mem(n.in(2));
       l.mem(r->input(1)).i32(ps[0]).i32(ps[2]).mem(r->input(2)).i32(attrInt(*r, "rotary_dim").value_or(D));
       l.f32(attrFloat(*r, "cos_scale").value_or(1.0f)).f32(attrFloat(*r, "sin_scale").value_or(1.0f));
-      l.i32(ropeBshdBits(*r)).writesCache(B * Hkv * S * (D + Dv) * n.ex.kvElementBytes());
+      l.i32(ropeBshdBits(*r)).writesCache(n.ex.kvBytes(B * Hkv * S * (D + Dv)));
     } else {
       l.nullMem().nullMem().nullMem().nullMem().nullMem().nullMem().i32(0).i32(0).nullMem().i32(0).f32(1.0f).f32(1.0f);
       l.i32(0);
