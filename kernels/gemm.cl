@@ -64,14 +64,15 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
 
 // One slice's global reads into register set P, from k0: chunk s of A (AW floats of type
 // AT at row e / 4, e = tid + 256 s) and code chunk s (FETCH_CODES, BKS chunks a column).
-#define GEMM_FETCH(P, k0, BM, AT, AW, BCH, BKS, RAW, LOAD)                                     \
+// FETCH: FETCH_CODES, or FETCH_HALVES for weights dequantized once.
+#define GEMM_FETCH(P, k0, BM, AT, AW, BCH, BKS, RAW, LOAD, FETCH)                              \
   {                                                                                           \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
       const int e = tid + GEMM_WG * s, m = m0 + (e >> 2), k = (k0) + (e & 3) * AW;             \
       ra[P][s] = m < M && k < K ? *(__global const AT*)(A + (long)m * K + k) : (AT)0.0f;      \
     }                                                                                         \
     _Pragma("unroll") for (int s = 0; s < BCH; ++s)                                           \
-      FETCH_CODES(P, s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                       \
+      FETCH(P, s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                             \
   }
 
 #if TL_MAX_WG >= GEMM_WG
@@ -99,7 +100,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     float acc[BM / 16][BN / 16];                                                              \
     _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;                                          \
-    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)                           \
+    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES)                        \
     for (int k0 = 0; k0 < K; k0 += 16) {                                                      \
       _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
         const int e = tid + GEMM_WG * s, row = e >> 2, kq = (e & 3) * 4;                      \
@@ -128,7 +129,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
         }                                                                                     \
       }                                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD)   \
+      if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES) \
       _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                                       \
         float a[BM / 16], b[BN / 16];                                                         \
         _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[kk][ty * TM + i]) \
@@ -180,9 +181,20 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // tiles first (their ups BN / 2 rows on), so an item holds a gate and its up alike.
 #define MMA_BROW(wn, j, NT, BN) (glu ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
 
+// Chunk s of the weights' slice in register set P as 8 halves: codes dequantized
+// (MMA_BCODES), or halves as they are (MMA_BHALVES).
+#define MMA_BCODES(P, s, LEVELS8) half8_bits(fma(LEVELS8(rb[P][s]), (float8)rs[P][s], (float8)ro[P][s]))
+#define MMA_BHALVES(P, s, LEVELS8) rb[P][s]
+// Weights dequantized once a GEMM (dequant_f16_*): [N][K] halves, row_bytes = 2 K; chunk s
+// of the slice is 8 of them, no scale or offset.
+#define FETCH_HALVES(P, s, k0, kq, RAW, LOAD)                                                 \
+  {                                                                                           \
+    const int k_ = (k0) + (kq);                                                               \
+    rb[P][s] = bcol[s] >= 0 && k_ < K ? *(__global const uint4*)(W + (long)bcol[s] * row_bytes + 2 * k_) : (uint4)0; \
+  }
 // The slice from k0 in register set P (GEMM_FETCH's) into buffer P as halves, the norm's
 // sums of squares taken and its scale applied on the way.
-#define MMA_STAGE(P, k0, BM, BN, LEVELS8)                                                     \
+#define MMA_STAGE(P, k0, BM, BN, LEVELS8, BHALF)                                              \
   {                                                                                           \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
       const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                      \
@@ -194,7 +206,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
       As[P][e] = half8_bits(v);                                                               \
     }                                                                                         \
     _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                       \
-      Bs[P][tid + GEMM_WG * s] = half8_bits(fma(LEVELS8(rb[P][s]), (float8)rs[P][s], (float8)ro[P][s])); \
+      Bs[P][tid + GEMM_WG * s] = BHALF(P, s, LEVELS8);                                        \
   }
 // The products of the slice in buffer P.
 #define MMA_SLICE(P, BM, BN)                                                                  \
@@ -211,7 +223,8 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     }                                                                                         \
   }
 
-#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
+#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8) QGEMM_MMA_FROM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH_CODES, MMA_BCODES)
+#define QGEMM_MMA_FROM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, BHALF)                        \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
@@ -233,15 +246,15 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     float acc[BM / 32][BN / 32][4];                                                           \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD)                                   \
-    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD)                       \
+    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)                                \
+    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)                    \
     for (int k0 = 0; k0 < K; k0 += 64) {                                                      \
       const int two = k0 + 32 < K;                                                            \
-      MMA_STAGE(0, k0, BM, BN, LEVELS8)                                                       \
-      if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8)                                         \
+      MMA_STAGE(0, k0, BM, BN, LEVELS8, BHALF)                                                \
+      if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8, BHALF)                                  \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD)           \
-      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD)           \
+      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)           \
+      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)           \
       MMA_SLICE(0, BM, BN)                                                                    \
       if (two) MMA_SLICE(1, BM, BN)                                                           \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
@@ -273,6 +286,23 @@ QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+// Many rows (matmul.cpp's qgemm_mma_f16 row): the weights dequantized once a GEMM into
+// halves [N][K], an item per 8 (dequant_f16_*), then tiles that stage them as they are, so
+// the tiles' inner loop neither reads codes, scales and offsets nor converts them.
+QGEMM_MMA_FROM(qgemm_mma_f16, 128, 128, uint4, E0M4_LOAD, E0M4_LEVELS8, FETCH_HALVES, MMA_BHALVES)
+#define DEQUANT_F16(NAME, LOAD, LEVELS8)                                                      \
+  __kernel void NAME(__global const uchar* W, __global const float* S, __global const float* O, \
+                     __global uint4* out, int N, int K, int G, int row_bytes, int groups) {   \
+    const long i = get_global_id(0), kw = K / 8;                                              \
+    if (i >= N * kw) return;                                                                  \
+    const int n = i / kw, k = i % kw * 8;                                                     \
+    const long g = (long)n * groups + k / G;                                                  \
+    out[i] = half8_bits(fma(LEVELS8(LOAD(W + (long)n * row_bytes, k)), (float8)S[g], (float8)O[g])); \
+  }
+DEQUANT_F16(dequant_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
+DEQUANT_F16(dequant_f16_int4, INT4_LOAD, INT4_LEVELS8)
+DEQUANT_F16(dequant_f16_q8, Q8_LOAD, Q8_LEVELS8)
+DEQUANT_F16(dequant_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
 

@@ -60,14 +60,18 @@
 #                                            shapes; reports in $W/out
 #   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
 #                                            log's new lines and copies $W/out to $OUT
-#   scripts/device_bench.sh kvcheck          fp16 against fp32 KV caches (tl-plan --kv-type): every *-past model
-#                                            of devdata/models and bytellama fused and planned each way, tl-run
-#                                            --check through both GEMM paths; bytellama fp32 and e0m4 held-out
-#                                            bits per byte (devdata/bytellama-heldout.txt) and greedy 500 tokens
+#   scripts/device_bench.sh kvcheck          fp16 and q8 against fp32 KV caches (tl-plan --kv-type): every *-past
+#                                            model of devdata/models (q8: bytellama's alone, heads of 32) fused and
+#                                            planned each way, tl-run --check through both GEMM paths; bytellama
+#                                            fp32 and e0m4 held-out bits per byte (devdata/bytellama-heldout.txt)
+#                                            and greedy 500 tokens
 #   scripts/device_bench.sh kvtype NAMES     (after peerprep NAMES, on its machine) each model planned again
-#                                            with fp32 caches; one tl-bench run a model: tg128 and tg128@d2048
-#                                            of the fp16 plan and the fp32 plan with llama.cpp CUDA Q4_0 -fa 1
-#                                            beside them
+#                                            with fp32 and q8 caches; one tl-bench run a model: tg128 and
+#                                            tg128@d2048 of the fp16, fp32 and q8 plans with llama.cpp CUDA Q4_0
+#                                            -fa 1 beside them
+#   scripts/device_bench.sh decode NAMES     (after peerprep or closing NAMES, on its machine) one tl-bench run a
+#                                            model: tg128 and tg128@d2048 of its planned e0m4 model, llama.cpp
+#                                            CUDA Q4_0 -fa 1 beside it
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -324,7 +328,8 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
   kvcheck)
     for d in devdata/models/*-past models/bytellama-past; do
       m=$(basename "$d")
-      for t in f16 f32; do
+      for t in f16 f32 q8; do
+        [ $t = q8 ] && [ "$m" != bytellama-past ] && continue  # (q8: heads of multiples of 32)
         $B/tl-fuse "$d/model.onnx" 2>/dev/null | $B/tl-plan - --max-seq 1024 --pad 16 --kv-type $t -o "$W/$m-$t.onnx"
         for g in auto portable; do
           printf "%s kv %s gemm %s: " "$m" "$t" "$g"
@@ -337,25 +342,36 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     $B/tl-quant models/bytellama-past/model.onnx --scheme e0m4 2>/dev/null | $B/tl-fuse - 2>/dev/null > "$W/bl-e0m4-fused.onnx"
     $B/tl-fuse models/bytellama-past/model.onnx 2>/dev/null > "$W/bl-fp32-fused.onnx"
     for w in fp32 e0m4; do
-      for t in f16 f32; do
+      for t in f16 f32 q8; do
         $B/tl-plan "$W/bl-$w-fused.onnx" --max-seq 2048 --pad 64 --kv-type $t -o "$W/bl-$w-$t.onnx"
         printf "bytellama %s kv %s: bits/byte " "$w" "$t"
         $B/tl-run "$W/bl-$w-$t.onnx" --device NVIDIA --perplexity $H --window 512 2>/dev/null
         $B/tl-run "$W/bl-$w-$t.onnx" --device NVIDIA --generate --prompt "def " -n 500 2>/dev/null > "$W/gen-$w-$t.txt"
       done
-      cmp -s "$W/gen-$w-f16.txt" "$W/gen-$w-f32.txt" && echo "bytellama $w greedy 500: equal" ||
-        echo "bytellama $w greedy 500: differ at byte $(cmp "$W/gen-$w-f16.txt" "$W/gen-$w-f32.txt" | awk '{print $5}')"
+      for t in f16 q8; do
+        cmp -s "$W/gen-$w-$t.txt" "$W/gen-$w-f32.txt" && echo "bytellama $w kv $t greedy 500: equal to f32's" ||
+          echo "bytellama $w kv $t greedy 500: differ from f32's at byte $(cmp "$W/gen-$w-$t.txt" "$W/gen-$w-f32.txt" | awk '{print $5}')"
+      done
     done
     ;;
   kvtype)
     for m in $(echo "$2" | tr , ' '); do
       llamacpp_peer "$m"
-      p="$W/$m-e0m4-planned/model.onnx" p32="$W/$m-e0m4-planned-f32kv/model.onnx"
-      mkdir -p "$(dirname "$p32")"
+      p="$W/$m-e0m4-planned/model.onnx" p32="$W/$m-e0m4-planned-f32kv/model.onnx" p8="$W/$m-e0m4-planned-q8kv/model.onnx"
+      mkdir -p "$(dirname "$p32")" "$(dirname "$p8")"
       $B/tl-plan "$W/$m-e0m4-fused/model.onnx" --max-seq 4096 --pad 64 --align 512 --kv-type f32 -o "$p32"
-      GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" -m "$p32" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA --peer "$peer" \
+      $B/tl-plan "$W/$m-e0m4-fused/model.onnx" --max-seq 4096 --pad 64 --align 512 --kv-type q8 -o "$p8"
+      GGUF_PY=/root/lc/gguf-py $B/tl-bench "$p" -m "$p32" -m "$p8" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA --peer "$peer" \
         -o "$OUT/$m-kvtype.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep "^| " "$OUT/$m-kvtype.md"
+    done
+    ;;
+  decode)
+    for m in $(echo "$2" | tr , ' '); do
+      llamacpp_peer "$m"
+      GGUF_PY=/root/lc/gguf-py $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --name "$m" -p '' -n 128 -d 0,2048 -r "$R" \
+        --device NVIDIA --peer "$peer" -o "$OUT/$m-decode.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+      grep "^| " "$OUT/$m-decode.md"
     done
     ;;
   fusetests)

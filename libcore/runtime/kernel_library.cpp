@@ -137,9 +137,10 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
       options_(kvType == KvType::F16 ? " -DTL_KV_HALF" : kvType == KvType::Q8 ? " -DTL_KV_Q8" : "") {
   program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });
-  // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels with the helpers
-  // they use (their portable kernels, built again there, are left to the main program's),
-  // kept when its own mma_probe computes right.
+  // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels (the *_mma_* tiles
+  // and the dequant_f16_* passes before them) with the helpers they use (their portable
+  // kernels, built again there, are left to the main program's), kept when its own
+  // mma_probe computes right.
   if (!device.tensorCores()) return;
   cl_program p = buildMma(device, {"common.cl", "dequant.cl", "mma.cl", "gemm.cl", "attention.cl"}, options_, nullptr);
   if (!p) return;
@@ -148,7 +149,9 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
     return;
   }
   mma_ = p;
-  addKernels(mma_, kernels_, [](const std::string& name) { return name.find("_mma_") != std::string::npos; });
+  addKernels(mma_, kernels_, [](const std::string& name) {
+    return name.find("_mma_") != std::string::npos || name.rfind("dequant_f16_", 0) == 0;
+  });
 }
 
 KernelLibrary::~KernelLibrary() {

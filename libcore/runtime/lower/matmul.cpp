@@ -306,6 +306,10 @@ struct QCase {
   // at M = 128, TinyLlama's 2048 x 11264 in 88 tiles of 128 lost to 352 of 64 (pp128
   // 18,067 -> 16,470 tok/s; docs/tl-bench.md).
   bool mma128() const { return gemm() && M > 128 && tiles128() * 2 >= computeUnits; }
+  // ... and from kHalvesRows rows, over the weights dequantized once into fp16 first: each
+  // weight is then read by M / 128 tiles as halves, not dequantized by each.
+  static constexpr int64_t kHalvesRows = 512;
+  bool halves() const { return mma128() && M >= kHalvesRows; }
   static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
 constexpr auto up = QCase::up;
@@ -335,6 +339,7 @@ template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
 template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
+bool mmaHalves(const QCase& c) { return c.halves(); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
@@ -344,8 +349,9 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
-// and GLU itself (GEMV_ARGS).
-constexpr int kMerges = 1, kNative = 2;
+// and GLU itself (GEMV_ARGS); it reads the weights dequantized into fp16 first
+// (dequant_f16_<scheme>, into one scratch that every such node shares).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
@@ -354,6 +360,9 @@ const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the
 const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, the norm and GLU inside";
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
+const char* const kMmaHalvesWhy =
+    "GPU prefill from 512 rows, NVIDIA tensor cores: the weights dequantized once into fp16, then 128 x 128 tiles of f16 "
+    "products, the norm and GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -384,6 +393,7 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
+    {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
     {"qgemm_mma_e0m4", mma128<E0m4>, gemmGeometry<128>, kMmaWhy, kNative},
     {"qgemm64_mma_e0m4", gemm64<E0m4>, gemmGeometry<64>, kMma64Why, kNative},
     {"qgemm_mma_int4", mma128<Int4>, gemmGeometry<128>, kMmaWhy, kNative},
@@ -452,8 +462,16 @@ std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
   return splits;
 }
 
+// The scratch the fp16 rows dequantize into: one per weight shape, so that nodes share
+// it (one at a time: the queue is in order) and none grows it under a launch already set up.
+std::string halvesScratch(const LowerNode& n, const QCase& c) {
+  const std::string key = "#fp16-weights-" + std::to_string(c.K) + "x" + std::to_string(c.N);
+  n.ex.scratch(key, static_cast<size_t>(c.K * c.N) * 2);
+  return key;
+}
+
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
-// quantizes A's rows to int8.
+// quantizes A's rows to int8; the fp16 rows first dequantize the weights.
 void qmatmulOp(const LowerNode& n) {
   if (lowerLastRows(n, qmatmulOp)) return;
   QCase c = qcase(n);
@@ -476,11 +494,25 @@ void qmatmulOp(const LowerNode& n) {
           .i32(c.K)
           .run3d(static_cast<size_t>(c.M) * 64, 1, 1, 64, 1);
       l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
+    } else if (v.mode & kHalves) {
+      const std::string halves = halvesScratch(n, c);
+      n.launch("dequant_f16_" + n.attrString("scheme", ""), "the weights into fp16 for the tiles that follow")
+          .mem(n.in(1))
+          .mem(n.in(2))
+          .mem(n.in(3))
+          .mem(halves)
+          .i32(c.N)
+          .i32(c.K)
+          .i32(c.G)
+          .i32(c.rowBytes)
+          .i32(groups)
+          .run1d(c.N * c.K / 8);
+      l.mem(a).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
-    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
+    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(v.mode & kHalves ? 2 * c.K : c.rowBytes).i32(groups);
     if (native) setGemvArgs(l, n);
     if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
     l.run(v.geometry(c));
