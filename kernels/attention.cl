@@ -833,8 +833,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
 // output (registers; D and Dv up to 128, multiples of 4): no barrier per block of keys, one
 // merge at the end (the items' maxima, then their outputs summed a column per item). With
 // several splits it writes (max, sum, output) for attention_combine_f32.
-// EXACT kernels know D = Dv = WIDTH at compile time, so the loops unroll and the
-// accumulators stay in registers; the generic one takes any multiple of 4 up to WIDTH.
+// It takes heads of any multiple of 4 up to WIDTH (heads of exactly 64 or 128: ATT_DEC4).
 // With a RoPE's work (ATT_FRESH_ARGS) the split holding new keys stages them rotated in
 // local memory (up to ATT_DEC_MAXS rows: lowering's decode rows), in accs, which the
 // final merge uses only after wg_max's barriers.
@@ -861,7 +860,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
         if (4 * i < DV) acc[i] += p * LD4(i, (VR));                                                   \
     }                                                                                                \
   }
-#define ATT_DEC(NAME, WIDTH, EXACT)                                                                              \
+#define ATT_DEC(NAME, WIDTH)                                                                                     \
   __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                                   \
   void NAME(__global const float* q, __global const KV_T* k, __global const KV_T* v,                           \
             __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,         \
@@ -869,7 +868,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     __local float qs[WIDTH], red[RED_WG], accs[RED_WG * (WIDTH + 1)];                                            \
     __local float *fk = accs, *fv = accs + ATT_DEC_MAXS * (WIDTH);                                               \
     ATT_SPLIT_ROW(ATT_FRESH_Q)                                                                                   \
-    const int DK = EXACT ? WIDTH : D, DV = EXACT ? WIDTH : Dv;                                                   \
+    const int DK = D, DV = Dv;                                                                                   \
     const int t0 = split * chunk, t1 = min(T, t0 + chunk);                                                       \
     /* this split's new keys [f0, f1), if the launch has them; the caches' copy early, as */                     \
     /* nothing here reads it */                                                                                  \
@@ -913,12 +912,89 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
       pp[1] = sum;                                                                                               \
     }                                                                                                            \
   }
-#if ATT_FITS(ATT_DEC_FLOATS(64))
-ATT_DEC(attention_dec64_f32, 64, 1)
+// Heads of exactly 64 or 128: the same work-groups, but 16 keys at a time, 4 items a key,
+// each item a quarter of the head's dims (16 or 32 consecutive: a warp's loads cover 8
+// whole key rows, where an item a key read 8 rows' scattered pieces), the quarters' dots
+// summed through local memory (two buffers taken in turn: one barrier a step). An item
+// then keeps the sums of its quarter only, and the merge at the end adds 16 key lanes (16 x
+// WIDTH floats), not 64 items' whole rows.
+#define ATT_DEC4_FLOATS(WIDTH) ((WIDTH) + 3 * RED_WG + 16 * (WIDTH) + 2 * ATT_DEC_MAXS * (WIDTH))
+#define ATT_DEC4(NAME, WIDTH)                                                                                    \
+  __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                                   \
+  void NAME(__global const float* q, __global const KV_T* k, __global const KV_T* v,                           \
+            __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,         \
+            int chunk, ATT_FRESH_ARGS) {                                                                         \
+    __local float qs[WIDTH], red[RED_WG], pd[2 * RED_WG], accs[16 * (WIDTH)];                                    \
+    __local float fk[ATT_DEC_MAXS * (WIDTH)], fv[ATT_DEC_MAXS * (WIDTH)];                                        \
+    ATT_SPLIT_ROW(ATT_FRESH_Q)                                                                                   \
+    const int QW = (WIDTH) / 4, ks = lid >> 2, d0 = (lid & 3) * QW;                                              \
+    const int t0 = split * chunk, t1 = min(T, t0 + chunk);                                                       \
+    const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0; /* as ATT_DEC's */                             \
+    if (xq && split == 0 && s == 0 && h % (H / Hkv) == 0) ATT_FRESH_STORE(b, g, RED_WG, 0, S)                    \
+    for (int e = lid; e < (f1 - f0) * (WIDTH); e += RED_WG) {                                                    \
+      fk[e] = ATT_FRESH_K(b, g, f0 - off + e / (WIDTH), e % (WIDTH));                                            \
+      fv[e] = ATT_FRESH_V(b, g, f0 - off + e / (WIDTH), e % (WIDTH));                                            \
+    }                                                                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE); /* q and the new keys staged */                                                \
+    float4 acc[(WIDTH) / 16];                                                                                    \
+    for (int i = 0; i < (WIDTH) / 16; ++i) acc[i] = 0.0f;                                                        \
+    float m = -INFINITY, l = 0.0f;                                                                               \
+    for (int tb = t0, it = 0; tb < t1; tb += 16, ++it) {                                                         \
+      const int t = tb + ks, fresh = t >= f0 && t < f1;                                                          \
+      float4 a = 0.0f;                                                                                           \
+      if (t < t1) {                                                                                              \
+        __global const KV_T* kr = KV_AT(kb, (long)t * kst);                                                      \
+        for (int i = 0; i < QW; i += 4)                                                                          \
+          a += vload4(0, qs + d0 + i) * (fresh ? vload4(0, fk + (t - f0) * (WIDTH) + d0 + i) : KV_LD4((d0 + i) / 4, kr)); \
+      }                                                                                                          \
+      __local float* pp = pd + (it & 1) * RED_WG;                                                                \
+      pp[lid] = a.x + a.y + a.z + a.w;                                                                           \
+      barrier(CLK_LOCAL_MEM_FENCE); /* the quarters' dots; the buffer's last readers were two steps back */      \
+      if (t < t1) {                                                                                              \
+        const float x = att_score(pp[4 * ks] + pp[4 * ks + 1] + pp[4 * ks + 2] + pp[4 * ks + 3], scale, softcap, \
+                                  mask, moff + t * mst, has_mask, att_hidden(s, t, off, causal, km, kmb, b * kmsb), \
+                                  mask_value);                                                                   \
+        if (x != -INFINITY) {                                                                                    \
+          if (x > m) { /* a new maximum rescales what this key lane summed so far */                             \
+            const float corr = exp(m - x);                                                                       \
+            l *= corr;                                                                                           \
+            for (int i = 0; i < (WIDTH) / 16; ++i) acc[i] *= corr;                                               \
+            m = x;                                                                                               \
+          }                                                                                                      \
+          const float p = exp(x - m);                                                                            \
+          l += p;                                                                                                \
+          __global const KV_T* vr = KV_AT(vb, (long)t * vst);                                                    \
+          for (int i = 0; i < (WIDTH) / 16; ++i)                                                                 \
+            acc[i] += p * (fresh ? vload4(0, fv + (t - f0) * (WIDTH) + d0 + 4 * i) : KV_LD4(d0 / 4 + i, vr));    \
+        }                                                                                                        \
+      }                                                                                                          \
+    }                                                                                                            \
+    const float mx = wg_max(red, m);                                                                             \
+    const float sc = m == -INFINITY ? 0.0f : exp(m - mx);                                                        \
+    const float sum = wg_sum(red, (lid & 3) ? 0.0f : l * sc); /* a key lane's sum once, not 4 times */           \
+    for (int i = 0; i < (WIDTH) / 16; ++i) vstore4(acc[i] * sc, 0, accs + ks * (WIDTH) + d0 + 4 * i);           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+    __global float* o = out + b * osb + h * osh + s * oss;                                                       \
+    __global float* pq = part + ((long)row * splits + split) * ((WIDTH) + 2);                                    \
+    for (int d = lid; d < (WIDTH); d += RED_WG) {                                                                \
+      float a = 0.0f;                                                                                            \
+      for (int j = 0; j < 16; ++j) a += accs[j * (WIDTH) + d];                                                   \
+      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                       \
+      else pq[2 + d] = a;                                                                                        \
+    }                                                                                                            \
+    if (splits > 1 && lid == 0) {                                                                                \
+      pq[0] = mx;                                                                                                \
+      pq[1] = sum;                                                                                               \
+    }                                                                                                            \
+  }
+#if ATT_FITS(ATT_DEC4_FLOATS(64))
+ATT_DEC4(attention_dec64_f32, 64)
 #endif
 #if ATT_FITS(ATT_DEC_FLOATS(128))
-ATT_DEC(attention_dec_f32, 128, 0)
-ATT_DEC(attention_dec128_f32, 128, 1)
+ATT_DEC(attention_dec_f32, 128)
+#endif
+#if ATT_FITS(ATT_DEC4_FLOATS(128))
+ATT_DEC4(attention_dec128_f32, 128)
 #endif
 
 #ifdef TL_MMA

@@ -6,7 +6,7 @@ weights as external data), for tl-bench at real sizes.
 Runs on the device machine (torch and transformers are there; nothing is fetched, so the
 weights are random: speed does not depend on their values). Files this large never come
 back from it: export, quantize and benchmark there in one session (scripts/device_bench.sh).
-usage: python3 scripts/export_real.py OUTDIR NAME...   NAME: qwen2-0.5b, tinyllama-1.1b, llama-2-7b
+usage: python3 scripts/export_real.py OUTDIR NAME...   NAME: qwen2-0.5b, tinyllama-1.1b, llama-2-7b, llama-2-7b-4l
 writes OUTDIR/NAME/model.onnx (+ one external data file per weight) and OUTDIR/NAME/config.json
 (the transformers config, which scripts/bench_torch.py builds the PyTorch peer from).
 """
@@ -31,6 +31,8 @@ CONFIGS = {
                        max_position_embeddings=4096, rope_theta=10000.0, rms_norm_eps=1e-5,
                        tie_word_embeddings=False),
 }
+# Llama-2-7B's layers, four of them: A/B runs of its layer kernels in a minute's export.
+CONFIGS["llama-2-7b-4l"] = dict(CONFIGS["llama-2-7b"], num_hidden_layers=4)
 
 
 def export(out, name):

@@ -177,9 +177,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "portable"}))
       ->capture_default_str();
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
-  app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches)")
+  app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.25 8-bit ones)")
       ->capture_default_str();
-  app.add_option("--rtol", rtol, "relative tolerance for --check (1e-2 where the plan keeps fp16 KV caches)")
+  app.add_option("--rtol", rtol, "relative tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.1 8-bit ones)")
       ->capture_default_str();
   app.add_flag("--profile", profile, "print device time per op (OpenCL profiling events)");
   app.add_flag("--explain", explain,
