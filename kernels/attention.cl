@@ -860,6 +860,22 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
         if (4 * i < DV) acc[i] += p * LD4(i, (VR));                                                   \
     }                                                                                                \
   }
+// The decode rows' end: output dim d is the sum of the LANES partial rows in accs (STRIDE
+// floats apart), over the row's sum, written to out, or with several splits to the split's
+// (max, sum, output) in part for the merge.
+#define ATT_DEC_WRITE(DVN, LANES, STRIDE)                                                                        \
+  __global float* o = out + b * osb + h * osh + s * oss;                                                         \
+  __global float* pp = part + ((long)row * splits + split) * ((DVN) + 2);                                        \
+  for (int d = lid; d < (DVN); d += RED_WG) {                                                                    \
+    float a = 0.0f;                                                                                              \
+    for (int j = 0; j < (LANES); ++j) a += accs[j * (STRIDE) + d];                                               \
+    if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                         \
+    else pp[2 + d] = a;                                                                                          \
+  }                                                                                                              \
+  if (splits > 1 && lid == 0) {                                                                                  \
+    pp[0] = mx;                                                                                                  \
+    pp[1] = sum;                                                                                                 \
+  }
 #define ATT_DEC(NAME, WIDTH)                                                                                     \
   __kernel __attribute__((reqd_work_group_size(RED_WG, 1, 1)))                                                   \
   void NAME(__global const float* q, __global const KV_T* k, __global const KV_T* v,                           \
@@ -899,18 +915,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
       accs[lid * stride + 4 * i + 3] = x.w;                                                                      \
     }                                                                                                            \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
-    __global float* o = out + b * osb + h * osh + s * oss;                                                       \
-    __global float* pp = part + ((long)row * splits + split) * (DV + 2);                                         \
-    for (int d = lid; d < DV; d += RED_WG) {                                                                     \
-      float a = 0.0f;                                                                                            \
-      for (int j = 0; j < RED_WG; ++j) a += accs[j * stride + d];                                                \
-      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                       \
-      else pp[2 + d] = a;                                                                                        \
-    }                                                                                                            \
-    if (splits > 1 && lid == 0) {                                                                                \
-      pp[0] = mx;                                                                                                \
-      pp[1] = sum;                                                                                               \
-    }                                                                                                            \
+    ATT_DEC_WRITE(DV, RED_WG, stride)                                                                            \
   }
 // Heads of exactly 64 or 128: the same work-groups, but 16 keys at a time, 4 items a key,
 // each item a quarter of the head's dims (16 or 32 consecutive: a warp's loads cover 8
@@ -974,18 +979,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     const float sum = wg_sum(red, (lid & 3) ? 0.0f : l * sc); /* a key lane's sum once, not 4 times */           \
     for (int i = 0; i < (WIDTH) / 16; ++i) vstore4(acc[i] * sc, 0, accs + ks * (WIDTH) + d0 + 4 * i);           \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
-    __global float* o = out + b * osb + h * osh + s * oss;                                                       \
-    __global float* pq = part + ((long)row * splits + split) * ((WIDTH) + 2);                                    \
-    for (int d = lid; d < (WIDTH); d += RED_WG) {                                                                \
-      float a = 0.0f;                                                                                            \
-      for (int j = 0; j < 16; ++j) a += accs[j * (WIDTH) + d];                                                   \
-      if (splits == 1) o[d] = zero_rows && !(sum > 0.0f) ? 0.0f : a / sum;                                       \
-      else pq[2 + d] = a;                                                                                        \
-    }                                                                                                            \
-    if (splits > 1 && lid == 0) {                                                                                \
-      pq[0] = mx;                                                                                                \
-      pq[1] = sum;                                                                                               \
-    }                                                                                                            \
+    ATT_DEC_WRITE(WIDTH, 16, WIDTH)                                                                              \
   }
 #if ATT_FITS(ATT_DEC4_FLOATS(64))
 ATT_DEC4(attention_dec64_f32, 64)
