@@ -833,7 +833,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
 // output (registers; D and Dv up to 128, multiples of 4): no barrier per block of keys, one
 // merge at the end (the items' maxima, then their outputs summed a column per item). With
 // several splits it writes (max, sum, output) for attention_combine_f32.
-// It takes heads of any multiple of 4 up to WIDTH (heads of exactly 64 or 128: ATT_DEC4).
+// It takes heads of any multiple of 4 up to WIDTH (heads of exactly 32, 64 or 128: ATT_DEC4).
 // With a RoPE's work (ATT_FRESH_ARGS) the split holding new keys stages them rotated in
 // local memory (up to ATT_DEC_MAXS rows: lowering's decode rows), in accs, which the
 // final merge uses only after wg_max's barriers.
@@ -917,8 +917,8 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
     ATT_DEC_WRITE(DV, RED_WG, stride)                                                                            \
   }
-// Heads of exactly 64 or 128: the same work-groups, but 16 keys at a time, 4 items a key,
-// each item a quarter of the head's dims (16 or 32 consecutive: a warp's loads cover 8
+// Heads of exactly 32, 64 or 128: the same work-groups, but 16 keys at a time, 4 items a
+// key, each item a quarter of the head's dims (8 to 32 consecutive: a warp's loads cover 8
 // whole key rows, where an item a key read 8 rows' scattered pieces), the quarters' dots
 // summed through local memory (two buffers taken in turn: one barrier a step). An item
 // then keeps the sums of its quarter only, and the merge at the end adds 16 key lanes (16 x
@@ -982,6 +982,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     ATT_DEC_WRITE(WIDTH, 16, WIDTH)                                                                              \
   }
 #if ATT_FITS(ATT_DEC4_FLOATS(64))
+ATT_DEC4(attention_dec32_f32, 32)
 ATT_DEC4(attention_dec64_f32, 64)
 #endif
 #if ATT_FITS(ATT_DEC_FLOATS(128))

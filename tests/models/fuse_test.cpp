@@ -395,7 +395,7 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
   for (const Case& cs : {Case{4, 2, 16, 16, false, false, false, false, 0}, Case{3, 3, 7, 5, true, true, true, true, 0},
                          Case{8, 1, 64, 64, false, false, false, true, 30}, Case{2, 2, 256, 256, false, true, false, false, 0},
                          Case{4, 2, 128, 128, false, false, false, false, 0}, Case{2, 2, 128, 128, false, false, false, false, 0},
-                         Case{3, 3, 64, 64, false, false, false, false, 0}}) {
+                         Case{3, 3, 64, 64, false, false, false, false, 0}, Case{2, 1, 32, 32, false, false, false, false, 0}}) {
     auto dims = [](bool t, const std::string& heads, const std::string& rows, int64_t size) {
       std::vector<std::string> d = {"B", heads, rows, std::to_string(size)};
       if (t) std::swap(d[1], d[2]);
