@@ -138,9 +138,9 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvT
       if (len != length) throw Error(where + " of length " + len.str() + ", the other caches' being " + length.str());
       if (!a.symbols.resolve(pd[1]).isConst() || !a.symbols.resolve(pd[3]).isConst())
         throw Error(where + ": its heads and head size " + str(pd) + " are not constants");
-      if (type == KvType::Q8 && *a.symbols.resolve(pd[3]).constValue() % 32)
-        throw Error("--kv-type q8 keeps blocks of 32 along a head, and cache input '" + ap.past + "' " + str(pd) +
-                    " has heads of " + std::to_string(*a.symbols.resolve(pd[3]).constValue()) + " (plan with --kv-type f16)");
+      if (const int64_t D = *a.symbols.resolve(pd[3]).constValue(); type == KvType::Q8 && D % kKvQ8Block)
+        throw Error("--kv-type q8 keeps blocks of " + std::to_string(kKvQ8Block) + " along a head, and cache input '" +
+                    ap.past + "' " + str(pd) + " has heads of " + std::to_string(D) + " (plan with --kv-type f16)");
       if (ap.through >= 0 && plan.notInPlace.empty())
         plan.notInPlace = "input '" + ap.past + "' passes through node '" + g.nodeName(static_cast<size_t>(ap.through)) +
                           "' before its Concat (tl-fuse first)";

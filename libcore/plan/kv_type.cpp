@@ -17,7 +17,7 @@ std::optional<KvType> kvTypeNamed(const std::string& name) {
 }
 
 namespace {
-constexpr int64_t kQ8Block = 32;
+constexpr int64_t kQ8Block = kKvQ8Block;
 constexpr size_t kQ8BlockBytes = 4 + kQ8Block;  // the float scale, then the codes
 }  // namespace
 

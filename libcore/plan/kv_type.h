@@ -14,6 +14,7 @@ namespace tl {
 // of 32 elements along a head row, a float scale (largest magnitude / 127) then 32 int8
 // codes (llama.cpp's q8_0 with a float scale, 36 bytes; kernels/common.cl's KV_T).
 enum class KvType { F32, F16, Q8 };
+constexpr int64_t kKvQ8Block = 32;  // elements a Q8 block holds (its scale, then their codes)
 const char* kvTypeName(KvType t);  // "f32", "f16", "q8"
 std::optional<KvType> kvTypeNamed(const std::string& name);
 // Bytes of n consecutive elements of a head row from a row's start (n % 32 == 0 for Q8),

@@ -227,14 +227,15 @@ void Executor::writeCache(const KvCache& c, const Tensor& t) {
   // The host's fp32 rows as the cache holds them (rounded as the kernels round), tokens
   // first where the cache is.
   const size_t row = tl::kvBytes(kvType(), c.D), count = static_cast<size_t>(kvBatch_ * c.H * rows);
-  std::vector<uint8_t> encoded(count * row);
-  encodeKvRows(kvType(), reinterpret_cast<const float*>(t.bytes.data()), count, c.D, encoded.data());
+  const auto* floats = reinterpret_cast<const float*>(t.bytes.data());
   auto& stage = staging_[c.past];
+  stage.resize(count * row);
   if (kvSequenceFirst_) {
-    stage.resize(encoded.size());
+    std::vector<uint8_t> encoded(stage.size());
+    encodeKvRows(kvType(), floats, count, c.D, encoded.data());
     swapTokensAndHeads(encoded.data(), stage.data(), kvBatch_ * c.H, rows, row, true);
   } else {
-    stage = std::move(encoded);
+    encodeKvRows(kvType(), floats, count, c.D, stage.data());  // straight into the staging bytes
   }
   const CacheRect r = cacheRect(kvBatch_, c.H, c.B, kvCapacity_, rows, kvSequenceFirst_, row);
   const size_t origin[3] = {0, 0, 0};

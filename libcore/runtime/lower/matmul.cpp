@@ -350,7 +350,7 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
 // and GLU itself (GEMV_ARGS); it reads the weights dequantized into fp16 first
-// (dequant_f16_<scheme>, into one scratch that every such node shares).
+// (dequant_f16_<scheme>, into a scratch shared by the nodes of one weight shape).
 constexpr int kMerges = 1, kNative = 2, kHalves = 4;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
