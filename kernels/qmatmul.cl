@@ -374,19 +374,16 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
 #define A8(m) \
   (rows > m && M > m ? (float8)(a4[(m) * K / 4 + 8 * i + 2 * j], a4[(m) * K / 4 + 8 * i + 2 * j + 1]) : 0.0f)
 
-// MORE, BLOCK and ROW0 make variants: arguments, what each block of 32 codes starts with
-// (macros without arguments, named), and row 0's 8 floats at step j of the block.
-#define QGEMV16_FROM(NAME, ROWS, LEVELS8, MORE, BLOCK, ROW0)                                        \
-  QGEMV_HEAD_MORE(NAME, ROWS, MORE)                                                                 \
+#define QGEMV16(NAME, ROWS, LEVELS8)                                                                \
+  QGEMV_HEAD(NAME, ROWS)                                                                            \
     __global const float4* a4 = (__global const float4*)A;                                          \
     __global const float4* nw4 = (__global const float4*)NW;                                        \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
-      BLOCK()                                                                                       \
       COLS4(GEMV16_LOAD, _)                                                                         \
       float blk[4 * GEMV_COLS] = {0.0f}, sa[4] = {0.0f};                                            \
       for (int j = 0; j < 4; ++j) {                                                                 \
-        float8 a0 = ROW0, a1 = A8(1), a2 = A8(2), a3 = A8(3);                                       \
+        float8 a0 = A8(0), a1 = A8(1), a2 = A8(2), a3 = A8(3);                                      \
         NORM_ROWS(((float8)(nw4[8 * i + 2 * j], nw4[8 * i + 2 * j + 1])))                          \
         sa[0] += DOT8(a0, (float8)1.0f);                                                            \
         if (rows > 1) { sa[1] += DOT8(a1, (float8)1.0f); sa[2] += DOT8(a2, (float8)1.0f); sa[3] += DOT8(a3, (float8)1.0f); } \
@@ -396,11 +393,70 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
     }                                                                                               \
     gemv_finish_cols(red, part, acc, ss, t, M, N, K, C, SPLIT_PASS, 0, NW, eps, glu);               \
   }
-#define QGEMV16(NAME, ROWS, LEVELS8) QGEMV16_FROM(NAME, ROWS, LEVELS8, GEMV_NOTHING, GEMV_NOTHING, A8(0))
 QGEMV16(qgemv16_e0m4, 4, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
 QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
+
+// One row (M == 1) without a norm (NW must be null: lowering takes these only for nodes
+// without one), 32 codes at a time, in GEMV16_WG-wide groups: each item loads its block's
+// 4 columns of codes, then takes A's 8 floats of each step once for the 4 words at that
+// step; the scales and offsets come after the arithmetic; the group sums its 4 columns in
+// a tree. On the H100 this form (scripts/gemv_lab.c, weights not in L2) took 11008 x 4096
+// from 28.4 to 22.1 µs and 4096 x 4096 from 15.4 to 13.0 against qgemv16_*_m1; a test of
+// NW inside its loop alone made it 1.2x slower again, and the 4-row form in 128-wide groups
+// 1.3x, so the normed rows keep qgemv16_*_m1 (docs/bench/h100/issue28-gemv-lab.md). MORE,
+// BLOCK and AJ make variants: arguments, what each block of 32 codes starts with (macros
+// without arguments, named), and A's 8 floats at step j of block i.
+#define GEMV16_WG 128
+#define QGEMV16_PLAIN_FROM(NAME, LEVELS8, MORE, BLOCK, AJ)                                         \
+  __kernel __attribute__((reqd_work_group_size(GEMV16_WG, 1, 1)))                                   \
+  void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
+            __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
+            int groups, GEMV_ARGS MORE()) {                                                         \
+    __local float red[4 * GEMV16_WG];                                                               \
+    const int t = get_local_id(0);                                                                  \
+    int col[4];                                                                                     \
+    for (int c = 0; c < 4; ++c) col[c] = gemv_col(c, get_group_id(0), N, glu);                      \
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                        \
+    __global const float8* a8 = (__global const float8*)A;                                          \
+    for (int i = t; i < K / 32; i += GEMV16_WG) {                                                   \
+      const int g = 32 * i / G;                                                                     \
+      BLOCK()                                                                                       \
+      uint4 q[4];                                                                                   \
+      for (int c = 0; c < 4; ++c) q[c] = ((__global const uint4*)(W + (long)col[c] * row_bytes))[i]; \
+      float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sa = 0.0f;                                             \
+      for (int j = 0; j < 4; ++j) {                                                                 \
+        const float8 a = AJ;                                                                        \
+        sa += sum8(a);                                                                              \
+        for (int c = 0; c < 4; ++c) b[c] += DOT8(a, LEVELS8(word_of(q[c], j)));                     \
+      }                                                                                             \
+      for (int c = 0; c < 4; ++c) acc[c] += S[col[c] * groups + g] * b[c] + O[col[c] * groups + g] * sa; \
+    }                                                                                               \
+    gemv_finish_plain(red, acc, t, N, C, SPLIT_PASS, glu);                                          \
+  }
+// gemv_finish_cols for QGEMV16_PLAIN_FROM: the 4 columns' partials added in a tree, then
+// the 4 outputs (2 with a GLU: gate columns c < 2, their up columns' sums at c + 2).
+inline void gemv_finish_plain(__local float* red, const float* acc, int t, int N, __global float* C, SPLIT_ARGS,
+                              int glu) {
+  for (int c = 0; c < 4; ++c) red[c * GEMV16_WG + t] = acc[c];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = GEMV16_WG / 2; s > 0; s >>= 1) {
+    if (t < s)
+      for (int c = 0; c < 4; ++c) red[c * GEMV16_WG + t] += red[c * GEMV16_WG + t + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const int group = get_group_id(0);
+  if (!glu) {
+    const int n = group * GEMV_COLS + t;
+    if (t < GEMV_COLS && n < N) STORE(0, n, red[t * GEMV16_WG]);
+  } else {
+    const int width = N / 2, j = group * 2 + t;
+    if (t < 2 && j < width) STORE_GLU(0, j, red[t * GEMV16_WG], red[(t + 2) * GEMV16_WG], width);
+  }
+}
+QGEMV16_PLAIN_FROM(qgemv16_plain_e0m4_m1, E0M4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
+QGEMV16_PLAIN_FROM(qgemv16_plain_int4_m1, INT4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
 
 // One row whose A is a decode attention's output still in its splits (lowering's
 // merge_attention, runtime/lower/matmul.cpp): each split of query head h left (max, sum, partial output of Dv) in
@@ -429,8 +485,8 @@ inline float8 merged8(__global const float* pr, const float* mw, int splits, int
   return zero ? (float8)0.0f : a / l;
 }
 #define MERGED_ROW0 merged8(pr, mw, splits, Dv, d0 + 8 * j, ml, mzero)
-QGEMV16_FROM(qgemv16_merge_e0m4_m1, 1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
-QGEMV16_FROM(qgemv16_merge_int4_m1, 1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
+QGEMV16_PLAIN_FROM(qgemv16_merge_e0m4_m1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
+QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 
 // Decode of one row on GPUs (M == 1; e0m4, int4 with K % 32 == 0, group % 32 == 0) over
 // many columns: as qgemv16_*_m1, but a work-group takes COLS columns, so half as many
@@ -439,7 +495,7 @@ QGEMV16_FROM(qgemv16_merge_int4_m1, 1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, ME
 // and the rest their up columns, N / 2 further on. On the H100 at 8 columns: 2048 x 11264
 // 18.5 -> 14.5 µs, 2048 x 32000 39.1 -> 34.1, but 2048 x 2560 8.6 -> 10.3 (too few
 // groups to fill the device), so lowering takes it only for wide weights. MORE, BLOCK and
-// AJ make variants as QGEMV16_FROM's do (AJ: A's 8 floats at step j of block i).
+// AJ make variants as QGEMV16_PLAIN_FROM's do.
 #define QGEMV_WIDE_FROM(NAME, COLS, LEVELS8, MORE, BLOCK, AJ)                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \

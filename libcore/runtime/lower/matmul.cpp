@@ -276,7 +276,7 @@ Scheme schemeOf(const LowerNode& n) {
 
 struct QCase {
   Scheme scheme;
-  bool gpu = false, merged = false;
+  bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
@@ -314,9 +314,13 @@ struct QCase {
 };
 constexpr auto up = QCase::up;
 Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
-Geometry gemvGeometry(const QCase& c) {  // 4 weight columns per work-group (2 and their up columns with a GLU)
-  return grid((c.glu ? up(c.N / 2, 2) : up(c.N, 4)) * 64, 1, 1, 64, 1);
+// 4 weight columns per work-group (2 and their up columns with a GLU), of 64 items
+// (kernels/qmatmul.cl's GEMV_WG) or, one row without a norm, 128 (GEMV16_WG).
+template <size_t Items> Geometry gemvColumns(const QCase& c) {
+  return grid((c.glu ? up(c.N / 2, 2) : up(c.N, 4)) * Items, 1, 1, Items, 1);
 }
+constexpr auto gemvGeometry = gemvColumns<64>;
+constexpr auto gemv16PlainGeometry = gemvColumns<128>;
 Geometry w4a8GemvGeometry(const QCase& c) { return grid(up(c.N, 4) * 64, 1, 1, 64, 1); }
 Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 64) * 16, 1, 16, 16); }
 Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
@@ -333,6 +337,7 @@ template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
 template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
+template <Scheme S> bool gemv16Plain(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1 && !c.norm; }
 template <Scheme S> bool gemv16OneRow(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1; }
 template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv16(); }
 template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
@@ -354,6 +359,7 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 constexpr int kMerges = 1, kNative = 2, kHalves = 4;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
+const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
 const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
 const char* const kGemv16Why = "decode, up to 4 rows: 32 codes at a time, the norm and GLU inside";
 const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the norm and GLU inside";
@@ -375,10 +381,12 @@ const char* const kCols8Why = "CPU: a column and 8 rows per item";
 const Variant<QCase> kQMatMul[] = {
     {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges | kNative},
     {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemvGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemvGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative},
+    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative},
     {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative},
     {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative},
+    {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
+    {"qgemv16_plain_int4_m1", gemv16Plain<Int4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
     {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy, kNative},
     {"qgemv16_int4_m1", gemv16OneRow<Int4>, gemvGeometry, kGemv16OneWhy, kNative},
     {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why, kNative},
@@ -442,6 +450,7 @@ QCase qcase(const LowerNode& n) {
   c.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(c.K, 1);
   c.gpu = n.gpu();
   c.glu = gluKind(n.proto);
+  c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   return c;
 }

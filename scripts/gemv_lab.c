@@ -1,0 +1,86 @@
+// Times one-row decode GEMV kernels of tl.QMatMul's GPU convention (kernels/qmatmul.cl:
+// A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS; e0m4 codes, group 128,
+// no norm, no GLU) on enough copies of the weights that none is read from L2 twice in a row,
+// as a decode step reads a model's layers; each kernel's output is checked against the host.
+// The lab behind docs/bench/h100/issue28-gemv-lab.md. gcc -O2 gemv_lab.c -lOpenCL -lm, then
+//   ./a.out kernels/common.cl kernels/dequant.cl kernels/qmatmul.cl [more.cl] -- K N NAME:WG:COLS[:GROUPS] ...
+// (WG items a work-group, COLS columns a work-group, or GROUPS work-groups). Build options
+// from LABOPTS (default: the NVIDIA family's -DTL_MMA ...); LABPTX=FILE writes the program's
+// binary (PTX on NVIDIA).
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define CK(x) do { cl_int e_ = (x); if (e_) { printf("error %d at %s line %d\n", e_, #x, __LINE__); exit(1); } } while (0)
+static int cmp(const void *a, const void *b) { double x = *(double *)a, y = *(double *)b; return x < y ? -1 : x > y; }
+static char *slurp(const char *f) { FILE *fp = fopen(f, "rb"); if (!fp) { perror(f); exit(1); } fseek(fp, 0, 2); long n = ftell(fp); rewind(fp); char *b = malloc(n + 1); if (fread(b, 1, n, fp) != (size_t)n) exit(1); b[n] = 0; fclose(fp); return b; }
+int main(int argc, char **argv) {
+  int a = 1; char *src = calloc(1, 1); size_t sl = 0;
+  for (; a < argc && strcmp(argv[a], "--"); ++a) { char *s = slurp(argv[a]); src = realloc(src, sl + strlen(s) + 2); strcpy(src + sl, s); sl += strlen(s); src[sl++] = '\n'; src[sl] = 0; }
+  ++a;
+  const char *opts = getenv("LABOPTS") ? getenv("LABOPTS") : "-DTL_MMA -DTL_LOCAL_MEM=49152 -DTL_MAX_WG=1024";
+  cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
+  cl_device_id dev = 0;
+  for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
+  if (!dev) for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 1, &dev, 0)) dev = 0;
+  cl_int err; cl_context ctx = clCreateContext(0, 1, &dev, 0, 0, &err); CK(err);
+  cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
+  const char *s1 = src; cl_program p = clCreateProgramWithSource(ctx, 1, &s1, 0, &err); CK(err);
+  if (clBuildProgram(p, 1, &dev, opts, 0, 0)) { char log[65536]; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("build failed:\n%.6000s\n", log); return 1; }
+  if (getenv("LABPTX")) { size_t sz; CK(clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, 0)); unsigned char *bin = malloc(sz); CK(clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, 0)); FILE *f = fopen(getenv("LABPTX"), "wb"); fwrite(bin, 1, sz, f); fclose(f); }
+  int K = atoi(argv[a]), N = atoi(argv[a + 1]); a += 2;
+  int G = 128, groups = K / G, row_bytes = K / 2;
+  size_t wbytes = (size_t)N * row_bytes, sbytes = (size_t)N * groups * 4;
+  int R = (int)(400e6 / (wbytes + 2 * sbytes)) + 1; if (R > 64) R = 64;
+  unsigned char *hw = malloc(wbytes); float *hs = malloc(sbytes), *ho = malloc(sbytes), *ha = malloc(K * 4);
+  srand(7); for (size_t i = 0; i < wbytes; ++i) hw[i] = rand();
+  for (size_t i = 0; i < (size_t)N * groups; ++i) { hs[i] = 0.01f + 0.01f * rand() / RAND_MAX; ho[i] = -0.03f + 0.01f * rand() / RAND_MAX; }
+  for (int i = 0; i < K; ++i) ha[i] = 2.0f * rand() / RAND_MAX - 1.0f;
+  double *ref = calloc(N, 8);
+  for (int n = 0; n < N; ++n) { double s = 0; for (int k = 0; k < K; ++k) { int c = (hw[(size_t)n * row_bytes + k / 2] >> (4 * (k & 1))) & 15; double lv = 2.0 + c / 8.0; int g = k / G; s += ha[k] * (hs[n * groups + g] * lv + ho[n * groups + g]); } ref[n] = s; }
+  cl_mem *W = malloc(R * sizeof(cl_mem)), *S = malloc(R * sizeof(cl_mem)), *O = malloc(R * sizeof(cl_mem));
+  for (int r = 0; r < R; ++r) {
+    W[r] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, wbytes, hw, &err); CK(err);
+    S[r] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sbytes, hs, &err); CK(err);
+    O[r] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sbytes, ho, &err); CK(err);
+  }
+  cl_mem A = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, K * 4, ha, &err); CK(err);
+  cl_mem C = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4 + 64, 0, &err); CK(err);
+  printf("K %d N %d: %.1f MB weights + %.1f MB scales, %d copies\n", K, N, wbytes / 1e6, 2 * sbytes / 1e6, R);
+  for (; a < argc; ++a) {
+    char name[128]; int wg = 64, cols = 4, ngr = 0; sscanf(argv[a], "%127[^:]:%d:%d:%d", name, &wg, &cols, &ngr);
+    cl_kernel k = clCreateKernel(p, name, &err); if (err) { printf("%s: no kernel (%d)\n", name, err); continue; }
+    int M = 1, zero = 0; float eps = 1e-5f; cl_mem nul = 0;
+    int ai = 0;
+    CK(clSetKernelArg(k, ai++, sizeof A, &A)); CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &W[0]));
+    CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &S[0])); CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &O[0]));
+    CK(clSetKernelArg(k, ai++, sizeof C, &C)); CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, sizeof nul, &nul));
+    CK(clSetKernelArg(k, ai++, 4, &N)); CK(clSetKernelArg(k, ai++, 4, &zero));
+    CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, sizeof nul, &nul));
+    CK(clSetKernelArg(k, ai++, 4, &M)); CK(clSetKernelArg(k, ai++, 4, &N)); CK(clSetKernelArg(k, ai++, 4, &K));
+    CK(clSetKernelArg(k, ai++, 4, &G)); CK(clSetKernelArg(k, ai++, 4, &row_bytes)); CK(clSetKernelArg(k, ai++, 4, &groups));
+    CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, 4, &eps)); CK(clSetKernelArg(k, ai++, 4, &zero));
+    size_t local = wg, global = (size_t)(ngr ? ngr : (N + cols - 1) / cols) * wg;
+    float *hc = malloc(N * 4); float zf = 0.0f;
+    CK(clEnqueueFillBuffer(q, C, &zf, 4, 0, N * 4, 0, 0, 0));
+    CK(clEnqueueNDRangeKernel(q, k, 1, 0, &global, &local, 0, 0, 0));
+    CK(clEnqueueReadBuffer(q, C, CL_TRUE, 0, N * 4, hc, 0, 0, 0));
+    double maxe = 0, maxr = 0; for (int n = 0; n < N; ++n) { double e = fabs(hc[n] - ref[n]); if (e > maxe) maxe = e; if (fabs(ref[n]) > maxr) maxr = fabs(ref[n]); }
+    enum { REPS = 200 }; double ev[REPS];
+    for (int r = 0; r < REPS; ++r) {
+      CK(clSetKernelArg(k, 1, sizeof(cl_mem), &W[r % R])); CK(clSetKernelArg(k, 2, sizeof(cl_mem), &S[r % R])); CK(clSetKernelArg(k, 3, sizeof(cl_mem), &O[r % R]));
+      cl_event e; CK(clEnqueueNDRangeKernel(q, k, 1, 0, &global, &local, 0, 0, &e));
+      CK(clWaitForEvents(1, &e)); cl_ulong t0, t1;
+      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, 8, &t0, 0); clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, 8, &t1, 0);
+      ev[r] = (t1 - t0) / 1e3; clReleaseEvent(e);
+    }
+    qsort(ev + 20, REPS - 20, sizeof(double), cmp);
+    double med = ev[20 + (REPS - 20) / 2];
+    printf("  %-28s groups %5zu wg %4d cols %2d  median %7.2f us  q1 %7.2f  %6.0f GB/s  maxerr %.2e (of %.2e)\n", name, global / wg, wg, cols, med,
+           ev[20 + (REPS - 20) / 4], (wbytes + 2 * sbytes) / med / 1e3, maxe, maxr);
+    free(hc); clReleaseKernel(k);
+  }
+  return 0;
+}
