@@ -219,7 +219,8 @@ __kernel void qmatmul_cols_w4a8(__global const char* QA, __global const float* R
 // row, and the group adds them up in local memory. Needs group % 8 == 0 so that 8 codes
 // share one scale and offset; ragged K tails go code by code. A work-group takes 4
 // columns (measured on the H100: 1.4x faster than 1; 8 columns, or 128- or 256-wide
-// groups, no better).
+// groups, no better for these kernels; qgemv16_plain_*_m1 below is the one-row form that
+// 128 items do speed up).
 #define GEMV_WG 64
 
 // A work-group takes 4 columns, so that each 8 floats of A read serve 4 words of weights

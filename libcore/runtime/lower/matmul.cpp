@@ -459,9 +459,7 @@ QCase qcase(const LowerNode& n) {
 // (merge_attention), the norm is not in the way, the row is a one-row 16-level GEMV, and
 // the attention takes a variant whose splits such a GEMV reads.
 std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
-  if (!n.attrInt("merge_attention", 0) || !matmulOptional(n.proto, MatMulInput::NormScale).empty() || !c.gemv16() ||
-      c.M != 1)
-    return std::nullopt;
+  if (!n.attrInt("merge_attention", 0) || c.norm || !c.gemv16() || c.M != 1) return std::nullopt;
   auto splits = mergedSplits(n, kMergeSplits, c.K);
   if (!splits) return std::nullopt;
   QCase m = c;
