@@ -396,68 +396,80 @@ inline uint word_of(uint4 q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 
   }
 QGEMV16(qgemv16_e0m4, 4, E0M4_LEVELS8)
 QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
-QGEMV16(qgemv16_e0m4_m1, 1, E0M4_LEVELS8)
-QGEMV16(qgemv16_int4_m1, 1, INT4_LEVELS8)
 
-// One row (M == 1) without a norm (NW must be null: lowering takes these only for nodes
-// without one), 32 codes at a time, in GEMV16_WG-wide groups: each item loads its block's
-// 4 columns of codes, then takes A's 8 floats of each step once for the 4 words at that
-// step; the scales and offsets come after the arithmetic; the group sums its 4 columns in
-// a tree. On the H100 this form (scripts/gemv_lab.c, weights not in L2) took 11008 x 4096
-// from 28.4 to 22.1 µs and 4096 x 4096 from 15.4 to 13.0 against qgemv16_*_m1; a test of
-// NW inside its loop alone made it 1.2x slower again, and the 4-row form in 128-wide groups
-// 1.3x, so the normed rows keep qgemv16_*_m1 (docs/bench/h100/issue28-gemv-lab.md). MORE,
+// One row (M == 1), 32 codes at a time, in WG-wide groups: each item loads its block's 4
+// columns of codes, then takes A's 8 floats of each step once for the 4 words at that step;
+// the scales and offsets come after the arithmetic; the group sums its 4 columns in a
+// tree. NORMED (a constant: 0, or 1 for rows with an RMSNorm, whose NW must then be given)
+// compiles the norm's squares and scaling into the loop, so no row tests NW there. On the
+// H100 (scripts/gemv_lab.c, weights not in L2) this form without a norm in 128-wide groups
+// took 11008 x 4096 from 28.4 to 22.1 µs and 4096 x 4096 from 15.4 to 13.0 against the
+// 4-row form; a test of NW inside its loop alone made it 1.2x slower again. With the norm
+// compiled in, 64-wide groups took TinyLlama's QKV (2048 x 2560: one block an item) from
+// 12.5 to 10.2 µs against the 4-row form (docs/bench/h100/issue28-gemv-lab.md). MORE,
 // BLOCK and AJ make variants: arguments, what each block of 32 codes starts with (macros
 // without arguments, named), and A's 8 floats at step j of block i.
 #define GEMV16_WG 128
-#define QGEMV16_PLAIN_FROM(NAME, LEVELS8, MORE, BLOCK, AJ)                                         \
-  __kernel __attribute__((reqd_work_group_size(GEMV16_WG, 1, 1)))                                   \
+#define QGEMV16_ONE(NAME, WG, NORMED, LEVELS8, MORE, BLOCK, AJ)                                     \
+  __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))                                          \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
             int groups, GEMV_ARGS MORE()) {                                                         \
-    __local float red[4 * GEMV16_WG];                                                               \
+    __local float red[5 * (WG)];                                                                    \
     const int t = get_local_id(0);                                                                  \
     int col[4];                                                                                     \
     for (int c = 0; c < 4; ++c) col[c] = gemv_col(c, get_group_id(0), N, glu);                      \
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                        \
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss = 0.0f;                                             \
     __global const float8* a8 = (__global const float8*)A;                                          \
-    for (int i = t; i < K / 32; i += GEMV16_WG) {                                                   \
+    __global const float8* n8 = (__global const float8*)NW;                                         \
+    for (int i = t; i < K / 32; i += (WG)) {                                                        \
       const int g = 32 * i / G;                                                                     \
       BLOCK()                                                                                       \
       uint4 q[4];                                                                                   \
       for (int c = 0; c < 4; ++c) q[c] = ((__global const uint4*)(W + (long)col[c] * row_bytes))[i]; \
       float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sa = 0.0f;                                             \
       for (int j = 0; j < 4; ++j) {                                                                 \
-        const float8 a = AJ;                                                                        \
+        float8 a = AJ;                                                                              \
+        if (NORMED) {                                                                               \
+          ss += DOT8(a, a);                                                                         \
+          a *= n8[4 * i + j];                                                                       \
+        }                                                                                           \
         sa += sum8(a);                                                                              \
         for (int c = 0; c < 4; ++c) b[c] += DOT8(a, LEVELS8(word_of(q[c], j)));                     \
       }                                                                                             \
       for (int c = 0; c < 4; ++c) acc[c] += S[col[c] * groups + g] * b[c] + O[col[c] * groups + g] * sa; \
     }                                                                                               \
-    gemv_finish_plain(red, acc, t, N, C, SPLIT_PASS, glu);                                          \
+    gemv_finish_one(red, acc, ss, NORMED, WG, t, N, K, eps, C, SPLIT_PASS, glu);                    \
   }
-// gemv_finish_cols for QGEMV16_PLAIN_FROM: the 4 columns' partials added in a tree, then
-// the 4 outputs (2 with a GLU: gate columns c < 2, their up columns' sums at c + 2).
-inline void gemv_finish_plain(__local float* red, const float* acc, int t, int N, __global float* C, SPLIT_ARGS,
-                              int glu) {
-  for (int c = 0; c < 4; ++c) red[c * GEMV16_WG + t] = acc[c];
+// QGEMV16_ONE's end: the 4 columns' partials (and with a norm the sums of squares) added
+// in a tree over the wg items, then the 4 outputs (2 with a GLU: gate columns c < 2, their
+// up columns' sums at c + 2), times the row's inverse RMS when normed.
+inline void gemv_finish_one(__local float* red, const float* acc, float ss, int normed, int wg, int t, int N, int K,
+                            float eps, __global float* C, SPLIT_ARGS, int glu) {
+  const int values = normed ? 5 : 4;
+  for (int c = 0; c < 4; ++c) red[c * wg + t] = acc[c];
+  red[4 * wg + t] = ss;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = GEMV16_WG / 2; s > 0; s >>= 1) {
+  for (int s = wg / 2; s > 0; s >>= 1) {
     if (t < s)
-      for (int c = 0; c < 4; ++c) red[c * GEMV16_WG + t] += red[c * GEMV16_WG + t + s];
+      for (int c = 0; c < values; ++c) red[c * wg + t] += red[c * wg + t + s];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  const float inv = normed ? 1.0f / sqrt(red[4 * wg] / K + eps) : 1.0f;
   const int group = get_group_id(0);
   if (!glu) {
     const int n = group * GEMV_COLS + t;
-    if (t < GEMV_COLS && n < N) STORE(0, n, red[t * GEMV16_WG]);
+    if (t < GEMV_COLS && n < N) STORE(0, n, red[t * wg] * inv);
   } else {
     const int width = N / 2, j = group * 2 + t;
-    if (t < 2 && j < width) STORE_GLU(0, j, red[t * GEMV16_WG], red[(t + 2) * GEMV16_WG], width);
+    if (t < 2 && j < width) STORE_GLU(0, j, red[t * wg] * inv, red[(t + 2) * wg] * inv, width);
   }
 }
+#define QGEMV16_PLAIN_FROM(NAME, LEVELS8, MORE, BLOCK, AJ) QGEMV16_ONE(NAME, GEMV16_WG, 0, LEVELS8, MORE, BLOCK, AJ)
 QGEMV16_PLAIN_FROM(qgemv16_plain_e0m4_m1, E0M4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
 QGEMV16_PLAIN_FROM(qgemv16_plain_int4_m1, INT4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
+QGEMV16_ONE(qgemv16_norm_e0m4_m1, GEMV_WG, 1, E0M4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
+QGEMV16_ONE(qgemv16_norm_int4_m1, GEMV_WG, 1, INT4_LEVELS8, GEMV_NOTHING, GEMV_NOTHING, a8[4 * i + j])
 
 // One row whose A is a decode attention's output still in its splits (lowering's
 // merge_attention, runtime/lower/matmul.cpp): each split of query head h left (max, sum, partial output of Dv) in
@@ -490,7 +502,7 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_e0m4_m1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
 QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 
 // Decode of one row on GPUs (M == 1; e0m4, int4 with K % 32 == 0, group % 32 == 0) over
-// many columns: as qgemv16_*_m1, but a work-group takes COLS columns, so half as many
+// many columns: as qgemv16_norm_*_m1, but a work-group takes COLS columns, so half as many
 // groups each live twice as long, and the 32 floats of A and of the norm's weights an
 // item reads per block serve COLS columns. With a GLU the first COLS / 2 are gate columns
 // and the rest their up columns, N / 2 further on. On the H100 at 8 columns: 2048 x 11264

@@ -1,6 +1,6 @@
 // Times one-row decode GEMV kernels of tl.QMatMul's GPU convention (kernels/qmatmul.cl:
 // A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS; e0m4 codes, group 128,
-// no norm, no GLU) on enough copies of the weights that none is read from L2 twice in a row,
+// LABNW=1: an RMSNorm weight, LABGLU=1: a SiLU GLU over column pairs j, j + N / 2) on enough copies of the weights that none is read from L2 twice in a row,
 // as a decode step reads a model's layers; each kernel's output is checked against the host.
 // The lab behind docs/bench/h100/issue28-gemv-lab.md. gcc -O2 gemv_lab.c -lOpenCL -lm, then
 //   ./a.out kernels/common.cl kernels/dequant.cl kernels/qmatmul.cl [more.cl] -- K N NAME:WG:COLS[:GROUPS] ...
@@ -38,8 +38,15 @@ int main(int argc, char **argv) {
   srand(7); for (size_t i = 0; i < wbytes; ++i) hw[i] = rand();
   for (size_t i = 0; i < (size_t)N * groups; ++i) { hs[i] = 0.01f + 0.01f * rand() / RAND_MAX; ho[i] = -0.03f + 0.01f * rand() / RAND_MAX; }
   for (int i = 0; i < K; ++i) ha[i] = 2.0f * rand() / RAND_MAX - 1.0f;
+  const int norm = getenv("LABNW") && atoi(getenv("LABNW")), glu = getenv("LABGLU") && atoi(getenv("LABGLU"));
+  const float eps = 1e-5f;
+  float *hn = malloc(K * 4); double ss = 0, *an = malloc(K * 8);
+  for (int i = 0; i < K; ++i) { hn[i] = 0.5f + (float)rand() / RAND_MAX; ss += (double)ha[i] * ha[i]; }
+  for (int i = 0; i < K; ++i) an[i] = norm ? ha[i] * hn[i] / sqrt(ss / K + eps) : ha[i];
   double *ref = calloc(N, 8);
-  for (int n = 0; n < N; ++n) { double s = 0; for (int k = 0; k < K; ++k) { int c = (hw[(size_t)n * row_bytes + k / 2] >> (4 * (k & 1))) & 15; double lv = 2.0 + c / 8.0; int g = k / G; s += ha[k] * (hs[n * groups + g] * lv + ho[n * groups + g]); } ref[n] = s; }
+  for (int n = 0; n < N; ++n) { double s = 0; for (int k = 0; k < K; ++k) { int c = (hw[(size_t)n * row_bytes + k / 2] >> (4 * (k & 1))) & 15; double lv = 2.0 + c / 8.0; int g = k / G; s += an[k] * (hs[n * groups + g] * lv + ho[n * groups + g]); } ref[n] = s; }
+  const int outs = glu ? N / 2 : N;
+  if (glu) for (int j = 0; j < outs; ++j) ref[j] = ref[j] / (1.0 + exp(-ref[j])) * ref[j + outs];
   cl_mem *W = malloc(R * sizeof(cl_mem)), *S = malloc(R * sizeof(cl_mem)), *O = malloc(R * sizeof(cl_mem));
   for (int r = 0; r < R; ++r) {
     W[r] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, wbytes, hw, &err); CK(err);
@@ -48,11 +55,12 @@ int main(int argc, char **argv) {
   }
   cl_mem A = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, K * 4, ha, &err); CK(err);
   cl_mem C = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * 4 + 64, 0, &err); CK(err);
-  printf("K %d N %d: %.1f MB weights + %.1f MB scales, %d copies\n", K, N, wbytes / 1e6, 2 * sbytes / 1e6, R);
+  cl_mem NWB = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, K * 4, hn, &err); CK(err);
+  printf("K %d N %d%s%s: %.1f MB weights + %.1f MB scales, %d copies\n", K, N, norm ? " norm" : "", glu ? " glu" : "", wbytes / 1e6, 2 * sbytes / 1e6, R);
   for (; a < argc; ++a) {
     char name[128]; int wg = 64, cols = 4, ngr = 0; sscanf(argv[a], "%127[^:]:%d:%d:%d", name, &wg, &cols, &ngr);
     cl_kernel k = clCreateKernel(p, name, &err); if (err) { printf("%s: no kernel (%d)\n", name, err); continue; }
-    int M = 1, zero = 0; float eps = 1e-5f; cl_mem nul = 0;
+    int M = 1, zero = 0; cl_mem nul = 0;
     int ai = 0;
     CK(clSetKernelArg(k, ai++, sizeof A, &A)); CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &W[0]));
     CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &S[0])); CK(clSetKernelArg(k, ai++, sizeof(cl_mem), &O[0]));
@@ -61,13 +69,13 @@ int main(int argc, char **argv) {
     CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, sizeof nul, &nul));
     CK(clSetKernelArg(k, ai++, 4, &M)); CK(clSetKernelArg(k, ai++, 4, &N)); CK(clSetKernelArg(k, ai++, 4, &K));
     CK(clSetKernelArg(k, ai++, 4, &G)); CK(clSetKernelArg(k, ai++, 4, &row_bytes)); CK(clSetKernelArg(k, ai++, 4, &groups));
-    CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, 4, &eps)); CK(clSetKernelArg(k, ai++, 4, &zero));
+    CK(clSetKernelArg(k, ai++, sizeof(cl_mem), norm ? &NWB : &nul)); CK(clSetKernelArg(k, ai++, 4, &eps)); CK(clSetKernelArg(k, ai++, 4, &glu));
     size_t local = wg, global = (size_t)(ngr ? ngr : (N + cols - 1) / cols) * wg;
     float *hc = malloc(N * 4); float zf = 0.0f;
     CK(clEnqueueFillBuffer(q, C, &zf, 4, 0, N * 4, 0, 0, 0));
     CK(clEnqueueNDRangeKernel(q, k, 1, 0, &global, &local, 0, 0, 0));
     CK(clEnqueueReadBuffer(q, C, CL_TRUE, 0, N * 4, hc, 0, 0, 0));
-    double maxe = 0, maxr = 0; for (int n = 0; n < N; ++n) { double e = fabs(hc[n] - ref[n]); if (e > maxe) maxe = e; if (fabs(ref[n]) > maxr) maxr = fabs(ref[n]); }
+    double maxe = 0, maxr = 0; for (int n = 0; n < outs; ++n) { double e = fabs(hc[n] - ref[n]); if (e > maxe) maxe = e; if (fabs(ref[n]) > maxr) maxr = fabs(ref[n]); }
     enum { REPS = 200 }; double ev[REPS];
     for (int r = 0; r < REPS; ++r) {
       CK(clSetKernelArg(k, 1, sizeof(cl_mem), &W[r % R])); CK(clSetKernelArg(k, 2, sizeof(cl_mem), &S[r % R])); CK(clSetKernelArg(k, 3, sizeof(cl_mem), &O[r % R]));

@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QMatMulKernel, ::testing::ValuesIn(cases()), [
 // both kernel families: the GPU decode kernels normalize and gate in place, the others in
 // steps through scratch. K = 256 takes the 32-code decode kernel, K = 204 the 8-code one
 // with a tail, K = 4096 a one-row 32-code kernel with 128 blocks (without a norm every
-// item of qgemv16_plain_*_m1's 128-wide group holds one; with a norm qgemv16_*_m1's 64
+// item of qgemv16_plain_*_m1's 128-wide group holds one; with a norm qgemv16_norm_*_m1's 64
 // items hold two each, and their sums of squares); N = 4104 one row through
 // the wide kernel (devices of up to 64 compute units);
 // K = 203 (float only) the float decode kernel's k past its runs of 4. M = 64: a float GLU

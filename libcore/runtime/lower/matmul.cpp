@@ -338,7 +338,7 @@ template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
 template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
 template <Scheme S> bool gemv16Plain(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1 && !c.norm; }
-template <Scheme S> bool gemv16OneRow(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1; }
+template <Scheme S> bool gemv16Normed(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1 && c.norm; }
 template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv16(); }
 template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
@@ -360,7 +360,7 @@ constexpr int kMerges = 1, kNative = 2, kHalves = 4;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
-const char* const kGemv16OneWhy = "one decode row: 32 codes at a time, the norm and GLU inside";
+const char* const kGemv16NormWhy = "one decode row with a norm: 32 codes at a time, the norm compiled in, the GLU inside";
 const char* const kGemv16Why = "decode, up to 4 rows: 32 codes at a time, the norm and GLU inside";
 const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the norm and GLU inside";
 const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, the norm and GLU inside";
@@ -387,8 +387,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative},
     {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
     {"qgemv16_plain_int4_m1", gemv16Plain<Int4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
-    {"qgemv16_e0m4_m1", gemv16OneRow<E0m4>, gemvGeometry, kGemv16OneWhy, kNative},
-    {"qgemv16_int4_m1", gemv16OneRow<Int4>, gemvGeometry, kGemv16OneWhy, kNative},
+    {"qgemv16_norm_e0m4_m1", gemv16Normed<E0m4>, gemvGeometry, kGemv16NormWhy, kNative},
+    {"qgemv16_norm_int4_m1", gemv16Normed<Int4>, gemvGeometry, kGemv16NormWhy, kNative},
     {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why, kNative},
     {"qgemv16_int4", gemv16<Int4>, gemvGeometry, kGemv16Why, kNative},
     {"qgemv_e0m4_m1", gemvOneRow<E0m4>, gemvGeometry, kGemvOneWhy, kNative},
