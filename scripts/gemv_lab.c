@@ -1,35 +1,17 @@
 // Times one-row decode GEMV kernels of tl.QMatMul's GPU convention (kernels/qmatmul.cl:
-// A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS; e0m4 codes, group 128,
-// LABNW=1: an RMSNorm weight, LABGLU=1: a SiLU GLU over column pairs j, j + N / 2) on enough copies of the weights that none is read from L2 twice in a row,
-// as a decode step reads a model's layers; each kernel's output is checked against the host.
-// The lab behind docs/bench/h100/issue28-gemv-lab.md. gcc -O2 gemv_lab.c -lOpenCL -lm, then
+// A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS; e0m4 codes, group 128;
+// LABNW=1 gives them an RMSNorm weight, LABGLU=1 a SiLU GLU over column pairs j, j + N / 2)
+// on enough copies of the weights that none is read from L2 twice in a row, as a decode
+// step reads a model's layers; each kernel's output is checked against the host. The lab
+// behind docs/bench/h100/issue28-gemv-lab.md. gcc -O2 gemv_lab.c -lOpenCL -lm, then
 //   ./a.out kernels/common.cl kernels/dequant.cl kernels/qmatmul.cl [more.cl] -- K N NAME:WG:COLS[:GROUPS] ...
 // (WG items a work-group, COLS columns a work-group, or GROUPS work-groups). Build options
-// from LABOPTS (default: the NVIDIA family's -DTL_MMA ...); LABPTX=FILE writes the program's
-// binary (PTX on NVIDIA).
-#define CL_TARGET_OPENCL_VERSION 300
-#include <CL/cl.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#define CK(x) do { cl_int e_ = (x); if (e_) { printf("error %d at %s line %d\n", e_, #x, __LINE__); exit(1); } } while (0)
-static int cmp(const void *a, const void *b) { double x = *(double *)a, y = *(double *)b; return x < y ? -1 : x > y; }
-static char *slurp(const char *f) { FILE *fp = fopen(f, "rb"); if (!fp) { perror(f); exit(1); } fseek(fp, 0, 2); long n = ftell(fp); rewind(fp); char *b = malloc(n + 1); if (fread(b, 1, n, fp) != (size_t)n) exit(1); b[n] = 0; fclose(fp); return b; }
+// from LABOPTS (default: the NVIDIA family's -DTL_MMA ...); LABPTX: scripts/cl_lab.h.
+#include "cl_lab.h"
 int main(int argc, char **argv) {
-  int a = 1; char *src = calloc(1, 1); size_t sl = 0;
-  for (; a < argc && strcmp(argv[a], "--"); ++a) { char *s = slurp(argv[a]); src = realloc(src, sl + strlen(s) + 2); strcpy(src + sl, s); sl += strlen(s); src[sl++] = '\n'; src[sl] = 0; }
-  ++a;
-  const char *opts = getenv("LABOPTS") ? getenv("LABOPTS") : "-DTL_MMA -DTL_LOCAL_MEM=49152 -DTL_MAX_WG=1024";
-  cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
-  cl_device_id dev = 0;
-  for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
-  if (!dev) for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 1, &dev, 0)) dev = 0;
-  cl_int err; cl_context ctx = clCreateContext(0, 1, &dev, 0, 0, &err); CK(err);
-  cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
-  const char *s1 = src; cl_program p = clCreateProgramWithSource(ctx, 1, &s1, 0, &err); CK(err);
-  if (clBuildProgram(p, 1, &dev, opts, 0, 0)) { char log[65536]; clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("build failed:\n%.6000s\n", log); return 1; }
-  if (getenv("LABPTX")) { size_t sz; CK(clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, 0)); unsigned char *bin = malloc(sz); CK(clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, 0)); FILE *f = fopen(getenv("LABPTX"), "wb"); fwrite(bin, 1, sz, f); fclose(f); }
+  Lab lab;
+  int a = lab_open(argc, argv, "-DTL_MMA -DTL_LOCAL_MEM=49152 -DTL_MAX_WG=1024", &lab);
+  cl_int err; cl_context ctx = lab.ctx; cl_command_queue q = lab.q; cl_program p = lab.p;
   int K = atoi(argv[a]), N = atoi(argv[a + 1]); a += 2;
   int G = 128, groups = K / G, row_bytes = K / 2;
   size_t wbytes = (size_t)N * row_bytes, sbytes = (size_t)N * groups * 4;
@@ -80,9 +62,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < REPS; ++r) {
       CK(clSetKernelArg(k, 1, sizeof(cl_mem), &W[r % R])); CK(clSetKernelArg(k, 2, sizeof(cl_mem), &S[r % R])); CK(clSetKernelArg(k, 3, sizeof(cl_mem), &O[r % R]));
       cl_event e; CK(clEnqueueNDRangeKernel(q, k, 1, 0, &global, &local, 0, 0, &e));
-      CK(clWaitForEvents(1, &e)); cl_ulong t0, t1;
-      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, 8, &t0, 0); clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, 8, &t1, 0);
-      ev[r] = (t1 - t0) / 1e3; clReleaseEvent(e);
+      CK(clWaitForEvents(1, &e));
+      ev[r] = lab_us(e); clReleaseEvent(e);
     }
     qsort(ev + 20, REPS - 20, sizeof(double), cmp);
     double med = ev[20 + (REPS - 20) / 2];
