@@ -502,13 +502,15 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_e0m4_m1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
 QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 
 // Decode of one row on GPUs (M == 1; e0m4, int4 with K % 32 == 0, group % 32 == 0) over
-// many columns: as qgemv16_norm_*_m1, but a work-group takes COLS columns, so half as many
+// many columns: as QGEMV16 at one row, but a work-group takes COLS columns, so half as many
 // groups each live twice as long, and the 32 floats of A and of the norm's weights an
 // item reads per block serve COLS columns. With a GLU the first COLS / 2 are gate columns
-// and the rest their up columns, N / 2 further on. On the H100 at 8 columns: 2048 x 11264
-// 18.5 -> 14.5 µs, 2048 x 32000 39.1 -> 34.1, but 2048 x 2560 8.6 -> 10.3 (too few
-// groups to fill the device), so lowering takes it only for wide weights. MORE, BLOCK and
-// AJ make variants as QGEMV16_PLAIN_FROM's do.
+// and the rest their up columns, N / 2 further on. On the H100 at 8 columns, against that
+// form: 2048 x 11264 18.5 -> 14.5 µs, 2048 x 32000 39.1 -> 34.1, but 2048 x 2560 8.6 ->
+// 10.3 (too few groups to fill the device), so lowering takes it only for wide weights.
+// Its norm compiled in (no test of NW) was no faster (4096 x 22016 with a GLU: 52.1 µs
+// as it is, 56.7 so; docs/bench/h100/issue28-gemv-lab.md). MORE, BLOCK and AJ make
+// variants as QGEMV16_ONE's do.
 #define QGEMV_WIDE_FROM(NAME, COLS, LEVELS8, MORE, BLOCK, AJ)                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
