@@ -6,7 +6,9 @@
 // behind docs/bench/h100/issue28-gemv-lab.md. gcc -O2 gemv_lab.c -lOpenCL -lm, then
 //   ./a.out kernels/common.cl kernels/dequant.cl kernels/qmatmul.cl [more.cl] -- K N NAME:WG:COLS[:GROUPS] ...
 // (WG items a work-group, COLS columns a work-group, or GROUPS work-groups). Build options
-// from LABOPTS (default: the NVIDIA family's -DTL_MMA ...); LABPTX: scripts/cl_lab.h.
+// from LABOPTS (default: the NVIDIA family's -DTL_MMA ...; PoCL's CPU family: -DTL_CPU ...);
+// LABCOPIES=n: n copies of the weights instead (1: they stay in cache, as a small model's
+// do); LABPTX: scripts/cl_lab.h.
 #include "cl_lab.h"
 int main(int argc, char **argv) {
   Lab lab;
@@ -16,6 +18,7 @@ int main(int argc, char **argv) {
   int G = 128, groups = K / G, row_bytes = K / 2;
   size_t wbytes = (size_t)N * row_bytes, sbytes = (size_t)N * groups * 4;
   int R = (int)(400e6 / (wbytes + 2 * sbytes)) + 1; if (R > 64) R = 64;
+  if (getenv("LABCOPIES")) R = atoi(getenv("LABCOPIES"));
   unsigned char *hw = malloc(wbytes); float *hs = malloc(sbytes), *ho = malloc(sbytes), *ha = malloc(K * 4);
   srand(7); for (size_t i = 0; i < wbytes; ++i) hw[i] = rand();
   for (size_t i = 0; i < (size_t)N * groups; ++i) { hs[i] = 0.01f + 0.01f * rand() / RAND_MAX; ho[i] = -0.03f + 0.01f * rand() / RAND_MAX; }
