@@ -280,13 +280,13 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
   }
 }
 
-// What every 4-column decode kernel starts with: arguments (MORE(): a variant's own,
-// after a comma), local memory, the columns' pointers, the accumulators.
-#define QGEMV_HEAD_MORE(NAME, ROWS, MORE)                                                           \
+// What every 4-column decode kernel starts with: arguments, local memory, the columns'
+// pointers, the accumulators.
+#define QGEMV_HEAD(NAME, ROWS)                                                                      \
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS MORE()) {                                                         \
+            int groups, GEMV_ARGS) {                                                                \
     __local float red[GEMV_VALUES * GEMV_WG], part[GEMV_VALUES * 8];                                \
     const int t = get_local_id(0);                                                                  \
     COLS4(GEMV_POINTERS, _)                                                                         \
@@ -294,8 +294,8 @@ inline void gemv_finish_cols(__local float* red, __local float* part, const floa
     const int rows = ROWS; /* 1: a decode kernel with a quarter of the registers */                 \
     float acc[4 * GEMV_COLS] = {0.0f};                                                              \
     float4 ss = 0.0f;
+// A variant macro's empty part (no arguments of its own, nothing before a block).
 #define GEMV_NOTHING()
-#define QGEMV_HEAD(NAME, ROWS) QGEMV_HEAD_MORE(NAME, ROWS, GEMV_NOTHING)
 // Row m of A as 8 floats at word i, or as the one float at k (tails); 0 past M.
 #define A_WORD(m) (rows > m && M > m ? vload8(i, A + (m) * K) : 0.0f)
 #define A_CODE(m) (rows > m && M > m ? (float8)(A[(m) * K + k], 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f) : 0.0f)
