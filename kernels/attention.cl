@@ -1041,16 +1041,17 @@ inline int att_mma_heads(int rep, int warps) {
 // others are widened to fp32 and rounded to nearest.
 inline uint4 kv_half8(__global const KV_T* row, int c, int has) {
 #ifdef TL_KV_HALF
-  return has ? as_uint4(vload8(c, (__global const ushort*)row)) : (uint4)0;
+  return has ? ((__global const uint4*)row)[c] : (uint4)0;  // one 16-byte load (rows start on 16 bytes)
 #else
   return half8_bits(has ? KV_LD8(c, row) : (float8)0.0f);
 #endif
 }
 inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_T* c, int has_c, int q) {
 #ifdef TL_KV_HALF
-  const uint4 x = has_a ? convert_uint4(vload4(q, (__global const ushort*)a)) : (uint4)0;
-  const uint4 y = has_c ? convert_uint4(vload4(q, (__global const ushort*)c)) : (uint4)0;
-  return x | y << 16;
+  const uint2 x = has_a ? ((__global const uint2*)a)[q] : (uint2)0;  // 8-byte loads
+  const uint2 y = has_c ? ((__global const uint2*)c)[q] : (uint2)0;
+  return (uint4)((x.x & 0xffff) | y.x << 16, x.x >> 16 | (y.x & 0xffff0000), (x.y & 0xffff) | y.y << 16,
+                 x.y >> 16 | (y.y & 0xffff0000));
 #else
   const float4 x = has_a ? KV_LD4(q, a) : (float4)0.0f, y = has_c ? KV_LD4(q, c) : (float4)0.0f;
   return (uint4)(half2_bits(x.x, y.x), half2_bits(x.y, y.y), half2_bits(x.z, y.z), half2_bits(x.w, y.w));

@@ -55,9 +55,27 @@ inline float rope_pos_at(__global const float* x, int i, int d, int rot, float p
 #define KV_T half
 #define KV_AT(p, e) ((p) + (e))
 #define KV_LD(p, i) vload_half((i), (p))
+#if defined(TL_PTX)
+// NVIDIA's compiler reads vload_half4 as four 2-byte loads; KernelLibrary builds with
+// TL_PTX where inline PTX compiles, and 4 halves are one 8-byte load widened in registers
+// (a row of a head of a multiple of 4 starts on 8 bytes: buffers start on 512). 7B heads at
+// 2049 keys: 63.9 -> 41.0 us (scripts/att_lab.c, docs/tl-bench.md).
+inline float4 kv_half4(uint2 u) {
+  float4 f;
+  asm("{ .reg .b16 a, b, c, d; mov.b32 {a, b}, %4; mov.b32 {c, d}, %5; cvt.f32.f16 %0, a; cvt.f32.f16 %1, b; "
+      "cvt.f32.f16 %2, c; cvt.f32.f16 %3, d; }"
+      : "=f"(f.x), "=f"(f.y), "=f"(f.z), "=f"(f.w)
+      : "r"(u.x), "r"(u.y));
+  return f;
+}
+#define KV_LD4(o, p) kv_half4(((__global const uint2*)(p))[o])
+#define KV_LD8(o, p) (float8)(KV_LD4(2 * (o), p), KV_LD4(2 * (o) + 1, p))
+#define KV_LD16(o, p) (float16)(KV_LD8(2 * (o), p), KV_LD8(2 * (o) + 1, p))
+#else
 #define KV_LD4(o, p) vload_half4((o), (p))
 #define KV_LD8(o, p) vload_half8((o), (p))
 #define KV_LD16(o, p) vload_half16((o), (p))
+#endif
 #define KV_ST(x, i, p) vstore_half((x), (i), (p))
 #elif defined(TL_KV_Q8)
 #define KV_T char

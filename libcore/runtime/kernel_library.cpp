@@ -91,10 +91,12 @@ bool probeComputes(const Device& device, cl_program p, std::string* why) {
   return true;
 }
 
+bool nvidia(const Device& device) { return device.info().platformName.find("NVIDIA") != std::string::npos; }
+
 // The sections `files` built with TL_MMA (and `extra` options), or nullptr with the reason.
 cl_program buildMma(const Device& device, std::initializer_list<const char*> files, const std::string& extra,
                     std::string* why) {
-  if (device.info().platformName.find("NVIDIA") == std::string::npos) {
+  if (!nvidia(device)) {
     if (why) *why = "not an NVIDIA platform";
     return nullptr;
   }
@@ -135,7 +137,13 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
     : device_(device),
       kvType_(kvType),
       options_(kvType == KvType::F16 ? " -DTL_KV_HALF" : kvType == KvType::Q8 ? " -DTL_KV_Q8" : "") {
-  program_ = build(device, kernelSource(), options_);
+  // fp16 caches on NVIDIA: read 8 bytes at a time through inline PTX (common.cl's TL_PTX),
+  // where that builds; else (and elsewhere) by vload_half.
+  if (kvType == KvType::F16 && nvidia(device)) {
+    std::string log;
+    if ((program_ = compile(device, kernelSource(), options_ + " -DTL_PTX", log))) options_ += " -DTL_PTX";
+  }
+  if (!program_) program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });
   // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels (the *_mma_* tiles
   // and the dequant_f16_* passes before them) with the helpers they use (their portable

@@ -49,7 +49,7 @@ class KernelLibrary {
  private:
   const Device& device_;
   KvType kvType_;
-  std::string options_;  // build options past the device's own (TL_KV_HALF, TL_KV_Q8)
+  std::string options_;  // build options past the device's own (TL_KV_HALF, TL_KV_Q8, TL_PTX)
   cl_program program_ = nullptr;
   cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name
