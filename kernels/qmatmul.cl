@@ -410,11 +410,40 @@ QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
 // BLOCK and AJ make variants: arguments, what each block of 32 codes starts with (macros
 // without arguments, named), and A's 8 floats at step j of block i.
 #define GEMV16_WG 128
+// An RMSNorm handed from the one-row GEMV that writes its input to the one that reads it
+// (lowering's normHandoff; docs/ops.md): the writer also stores its outputs y times the
+// norm's weights NW2 into XN and each work-group's sum of y^2 into SQO[group]; the reader
+// takes XN as its A (no weights to multiply in its loop) and the row's sum of squares
+// from SQ's sq_parts pieces, for its outputs' scale. Null where a launch has no part.
+#define HAND_ARGS , __global const float *SQ, int sq_parts, __global float *XN, __global const float *NW2, __global float *SQO
+#define HAND_PASS SQ, sq_parts, XN, NW2, SQO
+// A writer's part, after its outputs are stored: y its item's output (column n, cols
+// outputs a group), every item calling it.
+inline void gemv_hand_norm(__local float* red, float y, int t, int n, int N, int cols, __global float* XN,
+                           __global const float* NW2, __global float* SQO) {
+  barrier(CLK_LOCAL_MEM_FENCE);  // red's sums read
+  if (t < cols) {
+    red[t] = n < N ? y * y : 0.0f;
+    if (n < N) XN[n] = y * NW2[n];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (t == 0) {
+    float s = 0.0f;
+    for (int i = 0; i < cols; ++i) s += red[i];
+    SQO[get_group_id(0)] = s;
+  }
+}
+// A reader's sum of squares: its item's share of the writer's pieces.
+inline float gemv_handed_squares(__global const float* SQ, int sq_parts, int t, int wg) {
+  float s = 0.0f;
+  for (int p = t; p < sq_parts; p += wg) s += SQ[p];
+  return s;
+}
 #define QGEMV16_ONE(NAME, WG, NORMED, LEVELS8, MORE, BLOCK, AJ)                                     \
   __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))                                          \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS MORE()) {                                                         \
+            int groups, GEMV_ARGS HAND_ARGS MORE()) {                                               \
     __local float red[5 * (WG)];                                                                    \
     const int t = get_local_id(0);                                                                  \
     int col[4];                                                                                     \
@@ -439,13 +468,18 @@ QGEMV16(qgemv16_int4, 4, INT4_LEVELS8)
       }                                                                                             \
       for (int c = 0; c < 4; ++c) acc[c] += S[col[c] * groups + g] * b[c] + O[col[c] * groups + g] * sa; \
     }                                                                                               \
-    gemv_finish_one(red, acc, ss, NORMED, WG, t, N, K, eps, C, SPLIT_PASS, glu);                    \
+    gemv_finish_one(red, acc, ss, NORMED, WG, t, N, K, eps, C, SPLIT_PASS, glu, HAND_PASS);         \
   }
-// QGEMV16_ONE's end: the 4 columns' partials (and with a norm the sums of squares) added
-// in a tree over the wg items, then the 4 outputs (2 with a GLU: gate columns c < 2, their
-// up columns' sums at c + 2), times the row's inverse RMS when normed.
+// QGEMV16_ONE's end: the 4 columns' partials (and with a norm, its own or handed, the sums
+// of squares) added in a tree over the wg items, then the 4 outputs (2 with a GLU: gate
+// columns c < 2, their up columns' sums at c + 2), times the row's inverse RMS when normed.
 inline void gemv_finish_one(__local float* red, const float* acc, float ss, int normed, int wg, int t, int N, int K,
-                            float eps, __global float* C, SPLIT_ARGS, int glu) {
+                            float eps, __global float* C, SPLIT_ARGS, int glu, __global const float* SQ, int sq_parts,
+                            __global float* XN, __global const float* NW2, __global float* SQO) {
+  if (SQ) {
+    ss = gemv_handed_squares(SQ, sq_parts, t, wg);
+    normed = 1;
+  }
   const int values = normed ? 5 : 4;
   for (int c = 0; c < 4; ++c) red[c * wg + t] = acc[c];
   red[4 * wg + t] = ss;
@@ -459,7 +493,9 @@ inline void gemv_finish_one(__local float* red, const float* acc, float ss, int 
   const int group = get_group_id(0);
   if (!glu) {
     const int n = group * GEMV_COLS + t;
-    if (t < GEMV_COLS && n < N) STORE(0, n, red[t * wg] * inv);
+    float y = 0.0f;
+    if (t < GEMV_COLS && n < N) y = STORE(0, n, red[t * wg] * inv);
+    if (XN) gemv_hand_norm(red, y, t, n, N, GEMV_COLS, XN, NW2, SQO);
   } else {
     const int width = N / 2, j = group * 2 + t;
     if (t < 2 && j < width) STORE_GLU(0, j, red[t * wg] * inv, red[(t + 2) * wg] * inv, width);
@@ -515,7 +551,7 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
   __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1)))                                     \
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
-            int groups, GEMV_ARGS MORE()) {                                                         \
+            int groups, GEMV_ARGS HAND_ARGS MORE()) {                                               \
     __local float red[(COLS + 1) * GEMV_WG], part[(COLS + 1) * 8];                                  \
     const int t = get_local_id(0), grp = get_group_id(0), width = glu ? N / 2 : N;                  \
     int col[COLS]; /* indices, not pointers: a third of the registers */                            \
@@ -547,7 +583,7 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
       }                                                                                             \
     }                                                                                               \
     for (int c = 0; c < COLS; ++c) red[c * GEMV_WG + t] = acc[c];                                   \
-    red[COLS * GEMV_WG + t] = ss;                                                                   \
+    red[COLS * GEMV_WG + t] = SQ ? gemv_handed_squares(SQ, sq_parts, t, GEMV_WG) : ss;              \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
     for (int e = t; e < (COLS + 1) * 8; e += GEMV_WG) {                                             \
       __local const float* r = red + (e >> 3) * GEMV_WG + (e & 7) * 8;                              \
@@ -559,10 +595,12 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
       red[t] = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];                               \
     }                                                                                               \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
-    const float inv = NW ? 1.0f / sqrt(red[COLS] / K + eps) : 1.0f;                                 \
+    const float inv = NW || SQ ? 1.0f / sqrt(red[COLS] / K + eps) : 1.0f;                           \
     if (!glu) {                                                                                     \
       const int n = grp * COLS + t;                                                                 \
-      if (t < COLS && n < N) STORE(0, n, red[t] * inv);                                             \
+      float y = 0.0f;                                                                               \
+      if (t < COLS && n < N) y = STORE(0, n, red[t] * inv);                                         \
+      if (XN) gemv_hand_norm(red, y, t, n, N, COLS, XN, NW2, SQO);                                  \
     } else {                                                                                        \
       const int j = grp * (COLS / 2) + t;                                                           \
       if (t < COLS / 2 && j < width) STORE_GLU(0, j, red[t] * inv, red[t + COLS / 2] * inv, width);  \

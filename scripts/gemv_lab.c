@@ -1,5 +1,5 @@
 // Times one-row decode GEMV kernels of tl.QMatMul's GPU convention (kernels/qmatmul.cl:
-// A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS; e0m4 codes, group 128;
+// A, W, S, O, C, SPLIT_ARGS, M, N, K, G, row_bytes, groups, GEMV_ARGS [, HAND_ARGS]; e0m4 codes, group 128;
 // LABNW=1 gives them an RMSNorm weight, LABGLU=1 a SiLU GLU over column pairs j, j + N / 2)
 // on enough copies of the weights that none is read from L2 twice in a row, as a decode
 // step reads a model's layers; each kernel's output is checked against the host. The lab
@@ -55,6 +55,11 @@ int main(int argc, char **argv) {
     CK(clSetKernelArg(k, ai++, 4, &M)); CK(clSetKernelArg(k, ai++, 4, &N)); CK(clSetKernelArg(k, ai++, 4, &K));
     CK(clSetKernelArg(k, ai++, 4, &G)); CK(clSetKernelArg(k, ai++, 4, &row_bytes)); CK(clSetKernelArg(k, ai++, 4, &groups));
     CK(clSetKernelArg(k, ai++, sizeof(cl_mem), norm ? &NWB : &nul)); CK(clSetKernelArg(k, ai++, 4, &eps)); CK(clSetKernelArg(k, ai++, 4, &glu));
+    cl_uint nargs; CK(clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, 0));
+    if (nargs >= (cl_uint)ai + 5) {  // HAND_ARGS: no norm handed in or on
+      CK(clSetKernelArg(k, ai++, sizeof nul, &nul)); CK(clSetKernelArg(k, ai++, 4, &zero));
+      for (int i = 0; i < 3; ++i) CK(clSetKernelArg(k, ai++, sizeof nul, &nul));
+    }
     size_t local = wg, global = (size_t)(ngr ? ngr : (N + cols - 1) / cols) * wg;
     float *hc = malloc(N * 4); float zf = 0.0f;
     CK(clEnqueueFillBuffer(q, C, &zf, 4, 0, N * 4, 0, 0, 0));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "graph/attributes.h"
 #include "graph/graph.h"
@@ -232,6 +233,73 @@ TEST(MatMulExtras, MatchUnfusedMath) {
           }
         }
       }
+}
+
+// Two e0m4 one-row GEMVs in a row, the first adding a residual, the second normalizing its
+// input (a layer's down projection, then the next layer's QKV or gate/up): on GPUs the
+// first hands the norm on to the second (matmul.cpp's normHandoff: its outputs times the
+// norm's weights and its work-groups' sums of squares), through the one-row rows (128
+// wide) and the wide rows (4096 wide, a GLU after). The GPU family's output equals the CPU
+// family's, which keeps the norm in the second GEMV.
+TEST(MatMulExtras, NormHandedBetweenOneRowGemvs) {
+  for (auto [width, N2, glu] : {std::tuple<int64_t, int64_t, const char*>{128, 96, ""}, {4096, 4104, "silu"}}) {
+    const int64_t K = 256;
+    Model model = test::oneNodeModel("MatMul", {{"x", {"M", std::to_string(K)}}, {"r", {"M", std::to_string(width)}}});
+    auto* g = model.proto.mutable_graph();
+    auto* first = g->mutable_node(0);
+    first->clear_input();
+    for (const char* in : {"x", "W1", "", "r"}) first->add_input(in);
+    auto* second = g->add_node();
+    second->set_op_type("MatMul");
+    second->set_domain(first->domain());
+    for (const char* in : {"y", "W2", "", "", "scale"}) second->add_input(in);
+    second->add_output("z");
+    addAttr(*second, "norm_epsilon", 1e-5f);
+    if (*glu) addAttr(*second, "glu", std::string(glu));
+    g->mutable_output(0)->set_name("z");
+    std::mt19937 rng(static_cast<unsigned>(width));
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    auto initializer = [&](const char* name, std::vector<int64_t> dims) {
+      std::vector<float> v(static_cast<size_t>(dims[0] * (dims.size() > 1 ? dims[1] : 1)));
+      for (auto& x : v) x = dims.size() > 1 ? normal(rng) : 1 + 10 * normal(rng);
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      for (auto d : dims) t->add_dims(d);
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    };
+    initializer("W1", {K, width});
+    initializer("W2", {width, N2});
+    initializer("scale", {width});
+    QuantOptions opt;
+    opt.scheme = QuantScheme::E0M4;
+    opt.quantizeLmHead = true;
+    ASSERT_EQ(quantizeModel(model, opt, false).size(), 2u);
+    Graph graph(model.proto.graph());
+    ShapeAnalysis analysis = inferShapes(model, graph);
+    Device device(selectDevice(""), false);
+    std::vector<float> x(static_cast<size_t>(K)), r(static_cast<size_t>(width));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto& v : x) v = u(rng);
+    for (auto& v : r) v = u(rng);
+    std::vector<double> out[2];
+    for (bool gpu : {false, true}) {
+      device.setGpuKernels(gpu);
+      Executor ex(device, model, graph, analysis);
+      for (int step = 0; step < 2; ++step)  // the second run replays the first's launches
+        out[gpu] = ex.run({makeTensor("x", DType::Float, {1, K}, x.data()), makeTensor("r", DType::Float, {1, width}, r.data())})[0].toDouble();
+      int64_t handed = 0;
+      for (const auto& l : ex.explain()) handed += l.why.find("RMSNorm handed on") != std::string::npos;
+      EXPECT_EQ(handed, gpu ? 1 : 0) << width;
+    }
+    ASSERT_EQ(out[0].size(), out[1].size());
+    double maxErr = 0, maxRef = 0;
+    for (size_t i = 0; i < out[0].size(); ++i) {
+      maxErr = std::max(maxErr, std::fabs(out[1][i] - out[0][i]));
+      maxRef = std::max(maxRef, std::fabs(out[0][i]));
+    }
+    EXPECT_LT(maxErr, 1e-4 * std::max(1.0, maxRef)) << width;
+  }
 }
 
 }  // namespace

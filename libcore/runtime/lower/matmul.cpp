@@ -49,9 +49,10 @@ MatMulOut matmulOutputs(const LowerNode& n, int64_t N) {
 
 // The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
 // the GLU kind.
-void setGemvArgs(Launch& l, const LowerNode& n) {
+// `handed`: the node's norm was handed to it (normHandoff): no scale to apply in its loop.
+void setGemvArgs(Launch& l, const LowerNode& n, bool handed = false) {
   const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
-  if (scale.empty()) l.nullMem(); else l.mem(scale);
+  if (scale.empty() || handed) l.nullMem(); else l.mem(scale);
   l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(gluKind(n.proto));
 }
 
@@ -277,6 +278,7 @@ Scheme schemeOf(const LowerNode& n) {
 struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
+  bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
@@ -337,8 +339,12 @@ template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
 template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
-template <Scheme S> bool gemv16Plain(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1 && !c.norm; }
-template <Scheme S> bool gemv16Normed(const QCase& c) { return c.scheme == S && c.gemv16() && c.M == 1 && c.norm; }
+template <Scheme S> bool gemv16Plain(const QCase& c) {
+  return c.scheme == S && c.gemv16() && c.M == 1 && (!c.norm || c.handed);
+}
+template <Scheme S> bool gemv16Normed(const QCase& c) {
+  return c.scheme == S && c.gemv16() && c.M == 1 && c.norm && !c.handed;
+}
 template <Scheme S> bool gemv16(const QCase& c) { return c.scheme == S && c.gemv16(); }
 template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.gemv() && c.M == 1; }
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
@@ -355,11 +361,14 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
 // and GLU itself (GEMV_ARGS); it reads the weights dequantized into fp16 first
-// (dequant_f16_<scheme>, into a scratch shared by the nodes of one weight shape).
-constexpr int kMerges = 1, kNative = 2, kHalves = 4;
+// (dequant_f16_<scheme>, into a scratch shared by the nodes of one weight shape); it can
+// hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
+const char* const kHandedWhy =
+    "one decode row, its RMSNorm handed on by the GEMV that wrote A (A times the norm's weights, the sums of squares)";
 const char* const kGemv16NormWhy = "one decode row with a norm: 32 codes at a time, the norm compiled in, the GLU inside";
 const char* const kGemv16Why = "decode, up to 4 rows: 32 codes at a time, the norm and GLU inside";
 const char* const kGemvOneWhy = "one decode row: a work-group per 4 columns, the norm and GLU inside";
@@ -379,16 +388,16 @@ const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
 const Variant<QCase> kQMatMul[] = {
-    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative},
-    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative},
-    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative},
-    {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
-    {"qgemv16_plain_int4_m1", gemv16Plain<Int4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative},
-    {"qgemv16_norm_e0m4_m1", gemv16Normed<E0m4>, gemvGeometry, kGemv16NormWhy, kNative},
-    {"qgemv16_norm_int4_m1", gemv16Normed<Int4>, gemvGeometry, kGemv16NormWhy, kNative},
+    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative | kHands},
+    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative | kHands},
+    {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative | kHands},
+    {"qgemv16_plain_int4_m1", gemv16Plain<Int4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative | kHands},
+    {"qgemv16_norm_e0m4_m1", gemv16Normed<E0m4>, gemvGeometry, kGemv16NormWhy, kNative | kHands},
+    {"qgemv16_norm_int4_m1", gemv16Normed<Int4>, gemvGeometry, kGemv16NormWhy, kNative | kHands},
     {"qgemv16_e0m4", gemv16<E0m4>, gemvGeometry, kGemv16Why, kNative},
     {"qgemv16_int4", gemv16<Int4>, gemvGeometry, kGemv16Why, kNative},
     {"qgemv_e0m4_m1", gemvOneRow<E0m4>, gemvGeometry, kGemvOneWhy, kNative},
@@ -469,6 +478,59 @@ std::optional<MergedSplits> merged(const LowerNode& n, const QCase& c) {
   return splits;
 }
 
+// An RMSNorm handed from one one-row GEMV to the next (kernels/qmatmul.cl's HAND_ARGS):
+// the GEMV that writes a tensor (the residual stream, its sum inside) also writes it times
+// the norm's weights and its work-groups' sums of squares, so that the one normed GEMV
+// reading it takes a plain row: one stream of A, where its loop read A and the norm's
+// weights. The scratch between them and what they share.
+struct NormHandoff {
+  std::string xn, squares;  // the reader's A; the writer's work-groups' sums of squares
+  int64_t parts = 0;        // ... how many
+  std::string scale;        // the norm's weights
+};
+bool isQMatMul(const onnx::NodeProto& p) { return p.domain() == "tl" && p.op_type() == "QMatMul"; }
+bool normed(const onnx::NodeProto& p) { return isQMatMul(p) && !matmulOptional(p, MatMulInput::NormScale).empty(); }
+// The handoff to `reader`, when at this binding it and the node writing its A both take
+// one-row rows that hand (kHands), the writer computes all of A alone (one output, no
+// GLU), and no other normed GEMV reads A. Both nodes ask it, so they agree.
+std::optional<NormHandoff> normHandoff(const LowerNode& reader) {
+  if (!normed(reader.proto)) return std::nullopt;
+  QCase r = qcase(reader);
+  const Graph& g = reader.ex.graph();
+  const int w = g.producer(reader.in(0));
+  if (r.M != 1 || !r.gpu || w < 0) return std::nullopt;
+  const LowerNode writer = reader.at(static_cast<size_t>(w));
+  if (!isQMatMul(writer.proto) || writer.proto.output_size() != 1 || writer.attr("split")) return std::nullopt;
+  QCase c = qcase(writer);
+  if (c.norm || c.glu || c.M != 1 || c.N != r.K) return std::nullopt;
+  const auto& readers = g.consumers(reader.in(0));
+  if (std::count_if(readers.begin(), readers.end(), [&](size_t i) { return normed(g.node(i)); }) != 1)
+    return std::nullopt;
+  c.merged = merged(writer, c).has_value();
+  r.handed = true;
+  const auto* wv = findVariant(kQMatMul, c, writer);
+  const auto* rv = findVariant(kQMatMul, r, reader);
+  if (!wv || !rv || !(wv->mode & kHands) || !(rv->mode & kHands)) return std::nullopt;
+  const Geometry geo = wv->geometry(c);
+  return NormHandoff{reader.in(0) + "#normed", reader.in(0) + "#squares",
+                     static_cast<int64_t>(geo.global[0] / geo.local[0]),
+                     matmulOptional(reader.proto, MatMulInput::NormScale)};
+}
+// The handoff `writer` makes, if any.
+std::optional<NormHandoff> handedOn(const LowerNode& writer) {
+  if (writer.proto.output_size() != 1) return std::nullopt;
+  for (size_t i : writer.ex.graph().consumers(writer.out(0))) {
+    const LowerNode reader = writer.at(i);
+    if (normed(reader.proto) && reader.in(0) == writer.out(0)) return normHandoff(reader);
+  }
+  return std::nullopt;
+}
+// Its scratch, the same from either side.
+void handoffScratch(const LowerNode& n, const NormHandoff& h, int64_t width) {
+  n.ex.scratch(h.xn, static_cast<size_t>(width) * 4);
+  n.ex.scratch(h.squares, static_cast<size_t>(h.parts) * 4);
+}
+
 // The scratch the fp16 rows dequantize into: one per weight shape, so that nodes share
 // it (one at a time: the queue is in order) and none grows it under a launch already set up.
 std::string halvesScratch(const LowerNode& n, const QCase& c) {
@@ -484,11 +546,15 @@ void qmatmulOp(const LowerNode& n) {
   QCase c = qcase(n);
   const auto splits = merged(n, c);
   c.merged = splits.has_value();
+  const auto taken = normHandoff(n), given = handedOn(n);
+  c.handed = taken.has_value();
+  if (taken) handoffScratch(n, *taken, c.K);
+  if (given) handoffScratch(n, *given, c.N);
   const auto& v = chooseVariant(kQMatMul, c, n);
   const int64_t groups = n.shape(n.in(2)).at(1);
   const bool w4a8 = c.scheme == Scheme::W4a8, native = v.mode & kNative;
   const auto product = [&](const std::string& a, const MatMulOut& o) {
-    Launch l = launchVariant(n, v);
+    Launch l = n.launch(v.kernel, taken ? kHandedWhy : v.why);
     if (w4a8) {
       const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
       n.ex.scratch(qa, static_cast<size_t>(c.M * c.K));
@@ -520,11 +586,20 @@ void qmatmulOp(const LowerNode& n) {
     }
     setOutputs(l, o);
     l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(v.mode & kHalves ? 2 * c.K : c.rowBytes).i32(groups);
-    if (native) setGemvArgs(l, n);
+    if (native) setGemvArgs(l, n, c.handed);
+    if (v.mode & kHands) {
+      if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
+      if (given) {
+        l.mem(given->xn).mem(given->scale).mem(given->squares);
+      } else {
+        l.nullMem().nullMem().nullMem();
+      }
+    }
     if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
+  if (taken) return product(taken->xn, o);
   if (native) return product(n.in(0), o);
   matmulInSteps(n, n.in(0), c.M, c.K, c.N, o, product);
 }
