@@ -25,7 +25,8 @@ bool probeTensorCores(const Device& device, std::string* why = nullptr);
 class KernelLibrary {
  public:
   // kvType: the in-place KV caches' element (tl-plan --kv-type): the kernels that read or
-  // write them are built for it (kernels/common.cl's KV_T).
+  // write them are built for it (kernels/common.cl's KV_T); fp16 caches on NVIDIA are read
+  // through inline PTX (TL_PTX) where that builds, else by vload_half.
   explicit KernelLibrary(const Device& device, KvType kvType = KvType::F32);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary&) = delete;
