@@ -23,6 +23,15 @@ namespace {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// A float initializer of `dims` holding v's `count` values.
+void addInitializer(Model& model, const char* name, const std::vector<int64_t>& dims, const float* v, size_t count) {
+  auto* t = model.proto.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
+}
+
 struct Case {
   QuantScheme scheme;
   int64_t K, N, group;
@@ -148,15 +157,8 @@ TEST(MatMulExtras, MatchUnfusedMath) {
         while (node->input(node->input_size() - 1).empty()) node->mutable_input()->RemoveLast();
         if (e.norm) addAttr(*node, "norm_epsilon", 1e-5f);
         if (!e.glu.empty()) addAttr(*node, "glu", e.glu);
-        auto initializer = [&](const char* name, const std::vector<int64_t>& dims, const float* v, size_t count) {
-          auto* t = model.proto.mutable_graph()->add_initializer();
-          t->set_name(name);
-          t->set_data_type(onnx::TensorProto::FLOAT);
-          for (auto d : dims) t->add_dims(d);
-          t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
-        };
-        initializer("W", {K, N}, w.data(), static_cast<size_t>(w.size()));
-        if (e.bias) initializer("bias", {N}, bias.data(), bias.size());
+        addInitializer(model, "W", {K, N}, w.data(), static_cast<size_t>(w.size()));
+        if (e.bias) addInitializer(model, "bias", {N}, bias.data(), bias.size());
         Mat wq = w;
         const bool quantized = std::string(scheme) != "float";
         QuantOptions opt;
@@ -262,11 +264,7 @@ TEST(MatMulExtras, NormHandedBetweenOneRowGemvs) {
     auto initializer = [&](const char* name, std::vector<int64_t> dims) {
       std::vector<float> v(static_cast<size_t>(dims[0] * (dims.size() > 1 ? dims[1] : 1)));
       for (auto& x : v) x = dims.size() > 1 ? normal(rng) : 1 + 10 * normal(rng);
-      auto* t = g->add_initializer();
-      t->set_name(name);
-      t->set_data_type(onnx::TensorProto::FLOAT);
-      for (auto d : dims) t->add_dims(d);
-      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+      addInitializer(model, name, dims, v.data(), v.size());
     };
     initializer("W1", {K, width});
     initializer("W2", {width, N2});

@@ -518,7 +518,6 @@ std::optional<NormHandoff> normHandoff(const LowerNode& reader) {
 }
 // The handoff `writer` makes, if any.
 std::optional<NormHandoff> handedOn(const LowerNode& writer) {
-  if (writer.proto.output_size() != 1) return std::nullopt;
   for (size_t i : writer.ex.graph().consumers(writer.out(0))) {
     const LowerNode reader = writer.at(i);
     if (normed(reader.proto) && reader.in(0) == writer.out(0)) return normHandoff(reader);
