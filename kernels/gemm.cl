@@ -181,20 +181,11 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // tiles first (their ups BN / 2 rows on), so an item holds a gate and its up alike.
 #define MMA_BROW(wn, j, NT, BN) (glu ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
 
-// Chunk s of the weights' slice in register set P as 8 halves: codes dequantized
-// (MMA_BCODES), or halves as they are (MMA_BHALVES).
+// Chunk s of the weights' slice in register set P as 8 halves.
 #define MMA_BCODES(P, s, LEVELS8) half8_bits(fma(LEVELS8(rb[P][s]), (float8)rs[P][s], (float8)ro[P][s]))
-#define MMA_BHALVES(P, s, LEVELS8) rb[P][s]
-// Weights dequantized once a GEMM (dequant_f16_*): [N][K] halves, row_bytes = 2 K; chunk s
-// of the slice is 8 of them, no scale or offset.
-#define FETCH_HALVES(P, s, k0, kq, RAW, LOAD)                                                 \
-  {                                                                                           \
-    const int k_ = (k0) + (kq);                                                               \
-    rb[P][s] = bcol[s] >= 0 && k_ < K ? *(__global const uint4*)(W + (long)bcol[s] * row_bytes + 2 * k_) : (uint4)0; \
-  }
 // The slice from k0 in register set P (GEMM_FETCH's) into buffer P as halves, the norm's
 // sums of squares taken and its scale applied on the way.
-#define MMA_STAGE(P, k0, BM, BN, LEVELS8, BHALF)                                              \
+#define MMA_STAGE(P, k0, BM, BN, LEVELS8)                                              \
   {                                                                                           \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
       const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                      \
@@ -206,7 +197,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
       As[P][e] = half8_bits(v);                                                               \
     }                                                                                         \
     _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                       \
-      Bs[P][tid + GEMM_WG * s] = BHALF(P, s, LEVELS8);                                        \
+      Bs[P][tid + GEMM_WG * s] = MMA_BCODES(P, s, LEVELS8);                                        \
   }
 // The products of the slice in buffer P.
 #define MMA_SLICE(P, BM, BN)                                                                  \
@@ -223,8 +214,27 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     }                                                                                         \
   }
 
-#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8) QGEMM_MMA_FROM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH_CODES, MMA_BCODES)
-#define QGEMM_MMA_FROM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, BHALF)                        \
+// The tile's outputs from acc (MMA_SLICE's layout), each row's times SC (an expression of
+// `row`, its local row), through STORE or, with a GLU, STORE_GLU of gate tile j and its up
+// tile j + NT / 2.
+#define MMA_STORE(BM, BN, SC)                                                                 \
+  _Pragma("unroll") for (int i = 0; i < MT; ++i)                                              \
+    _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                           \
+      const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                       \
+      if (m >= M) continue;                                                                   \
+      const float sc = SC;                                                                    \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */ \
+        _Pragma("unroll") for (int x = 0; x < 2; ++x) {                                       \
+          const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                             \
+          if (glu) {                                                                          \
+            if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
+          } else if (n < N) {                                                                 \
+            STORE(m, n, acc[i][j][2 * h + x] * sc);                                           \
+          }                                                                                   \
+        }                                                                                     \
+    }
+
+#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
@@ -246,36 +256,22 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     float acc[BM / 32][BN / 32][4];                                                           \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)                                \
-    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)                    \
+    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)                          \
+    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)              \
     for (int k0 = 0; k0 < K; k0 += 64) {                                                      \
       const int two = k0 + 32 < K;                                                            \
-      MMA_STAGE(0, k0, BM, BN, LEVELS8, BHALF)                                                \
-      if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8, BHALF)                                  \
+      MMA_STAGE(0, k0, BM, BN, LEVELS8)                                                \
+      if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8)                                  \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)           \
-      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)           \
+      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)     \
+      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)     \
       MMA_SLICE(0, BM, BN)                                                                    \
       if (two) MMA_SLICE(1, BM, BN)                                                           \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
     }                                                                                         \
     __local float* red = (__local float*)As[0];                                               \
     NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
-      _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                                           \
-        const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                     \
-        if (m >= M) continue;                                                                 \
-        const float sc = NW ? rinv[row] : 1.0f;                                               \
-        _Pragma("unroll") for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */ \
-          _Pragma("unroll") for (int x = 0; x < 2; ++x) {                                     \
-            const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                           \
-            if (glu) {                                                                        \
-              if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
-            } else if (n < N) {                                                               \
-              STORE(m, n, acc[i][j][2 * h + x] * sc);                                         \
-            }                                                                                 \
-          }                                                                                   \
-      }                                                                                       \
+    MMA_STORE(BM, BN, NW ? rinv[row] : 1.0f)                                                  \
   }
 
 QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
@@ -286,23 +282,106 @@ QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
-// Many rows (matmul.cpp's qgemm_mma_f16 row): the weights dequantized once a GEMM into
-// halves [N][K], an item per 8 (dequant_f16_*), then tiles that stage them as they are, so
-// the tiles' inner loop neither reads codes, scales and offsets nor converts them.
-QGEMM_MMA_FROM(qgemm_mma_f16, 128, 128, uint4, E0M4_LOAD, E0M4_LEVELS8, FETCH_HALVES, MMA_BHALVES)
-#define DEQUANT_F16(NAME, LOAD, LEVELS8)                                                      \
-  __kernel void NAME(__global const uchar* W, __global const float* S, __global const float* O, \
-                     __global uint4* out, int N, int K, int G, int row_bytes, int groups) {   \
-    const long i = get_global_id(0), kw = K / 8;                                              \
-    if (i >= N * kw) return;                                                                  \
-    const int n = i / kw, k = i % kw * 8;                                                     \
-    const long g = (long)n * groups + k / G;                                                  \
-    out[i] = half8_bits(fma(LEVELS8(LOAD(W + (long)n * row_bytes, k)), (float8)S[g], (float8)O[g])); \
+// Many rows (matmul.cpp's qgemm_mma_f16 row): both operands in fp16 first, in one launch
+// before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
+// (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into
+// local memory with cp.async, F16_STAGES slices in flight and no registers staged, and run
+// MMA_SLICE's products on them in k-step order (the two k16 steps' products apart, so
+// that consecutive mma are independent). A's rows staged through registers as fp32 ran
+// at half the speed (scripts/gemm_lab.c; docs/tl-bench.md). Local memory: 48 KiB, NVIDIA's
+// limit for OpenCL.
+#define F16_STAGES 3
+// Slice kt of both operands into stage st: this item's chunks tid and tid + 256 of each,
+// rows lr and lr + 64 (lr = tid / 4), chunk q = tid % 4 of their 4; zeros past K.
+#define F16_SLICE(st, kt)                                                                     \
+  {                                                                                           \
+    const int kc = (kt) * 4 + q;                                                              \
+    _Pragma("unroll") for (int s = 0; s < 2; ++s) {                                           \
+      const int aok = arow[s] && kc < KW, bok = bcol[s] >= 0 && kc < KW;                     \
+      CP_ASYNC16(&As[st][tid + GEMM_WG * s], aok ? A + (long)(m0 + lr + 64 * s) * KW + kc : A, aok ? 16 : 0); \
+      CP_ASYNC16(&Bs[st][tid + GEMM_WG * s], bok ? W + (long)bcol[s] * KW + kc : W, bok ? 16 : 0); \
+    }                                                                                         \
   }
-DEQUANT_F16(dequant_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
-DEQUANT_F16(dequant_f16_int4, INT4_LOAD, INT4_LEVELS8)
-DEQUANT_F16(dequant_f16_q8, Q8_LOAD, Q8_LEVELS8)
-DEQUANT_F16(dequant_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16(
+    __global const uint4* A, __global const uint4* W, __global const float* S, __global const float* O,
+    __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS) {
+  __local uint4 As[F16_STAGES][128 * 4], Bs[F16_STAGES][128 * 4];
+  const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
+  const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;
+  const int m0 = get_group_id(1) * 128, c0 = get_group_id(0) * (glu ? 64 : 128);
+  const int MT = 4, NT = 4, KW = K / 8, KT = (K + 31) / 32, lr = tid >> 2, q = tid & 3;
+  int arow[2], bcol[2];
+  _Pragma("unroll") for (int s = 0; s < 2; ++s) {
+    const int lc = lr + 64 * s;
+    arow[s] = m0 + lc < M;
+    bcol[s] = tile_column(c0, lc, lc % 64, lc >= 64, N, glu);
+  }
+  float acc[4][4][4];
+  _Pragma("unroll") for (int i = 0; i < MT; ++i)
+    _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+  _Pragma("unroll") for (int st = 0; st < F16_STAGES - 1; ++st) {
+    if (st < KT) F16_SLICE(st, st)
+    CP_ASYNC_COMMIT();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    CP_ASYNC_WAIT(1);  // F16_STAGES - 2: slice kt has landed
+    barrier(CLK_LOCAL_MEM_FENCE);  // ... for every item; and slice kt - 1's stage is free
+    const int nx = kt + F16_STAGES - 1, st = kt % F16_STAGES;
+    if (nx < KT) F16_SLICE(nx % F16_STAGES, nx)
+    CP_ASYNC_COMMIT();  // (empty past the end: the wait above counts groups)
+    uint4 bf[4], a0[4], a1[4];
+    _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[st][(MMA_BROW(wn, j, NT, 128) + g) * 4 + t];
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) {
+      const int r0 = wm * 64 + i * 16 + g;
+      a0[i] = As[st][r0 * 4 + t];
+      a1[i] = As[st][(r0 + 8) * 4 + t];
+    }
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].x, a1[i].x, a0[i].y, a1[i].y, bf[j].x, bf[j].y);
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].z, a1[i].z, a0[i].w, a1[i].w, bf[j].z, bf[j].w);
+  }
+  MMA_STORE(128, 128, 1.0f)
+}
+// Before qgemm_mma_f16, one launch: work-groups below `wgroups` dequantize 8 codes an item
+// into WH [N][K] halves; each one after converts a row of A into AH [M][K] halves, times
+// its RMSNorm's 1 / rms and NW (rmsnorm_f32's order) when NW is given.
+#define PREP_F16(NAME, LOAD, LEVELS8)                                                         \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                   \
+      __global const uchar* W, __global const float* S, __global const float* O, __global uint4* WH, int N, int K, \
+      int G, int row_bytes, int groups, int wgroups, __global const float* A, __global uint4* AH, \
+      __global const float* NW, float eps) {                                                  \
+    const int grp = get_group_id(0), tid = get_local_id(0), kw = K / 8;                       \
+    if (grp < wgroups) {                                                                      \
+      const long i = (long)grp * GEMM_WG + tid;                                               \
+      if (i >= (long)N * kw) return;                                                          \
+      const int n = i / kw, k = i % kw * 8;                                                   \
+      const long s = (long)n * groups + k / G;                                                \
+      WH[i] = half8_bits(fma(LEVELS8(LOAD(W + (long)n * row_bytes, k)), (float8)S[s], (float8)O[s])); \
+      return;                                                                                 \
+    }                                                                                         \
+    __local float part[GEMM_WG];                                                              \
+    const long m = grp - wgroups;                                                             \
+    __global const float* x = A + m * K;                                                      \
+    float inv = 1.0f;                                                                         \
+    if (NW) {                                                                                 \
+      float ss = 0.0f;                                                                        \
+      for (int c = tid; c < kw; c += GEMM_WG) {                                               \
+        const float8 v = vload8(c, x);                                                        \
+        ss += dot(v.lo, v.lo) + dot(v.hi, v.hi);                                              \
+      }                                                                                       \
+      inv = 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);                               \
+    }                                                                                         \
+    for (int c = tid; c < kw; c += GEMM_WG) {                                                 \
+      float8 v = vload8(c, x) * inv;                                                          \
+      if (NW) v *= vload8(c, NW);                                                             \
+      AH[m * kw + c] = half8_bits(v);                                                         \
+    }                                                                                         \
+  }
+PREP_F16(prep_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
+PREP_F16(prep_f16_int4, INT4_LOAD, INT4_LEVELS8)
+PREP_F16(prep_f16_q8, Q8_LOAD, Q8_LEVELS8)
+PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
 

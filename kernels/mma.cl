@@ -8,6 +8,13 @@
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                      \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+// 16 bytes from global to local memory without registers (cp.async, sm_80+): `bytes` of
+// them read (16, or 0 for zeros), the copy in flight until a wait_group covers its group.
+#define CP_ASYNC16(dst, src, bytes) \
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
+#define CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+// Waits until at most n (a literal) of this item's committed groups are in flight.
+#define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
 // Two floats as a pair of halves (round to nearest), lo in the lower 16 bits: one cvt.
 inline uint half2_bits(float lo, float hi) {
   uint r;

@@ -1,7 +1,8 @@
 // What the kernel labs (scripts/gemv_lab.c, scripts/att_lab.c) share: one OpenCL program
 // of the .cl files named before "--", on the first GPU (else any device), with a profiling
 // queue. Build options from LABOPTS (else the lab's default); LABPTX=FILE writes the
-// program's binary (PTX on NVIDIA).
+// program's binary (PTX on NVIDIA); LABLOG=1 prints the build log (NVIDIA, with
+// LABOPTS=-cl-nv-verbose: each kernel's registers and spills).
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <math.h>
@@ -25,6 +26,7 @@ static int lab_open(int argc, char **argv, const char *default_opts, Lab *lab) {
   lab->q = clCreateCommandQueueWithProperties(lab->ctx, lab->dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
   const char *s1 = src; lab->p = clCreateProgramWithSource(lab->ctx, 1, &s1, 0, &err); CK(err);
   if (clBuildProgram(lab->p, 1, &lab->dev, opts, 0, 0)) { char log[65536]; clGetProgramBuildInfo(lab->p, lab->dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("build failed:\n%.6000s\n", log); exit(1); }
+  if (getenv("LABLOG")) { char log[65536]; clGetProgramBuildInfo(lab->p, lab->dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("%s\n", log); }
   if (getenv("LABPTX")) { size_t sz; CK(clGetProgramInfo(lab->p, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, 0)); unsigned char *bin = malloc(sz); CK(clGetProgramInfo(lab->p, CL_PROGRAM_BINARIES, sizeof bin, &bin, 0)); FILE *f = fopen(getenv("LABPTX"), "wb"); fwrite(bin, 1, sz, f); fclose(f); free(bin); }
   free(src);
   return a + 1;

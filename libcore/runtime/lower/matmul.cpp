@@ -49,11 +49,15 @@ MatMulOut matmulOutputs(const LowerNode& n, int64_t N) {
 
 // The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
 // the GLU kind.
-// `handed`: the node's norm was handed to it (normHandoff): no scale to apply in its loop.
-void setGemvArgs(Launch& l, const LowerNode& n, bool handed = false) {
+// `normed`: A comes normed (normHandoff, prep_f16): no scale to apply in the kernel.
+void setNormArgs(Launch& l, const LowerNode& n, bool normed = false) {
   const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
-  if (scale.empty() || handed) l.nullMem(); else l.mem(scale);
-  l.f32(n.attrFloat("norm_epsilon", 1e-5f)).i32(gluKind(n.proto));
+  if (scale.empty() || normed) l.nullMem(); else l.mem(scale);
+  l.f32(n.attrFloat("norm_epsilon", 1e-5f));
+}
+void setGemvArgs(Launch& l, const LowerNode& n, bool normed = false) {
+  setNormArgs(l, n, normed);
+  l.i32(gluKind(n.proto));
 }
 
 // Runs a (Q)MatMul whose kernel lacks the node's RMSNorm prologue or GLU epilogue in
@@ -360,8 +364,9 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
-// and GLU itself (GEMV_ARGS); it reads the weights dequantized into fp16 first
-// (dequant_f16_<scheme>, into a scratch shared by the nodes of one weight shape); it can
+// and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
+// (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
+// weight shape, A's rows normed into one shared by the nodes of one width); it can
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff).
 constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
@@ -376,8 +381,8 @@ const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, 
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
 const char* const kMmaHalvesWhy =
-    "GPU prefill from 512 rows, NVIDIA tensor cores: the weights dequantized once into fp16, then 128 x 128 tiles of f16 "
-    "products, the norm and GLU inside";
+    "GPU prefill from 512 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
+    "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -538,8 +543,24 @@ std::string halvesScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 
+// The scratch A's rows go into as halves: one per width K, shared like the weights' (the
+// queue is in order), sized for the most rows any QMatMul of that width has at this
+// binding, so that none grows it under a launch already set up.
+std::string rowsScratch(const LowerNode& n, const QCase& c) {
+  const Graph& g = n.ex.graph();
+  int64_t rows = c.M;
+  for (size_t i = 0; i < g.nodeCount(); ++i) {
+    if (!isQMatMul(g.node(i))) continue;
+    const LowerNode o = n.at(i);
+    if (o.attrInt("K", 0) == c.K) rows = std::max(rows, elementCount(o.shape(o.in(0))) / c.K);
+  }
+  const std::string key = "#fp16-rows-" + std::to_string(c.K);
+  n.ex.scratch(key, static_cast<size_t>(rows * c.K) * 2);
+  return key;
+}
+
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
-// quantizes A's rows to int8; the fp16 rows first dequantize the weights.
+// quantizes A's rows to int8; the fp16 rows first make both operands fp16.
 void qmatmulOp(const LowerNode& n) {
   if (lowerLastRows(n, qmatmulOp)) return;
   QCase c = qcase(n);
@@ -567,25 +588,21 @@ void qmatmulOp(const LowerNode& n) {
           .run3d(static_cast<size_t>(c.M) * 64, 1, 1, 64, 1);
       l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
     } else if (v.mode & kHalves) {
-      const std::string halves = halvesScratch(n, c);
-      n.launch("dequant_f16_" + n.attrString("scheme", ""), "the weights into fp16 for the tiles that follow")
-          .mem(n.in(1))
-          .mem(n.in(2))
-          .mem(n.in(3))
-          .mem(halves)
-          .i32(c.N)
-          .i32(c.K)
-          .i32(c.G)
-          .i32(c.rowBytes)
-          .i32(groups)
-          .run1d(c.N * c.K / 8);
-      l.mem(a).mem(halves).mem(n.in(2)).mem(n.in(3));
+      const std::string halves = halvesScratch(n, c), rows = rowsScratch(n, c);
+      const auto wgroups = static_cast<int64_t>(up(c.N * c.K / 8, 256));  // gemm.cl's GEMM_WG
+      Launch prep = n.launch("prep_f16_" + n.attrString("scheme", ""),
+                             "the weights and A's normed rows into fp16 for the tiles that follow");
+      prep.mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(halves);
+      prep.i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups).i32(wgroups).mem(a).mem(rows);
+      setNormArgs(prep, n);
+      prep.run(grid(static_cast<size_t>(wgroups + c.M) * 256, 1, 1, 256, 1));
+      l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
     l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(v.mode & kHalves ? 2 * c.K : c.rowBytes).i32(groups);
-    if (native) setGemvArgs(l, n, c.handed);
+    if (native) setGemvArgs(l, n, c.handed || (v.mode & kHalves));  // (prep_f16 normed A)
     if (v.mode & kHands) {
       if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
       if (given) {
