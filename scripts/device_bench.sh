@@ -51,15 +51,17 @@
 #                                            them; then pp128, pp1024 and pp1024@d2048 of each, in BUILDS'
 #                                            order, rows named NAME-old and NAME-bin
 #   scripts/device_bench.sh closing NAMES    (a fresh machine, first call, under setsid: see poll) the
-#                                            prefill closing table at once: llama.cpp's CUDA build and
-#                                            then each model's Q4_0 GGUF, beside every model's export,
-#                                            e0m4, fuse and plan in parallel (64 GB of disk: Llama-2-7B
-#                                            with one of the others at most); then `prefill
-#                                            NAMES`, `gemm NAME1` (checks and both GEMM paths of the first
-#                                            model, unless Llama-2-7B) and --kernels' GEMM table at 7B's
-#                                            shapes; reports in $W/out
+#                                            closing tables at once: llama.cpp's CUDA build and then each
+#                                            model's Q4_0 GGUF, beside every model's export, e0m4, fuse and
+#                                            plan in parallel (64 GB of disk: Llama-2-7B with one of the
+#                                            others at most); then `prefill NAMES` and `decode NAMES`; with
+#                                            CHECKS=1 also `gemm NAME1` (checks and both GEMM paths of the
+#                                            first model, unless Llama-2-7B) and --kernels' GEMM table at
+#                                            7B's shapes (TinyLlama and Llama-2-7B took 16 minutes without
+#                                            them on an H200; the machine goes back after 30 held); reports
+#                                            in $W/out
 #   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
-#                                            log's new lines and copies $W/out to $OUT
+#                                            log's new lines and packs $W/out into $OUT/closing-out.tar.gz
 #   scripts/device_bench.sh kvcheck          fp16 and q8 against fp32 KV caches (tl-plan --kv-type): every *-past
 #                                            model of devdata/models (q8: bytellama's alone, heads of 32) fused and
 #                                            planned each way, tl-run --check through both GEMM paths; bytellama
@@ -310,10 +312,13 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     wait
     tail -n 3 "$W"/prep-*.log "$W/llamacpp-build.log"
     OUT=$W/out "$0" prefill "$2"
-    first=${2%%,*}  # (not Llama-2-7B: its fp32 checks would not fit the disk)
-    [ "$first" = llama-2-7b ] || OUT=$W/out "$0" gemm "$first" > "$W/out/gemm-$first.txt" 2>&1 || true
-    $B/tl-bench --kernels --schemes e0m4 --gemm-rows 1024 --kernel-runs 10 --device NVIDIA \
-      -o "$W/out/kernels-7b-shapes.md" 2>/dev/null || true
+    OUT=$W/out "$0" decode "$2"
+    if [ "${CHECKS:-0}" = 1 ]; then
+      first=${2%%,*}  # (not Llama-2-7B: its fp32 checks would not fit the disk)
+      [ "$first" = llama-2-7b ] || OUT=$W/out "$0" gemm "$first" > "$W/out/gemm-$first.txt" 2>&1 || true
+      $B/tl-bench --kernels --schemes e0m4 --gemm-rows 1024 --kernel-runs 10 --device NVIDIA \
+        -o "$W/out/kernels-7b-shapes.md" 2>/dev/null || true
+    fi
     touch "$W/closing.done"
     ;;
   poll)
@@ -322,7 +327,8 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     tail -n 40 "$W/closing.log" 2>/dev/null || true
     tail -n 2 "$W"/prep-*.log "$W/llamacpp-build.log" 2>/dev/null || true
     df -h "$W" | tail -1
-    cp -r "$W/out/." "$OUT/" 2>/dev/null || true
+    # one file: the device tool brings back only a few files a call
+    tar -czf "$OUT/closing-out.tar.gz" -C "$W/out" . 2>/dev/null || true
     [ -f "$W/closing.done" ] && echo "closing: done" || echo "closing: running"
     ;;
   kvcheck)
