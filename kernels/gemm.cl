@@ -286,10 +286,11 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
 // (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into
 // local memory with cp.async, F16_STAGES slices in flight and no registers staged, and run
-// MMA_SLICE's products on them in k-step order (the two k16 steps' products apart, so
-// that consecutive mma are independent). A's rows staged through registers as fp32 ran
-// at half the speed (scripts/gemm_lab.c; docs/tl-bench.md). Local memory: 48 KiB, NVIDIA's
-// limit for OpenCL.
+// products in MMA_SLICE's layout in k-step order (the two k16 steps apart, so that
+// consecutive mma are independent). Of GEMM_ARGS it reads A, W (as halves), C, the splits,
+// M, N, K and glu: S, O, G, row_bytes, groups and NW were prep_f16's. A's rows staged
+// through registers as fp32 ran at half the speed (scripts/gemm_lab.c; docs/tl-bench.md).
+// Local memory: 48 KiB, NVIDIA's limit for OpenCL.
 #define F16_STAGES 3
 // Slice kt of both operands into stage st: this item's chunks tid and tid + 256 of each,
 // rows lr and lr + 64 (lr = tid / 4), chunk q = tid % 4 of their 4; zeros past K.

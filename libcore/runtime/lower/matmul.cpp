@@ -47,14 +47,14 @@ MatMulOut matmulOutputs(const LowerNode& n, int64_t N) {
   return o;
 }
 
-// The decode kernels' GEMV_ARGS (kernels/common.cl): the norm scale or null, its epsilon,
-// the GLU kind.
-// `normed`: A comes normed (normHandoff, prep_f16): no scale to apply in the kernel.
+// The norm's arguments: its scale or null, its epsilon. `normed`: A comes normed
+// (normHandoff, prep_f16): no scale to apply in the kernel.
 void setNormArgs(Launch& l, const LowerNode& n, bool normed = false) {
   const std::string scale = matmulOptional(n.proto, MatMulInput::NormScale);
   if (scale.empty() || normed) l.nullMem(); else l.mem(scale);
   l.f32(n.attrFloat("norm_epsilon", 1e-5f));
 }
+// The decode kernels' GEMV_ARGS (kernels/common.cl): the norm's, then the GLU kind.
 void setGemvArgs(Launch& l, const LowerNode& n, bool normed = false) {
   setNormArgs(l, n, normed);
   l.i32(gluKind(n.proto));
@@ -601,7 +601,7 @@ void qmatmulOp(const LowerNode& n) {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
-    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(v.mode & kHalves ? 2 * c.K : c.rowBytes).i32(groups);
+    l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
     if (native) setGemvArgs(l, n, c.handed || (v.mode & kHalves));  // (prep_f16 normed A)
     if (v.mode & kHands) {
       if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
