@@ -6,13 +6,18 @@
 //   tl-run model.onnx --check DIR --explain      ... and each launch's kernel variant and why
 //   tl-run model.onnx --generate --prompt "def " -n 200 [--temperature 0.8 --top-p 0.9 --seed 1]
 //   tl-run model.onnx --perplexity FILE --window 512     bits per byte of a text
+//   tl-run --tokenizer DIR --tokenize FILE       a Hugging Face tokenizer's ids, a line each
+//   tl-run --tokenizer DIR --detokenize FILE     ... and ids back to text
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "bench/timing.h"
 #include "check/reference_check.h"
@@ -27,6 +32,7 @@
 #include "runtime/executor.h"
 #include "runtime/kernel_library.h"
 #include "shape/shape_inference.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -151,6 +157,47 @@ void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
               static_cast<long long>(window), tl::secondsSince(t0));
 }
 
+// --tokenizer's file: PATH itself, or PATH/tokenizer.json for a folder; errors name it.
+tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& path) {
+  std::error_code ec;
+  const std::string file =
+      std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "tokenizer.json").string() : path;
+  tool.blame(file);
+  return tl::Tokenizer::fromFile(file);
+}
+
+// --tokenize / --detokenize: each line of FILE ('-': stdin, its newline dropped) through
+// the tokenizer, a line out each: ids space-separated, or the text of a line of ids.
+void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& file, bool back) {
+  tool.blame(file);  // (errors from here on are the lines')
+  std::ifstream f;
+  if (file != "-") {
+    f.open(file, std::ios::binary);
+    if (!f) throw tl::Error("cannot open");
+  }
+  std::istream& in = file == "-" ? std::cin : f;
+  std::string line, out;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (back) {
+      std::vector<int32_t> ids;
+      std::istringstream words(line);
+      for (std::string w; words >> w;) {
+        char* end = nullptr;
+        const long v = std::strtol(w.c_str(), &end, 10);
+        if (*end || v < 0 || v > INT32_MAX)
+          throw tl::Error("line " + std::to_string(number) + ": '" + w + "' is not a token id");
+        ids.push_back(static_cast<int32_t>(v));
+      }
+      out += tok.decode(ids, false);
+    } else {
+      const auto ids = tok.encode(line, true);
+      for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+    }
+    out += '\n';
+  }
+  tool.writeOutput(out, false);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,8 +208,9 @@ int main(int argc, char** argv) {
                 "  tl-run --list-devices\n"
                 "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile] [--explain]\n"
                 "  tl-run model.onnx --generate --prompt \"def \" -n 200 [--temperature 0.8 --top-p 0.95 --seed 1]\n"
-                "  tl-run model.onnx --perplexity FILE --window 512\n");
-  std::string device, checkDir, prompt, tokens, perplexityFile;
+                "  tl-run model.onnx --perplexity FILE --window 512\n"
+                "  tl-run --tokenizer DIR --tokenize FILE | --detokenize FILE\n");
+  std::string device, checkDir, prompt, tokens, perplexityFile, tokenizerPath, tokenizeFile, detokenizeFile;
   bool listDevices = false, profile = false, explain = false, gen = false;
   double atol = 1e-4, rtol = 1e-3;
   int64_t n = 128, window = 512, context = 4096;
@@ -198,6 +246,14 @@ int main(int argc, char** argv) {
   app.add_option("--seed", sampling.seed, "random seed for sampling")->capture_default_str();
   app.add_option("--perplexity", perplexityFile, "score FILE: mean -log2 p per byte in --window windows");
   app.add_option("--window", window, "window for --perplexity")->capture_default_str();
+  app.add_option("--tokenizer", tokenizerPath,
+                 "a Hugging Face tokenizer.json, or a folder holding one (docs/tokenizer.md: what it reads)");
+  app.add_option("--tokenize", tokenizeFile,
+                 "with --tokenizer and no model: each line of FILE (- reads stdin) as the ids of\n"
+                 "encode(line, add_special_tokens=True), space-separated, a line out each");
+  app.add_option("--detokenize", detokenizeFile,
+                 "with --tokenizer and no model: each line of FILE, ids separated by spaces, as the text\n"
+                 "of decode(ids, skip_special_tokens=False), a line out each");
   return tool.run(argc, argv, [&] {
     if (listDevices) {
       auto all = tl::listDevices();
@@ -208,9 +264,21 @@ int main(int argc, char** argv) {
       }
       return;
     }
+    if (!tokenizeFile.empty() || !detokenizeFile.empty()) {
+      if (!tokenizeFile.empty() && !detokenizeFile.empty())
+        throw tl::Error("give one of --tokenize FILE, --detokenize FILE", tl::ExitCode::Usage);
+      if (tokenizerPath.empty()) throw tl::Error("--tokenize and --detokenize need --tokenizer FILE|DIR", tl::ExitCode::Usage);
+      if (app.count("input") || !checkDir.empty() || gen || !perplexityFile.empty())
+        throw tl::Error("--tokenize and --detokenize take no model and no other mode", tl::ExitCode::Usage);
+      const tl::Tokenizer tok = loadTokenizer(tool, tokenizerPath);
+      return tokenizeLines(tool, tok, tokenizeFile.empty() ? detokenizeFile : tokenizeFile, !detokenizeFile.empty());
+    }
+    if (!tokenizerPath.empty())
+      throw tl::Error("--tokenizer goes with --tokenize FILE or --detokenize FILE", tl::ExitCode::Usage);
     const int modes = !checkDir.empty() + gen + !perplexityFile.empty();
     if (modes != 1)
-      throw tl::Error("give exactly one of --check DIR, --generate, --perplexity FILE (or --list-devices)",
+      throw tl::Error("give exactly one of --check DIR, --generate, --perplexity FILE, --tokenize FILE, --detokenize FILE "
+                      "(or --list-devices)",
                       tl::ExitCode::Usage);
     if (gen && prompt.empty() == tokens.empty())
       throw tl::Error("--generate needs --prompt TEXT or --tokens IDS", tl::ExitCode::Usage);

@@ -207,5 +207,45 @@ TEST(TlRunCli, PerplexityOfTheHeldOutText) {
   EXPECT_NEAR(bpb, 0.92, 0.01) << r.out;
 }
 
+// --tokenize / --detokenize over a tokenizer.json of eight tokens: Llama 2's form (Prepend
+// and Replace to U+2581, BPE with byte fallback and a fused unknown token, the <s>
+// template, its decoders). The ids and texts are what Hugging Face's Rust tokenizers gave
+// for this file (scripts/tokenizer_ref.mjs).
+TEST(TlRunCli, TokenizesAndDetokenizesLines) {
+  const auto dir = test::tempDir("tl-run-tokenizer");
+  test::writeFile(dir / "tokenizer.json", R"({"added_tokens": [
+    {"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true}],
+  "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+  "pre_tokenizer": null,
+  "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+    {"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+  "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+    {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": true,
+    "vocab": {"<unk>": 0, "<s>": 1, "<0x41>": 2, "\u2581": 3, "a": 4, "b": 5, "ab": 6, "\u2581ab": 7},
+    "merges": ["a b", "\u2581 ab"]}})");
+  test::writeFile(dir / "text.txt", "ab ab\nabc\nA\nabcc b\n");
+  auto r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --tokenize " + (dir / "text.txt").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out, "1 7 7\n1 7 0\n1 3 2\n1 7 0 3 5\n");
+  test::writeFile(dir / "ids.txt", r.out);
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "tokenizer.json").string() + " --detokenize -", (dir / "ids.txt").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out, "<s> ab ab\n<s> ab<unk>\n<s> A\n<s> ab<unk> b\n");
+  // Errors: usage (no tokenizer, a model beside), a bad id naming its line, a component
+  // tl does not know naming the file.
+  EXPECT_EQ(test::runTool("tl-run", "--tokenize " + (dir / "text.txt").string()).exitCode, 2);
+  EXPECT_EQ(test::runTool("tl-run", "m.onnx --tokenizer " + dir.string() + " --tokenize -").exitCode, 2);
+  test::writeFile(dir / "bad.txt", "1 x\n");
+  r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --detokenize " + (dir / "bad.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("bad.txt: line 1: 'x' is not a token id"), std::string::npos) << r.err;
+  test::writeFile(dir / "unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "unigram.json").string() + " --tokenize " + (dir / "text.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("unigram.json: model 'Unigram' is not one tl knows"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace tl

@@ -1,0 +1,658 @@
+// tokenizer.json's pipeline, in the order the Rust `tokenizers` library runs it: added
+// tokens split out of the raw text; each other piece normalized, pre-tokenized into words,
+// each word through the model (BPE); the post-processor's template. Decoding: ids to
+// token strings, then the decoders in turn. JSON by nlohmann-json, regular expressions by
+// PCRE2 (UTF and UCP: Unicode classes and lookahead, which the families' Split patterns
+// use), normalization forms by utf8proc (docs/tokenizer.md says why these).
+#include "text/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <unordered_map>
+
+#include "cli/error.h"
+
+namespace tl {
+
+using json = nlohmann::json;
+
+std::string utf8Lossy(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    // The continuation bytes that keep the sequence a valid prefix (Unicode's maximal
+    // subpart: the second byte's range depends on the first).
+    size_t ok = 1;
+    for (; ok < len && i + ok < n; ++ok) {
+      const unsigned char b = p[i + ok];
+      unsigned char lo = 0x80, hi = 0xBF;
+      if (ok == 1) {
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+      }
+      if (b < lo || b > hi) break;
+    }
+    if (ok == len) {
+      out.append(s, i, len);
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    i += ok;
+  }
+  return out;
+}
+
+namespace {
+
+// (The file is the caller's to name: tl tools blame it, `TOOL: error: FILE: what`.)
+[[noreturn]] void bad(const std::string& /*file*/, const std::string& what) { throw Error(what, ExitCode::BadInput); }
+
+size_t charLen(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+
+std::string codepointUtf8(int32_t cp) {
+  utf8proc_uint8_t buf[4];
+  const auto n = utf8proc_encode_char(cp, buf);
+  return std::string(reinterpret_cast<char*>(buf), static_cast<size_t>(n));
+}
+
+// A compiled PCRE2 pattern; matches as (start, end) byte offsets, left to right.
+class Regex {
+ public:
+  explicit Regex(const std::string& pattern, const std::string& file) {
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                          &off, nullptr);
+    if (!code_) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(err, msg, sizeof msg);
+      bad(file, "regex '" + pattern + "' at " + std::to_string(off) + ": " + reinterpret_cast<char*>(msg));
+    }
+    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // (falls back to the interpreter)
+  }
+  Regex(const Regex&) = delete;
+  ~Regex() { pcre2_code_free(code_); }
+  std::vector<std::pair<size_t, size_t>> findAll(const std::string& s) const {
+    std::vector<std::pair<size_t, size_t>> out;
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
+    size_t at = 0;
+    while (at <= s.size()) {
+      const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
+      if (rc < 0) break;
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      if (ov[1] == ov[0]) {  // empty: step over a character
+        at = ov[1] + (ov[1] < s.size() ? charLen(static_cast<unsigned char>(s[ov[1]])) : 1);
+        continue;
+      }
+      out.emplace_back(ov[0], ov[1]);
+      at = ov[1];
+    }
+    pcre2_match_data_free(md);
+    return out;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+};
+
+std::string quoteRegex(const std::string& literal) {
+  std::string out = "\\Q";
+  for (size_t i = 0; i < literal.size(); ++i) {
+    out += literal[i];
+    if (literal[i] == '\\' && i + 1 < literal.size() && literal[i + 1] == 'E') out += "E\\\\Q";
+  }
+  return out + "\\E";
+}
+
+// A component's {"String": s} or {"Regex": r} pattern, compiled.
+std::unique_ptr<Regex> pattern(const json& p, const std::string& file) {
+  if (p.contains("String")) return std::make_unique<Regex>(quoteRegex(p["String"].get<std::string>()), file);
+  if (p.contains("Regex")) return std::make_unique<Regex>(p["Regex"].get<std::string>(), file);
+  bad(file, "pattern " + p.dump() + " is neither String nor Regex");
+}
+
+// s with every match of re replaced by `with`.
+std::string replaceAll(const Regex& re, const std::string& s, const std::string& with) {
+  std::string out;
+  size_t prev = 0;
+  for (auto [a, b] : re.findAll(s)) {
+    out.append(s, prev, a - prev);
+    out += with;
+    prev = b;
+  }
+  return out.append(s, prev, std::string::npos);
+}
+
+using Normalizer = std::function<std::string(const std::string&)>;
+using PreTokenizer = std::function<void(std::vector<std::string>&)>;  // pieces in, words out
+using Decoder = std::function<void(std::vector<std::string>&)>;       // tokens in, strings out
+
+// A Sequence of pre-tokenizers or decoders: each of `list` built by `make`, run in turn.
+std::function<void(std::vector<std::string>&)> sequenceOf(
+    const json& list, const std::string& file,
+    std::function<void(std::vector<std::string>&)> (*make)(const json&, const std::string&)) {
+  std::vector<std::function<void(std::vector<std::string>&)>> parts;
+  for (const auto& p : list)
+    if (auto f = make(p, file)) parts.push_back(std::move(f));
+  return [parts](std::vector<std::string>& v) {
+    for (const auto& f : parts) f(v);
+  };
+}
+
+std::string utf8procMap(const std::string& s, int options) {
+  utf8proc_uint8_t* out = nullptr;
+  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+                              &out, static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
+  if (n < 0) return s;
+  std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+  free(out);
+  return r;
+}
+
+Normalizer makeNormalizer(const json& j, const std::string& file) {
+  if (j.is_null()) return nullptr;
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    std::vector<Normalizer> parts;
+    for (const auto& n : j["normalizers"])
+      if (auto f = makeNormalizer(n, file)) parts.push_back(std::move(f));
+    return [parts](const std::string& s) {
+      std::string r = s;
+      for (const auto& f : parts) r = f(r);
+      return r;
+    };
+  }
+  if (type == "NFC") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_COMPOSE); };
+  if (type == "NFD") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_DECOMPOSE); };
+  if (type == "NFKC") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_COMPOSE | UTF8PROC_COMPAT); };
+  if (type == "NFKD") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT); };
+  if (type == "Prepend") {
+    const std::string p = j["prepend"].get<std::string>();
+    return [p](const std::string& s) { return s.empty() ? s : p + s; };
+  }
+  if (type == "Replace") {
+    auto re = std::shared_ptr<Regex>(pattern(j["pattern"], file));
+    const std::string with = j["content"].get<std::string>();
+    return [re, with](const std::string& s) { return replaceAll(*re, s, with); };
+  }
+  bad(file, "normalizer '" + type + "' is not one tl knows");
+}
+
+// Bytes as GPT-2's printable characters (ByteLevel), and back.
+struct ByteChars {
+  std::array<std::string, 256> of;
+  std::unordered_map<int32_t, unsigned char> back;
+  ByteChars() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const int32_t cp = printable ? b : 256 + n++;
+      of[static_cast<size_t>(b)] = codepointUtf8(cp);
+      back[cp] = static_cast<unsigned char>(b);
+    }
+  }
+};
+const ByteChars& byteChars() {
+  static const ByteChars t;
+  return t;
+}
+
+// The pieces (start, end, is_match) of s around re's matches, all of s covered.
+std::vector<std::tuple<size_t, size_t, bool>> segments(const Regex& re, const std::string& s) {
+  std::vector<std::tuple<size_t, size_t, bool>> out;
+  size_t prev = 0;
+  for (auto [a, b] : re.findAll(s)) {
+    if (prev != a) out.emplace_back(prev, a, false);
+    out.emplace_back(a, b, true);
+    prev = b;
+  }
+  if (prev != s.size()) out.emplace_back(prev, s.size(), false);
+  return out;
+}
+
+// Split's behaviours over one piece (tokenizers' SplitDelimiterBehavior).
+std::vector<std::string> splitPiece(const Regex& re, const std::string& s, const std::string& behavior, bool invert) {
+  auto segs = segments(re, s);
+  if (invert)
+    for (auto& g : segs) std::get<2>(g) = !std::get<2>(g);
+  std::vector<std::pair<size_t, size_t>> keep;
+  bool previous = false;
+  if (behavior == "Isolated") {
+    for (auto [a, b, m] : segs) keep.emplace_back(a, b);
+  } else if (behavior == "Removed") {
+    for (auto [a, b, m] : segs)
+      if (!m) keep.emplace_back(a, b);
+  } else if (behavior == "MergedWithPrevious") {
+    for (auto [a, b, m] : segs) {
+      if (m && !previous && !keep.empty()) keep.back().second = b; else keep.emplace_back(a, b);
+      previous = m;
+    }
+  } else if (behavior == "MergedWithNext") {
+    for (auto it = segs.rbegin(); it != segs.rend(); ++it) {
+      auto [a, b, m] = *it;
+      if (m && !previous && !keep.empty()) keep.back().first = a; else keep.emplace_back(a, b);
+      previous = m;
+    }
+    std::reverse(keep.begin(), keep.end());
+  } else if (behavior == "Contiguous") {
+    for (auto [a, b, m] : segs) {
+      if (m == previous && !keep.empty()) keep.back().second = b; else keep.emplace_back(a, b);
+      previous = m;
+    }
+  }
+  std::vector<std::string> out;
+  for (auto [a, b] : keep)
+    if (b > a) out.push_back(s.substr(a, b - a));
+  return out;
+}
+
+const char* const kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
+  if (j.is_null()) return nullptr;
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") return sequenceOf(j["pretokenizers"], file, makePreTokenizer);
+  if (type == "Split") {
+    auto re = std::shared_ptr<Regex>(pattern(j["pattern"], file));
+    const std::string behavior = j.value("behavior", "Isolated");
+    const bool invert = j.value("invert", false);
+    static const char* const known[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    if (std::find(std::begin(known), std::end(known), behavior) == std::end(known))
+      bad(file, "Split behavior '" + behavior + "' is not one tl knows");
+    return [re, behavior, invert](std::vector<std::string>& pieces) {
+      std::vector<std::string> out;
+      for (const auto& p : pieces)
+        for (auto& w : splitPiece(*re, p, behavior, invert)) out.push_back(std::move(w));
+      pieces = std::move(out);
+    };
+  }
+  if (type == "ByteLevel") {
+    const bool prefix = j.value("add_prefix_space", false), useRegex = j.value("use_regex", true);
+    auto re = std::make_shared<Regex>(kGpt2Pattern, file);
+    return [prefix, useRegex, re](std::vector<std::string>& pieces) {
+      std::vector<std::string> out;
+      for (auto p : pieces) {
+        if (prefix && (p.empty() || p[0] != ' ')) p = " " + p;
+        std::vector<std::string> words = useRegex ? splitPiece(*re, p, "Isolated", false) : std::vector<std::string>{p};
+        for (const auto& w : words) {
+          std::string m;
+          for (unsigned char c : w) m += byteChars().of[c];
+          out.push_back(std::move(m));
+        }
+      }
+      pieces = std::move(out);
+    };
+  }
+  bad(file, "pre-tokenizer '" + type + "' is not one tl knows");
+}
+
+// The BPE model: vocabulary, merges by rank, byte fallback, unknown token.
+struct Bpe {
+  std::unordered_map<std::string, int32_t> vocab;
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (left, right) -> (rank, new id)
+  std::string prefix, suffix;  // continuing_subword_prefix, end_of_word_suffix
+  bool byteFallback = false, fuseUnk = false, ignoreMerges = false;
+  int32_t unk = -1;
+  std::array<int32_t, 256> byteIds{};
+
+  static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b); }
+
+  void encodeWord(const std::string& w, std::vector<int32_t>& ids) const {
+    if (ignoreMerges)
+      if (auto it = vocab.find(w); it != vocab.end()) {
+        ids.push_back(it->second);
+        return;
+      }
+    // Symbols: a character each (its id), or its bytes' ids (byte fallback), or the
+    // unknown token (fused over a run when fuse_unk).
+    std::vector<int32_t> sym;
+    bool pendingUnk = false;
+    for (size_t i = 0; i < w.size();) {
+      const size_t len = std::min(charLen(static_cast<unsigned char>(w[i])), w.size() - i);
+      std::string s = w.substr(i, len);
+      if (i > 0 && !prefix.empty()) s = prefix + s;
+      if (i + len == w.size() && !suffix.empty()) s += suffix;
+      auto it = vocab.find(s);
+      if (it != vocab.end()) {
+        if (pendingUnk) sym.push_back(unk), pendingUnk = false;
+        sym.push_back(it->second);
+      } else if (byteFallback && std::all_of(s.begin(), s.end(), [&](char c) { return byteIds[static_cast<unsigned char>(c)] >= 0; })) {
+        if (pendingUnk) sym.push_back(unk), pendingUnk = false;
+        for (char c : s) sym.push_back(byteIds[static_cast<unsigned char>(c)]);
+      } else if (unk >= 0) {
+        if (pendingUnk && !fuseUnk) sym.push_back(unk);
+        pendingUnk = true;
+      }
+      i += len;
+    }
+    if (pendingUnk) sym.push_back(unk);
+    // Merges, lowest rank first, then leftmost (tokenizers' Word::merge_all).
+    const size_t n = sym.size();
+    std::vector<int> prev(n), next(n);
+    std::vector<char> alive(n, 1);
+    for (size_t i = 0; i < n; ++i) prev[i] = static_cast<int>(i) - 1, next[i] = i + 1 < n ? static_cast<int>(i + 1) : -1;
+    using Entry = std::tuple<int32_t, int, int32_t>;  // rank, position, new id
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+    auto offer = [&](int at) {
+      if (at < 0 || next[at] < 0) return;
+      auto it = merges.find(key(sym[at], sym[next[at]]));
+      if (it != merges.end()) queue.emplace(it->second.first, at, it->second.second);
+    };
+    for (size_t i = 0; i + 1 < n; ++i) offer(static_cast<int>(i));
+    while (!queue.empty()) {
+      auto [rank, at, id] = queue.top();
+      queue.pop();
+      if (!alive[at] || next[at] < 0) continue;
+      auto it = merges.find(key(sym[at], sym[next[at]]));
+      if (it == merges.end() || it->second.second != id) continue;  // stale
+      const int right = next[at];
+      sym[at] = id;
+      alive[right] = 0;
+      next[at] = next[right];
+      if (next[at] >= 0) prev[next[at]] = at;
+      offer(prev[at]);
+      offer(at);
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (alive[i]) ids.push_back(sym[i]);
+  }
+};
+
+Decoder makeDecoder(const json& j, const std::string& file) {
+  if (j.is_null()) return nullptr;
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") return sequenceOf(j["decoders"], file, makeDecoder);
+  if (type == "ByteLevel") {
+    return [](std::vector<std::string>& t) {
+      std::string bytes;
+      for (const auto& tok : t) {
+        std::string b;
+        bool all = true;
+        for (size_t i = 0; i < tok.size() && all;) {
+          utf8proc_int32_t cp = 0;
+          const auto len = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(tok.data() + i),
+                                            static_cast<utf8proc_ssize_t>(tok.size() - i), &cp);
+          auto it = byteChars().back.find(cp);
+          if (len <= 0 || it == byteChars().back.end()) all = false; else b += static_cast<char>(it->second), i += static_cast<size_t>(len);
+        }
+        bytes += all ? b : tok;
+      }
+      t = {utf8Lossy(bytes)};
+    };
+  }
+  if (type == "Replace") {
+    auto re = std::shared_ptr<Regex>(pattern(j["pattern"], file));
+    const std::string with = j["content"].get<std::string>();
+    return [re, with](std::vector<std::string>& t) {
+      for (auto& s : t) s = replaceAll(*re, s, with);
+    };
+  }
+  if (type == "ByteFallback") {
+    return [](std::vector<std::string>& t) {
+      std::vector<std::string> out;
+      std::string run;  // bytes of consecutive <0xXX> tokens
+      size_t count = 0;
+      auto flush = [&] {
+        if (!count) return;
+        if (utf8Lossy(run) == run) {
+          out.push_back(run);
+        } else {
+          for (size_t i = 0; i < count; ++i) out.push_back("\xEF\xBF\xBD");
+        }
+        run.clear(), count = 0;
+      };
+      for (auto& s : t) {
+        unsigned v = 0;
+        if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::sscanf(s.c_str() + 3, "%2X", &v) == 1) {
+          run += static_cast<char>(v), ++count;
+        } else {
+          flush();
+          out.push_back(std::move(s));
+        }
+      }
+      flush();
+      t = std::move(out);
+    };
+  }
+  if (type == "Fuse") {
+    return [](std::vector<std::string>& t) {
+      std::string all;
+      for (const auto& s : t) all += s;
+      t = {all};
+    };
+  }
+  if (type == "Strip") {
+    const std::string content = j["content"].get<std::string>();
+    const size_t start = j.value("start", 0), stop = j.value("stop", 0);
+    return [content, start, stop](std::vector<std::string>& t) {
+      for (auto& s : t) {
+        size_t a = 0, b = s.size();
+        for (size_t i = 0; i < start && s.compare(a, content.size(), content) == 0 && a < b; ++i) a += content.size();
+        for (size_t i = 0; i < stop && b >= a + content.size() && s.compare(b - content.size(), content.size(), content) == 0; ++i)
+          b -= content.size();
+        s = s.substr(a, b - a);
+      }
+    };
+  }
+  bad(file, "decoder '" + type + "' is not one tl knows");
+}
+
+struct AddedToken {
+  std::string content;
+  int32_t id;
+  bool special, lstrip, rstrip;
+};
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  std::string file;
+  Normalizer normalizer;
+  PreTokenizer preTokenizer;
+  Decoder decoder;
+  Bpe bpe;
+  std::vector<AddedToken> added;
+  // The added tokens' contents as a byte trie: edges (node << 8 | byte) -> node, and the
+  // added token each node ends (-1: none). Node 0 is the root.
+  std::unordered_map<uint64_t, int32_t> edges;
+  std::vector<int32_t> ends = {-1};
+  std::unordered_map<int32_t, std::string> idToToken;
+  std::unordered_map<int32_t, const AddedToken*> addedById;
+  std::vector<int32_t> before, after;  // the template's special ids around the sequence
+  bool templated = false;
+
+  // The raw text's pieces: (text, -1) to tokenize, or (content, id) of an added token,
+  // the leftmost match first and of those the longest.
+  std::vector<std::pair<std::string, int32_t>> splitAdded(const std::string& s) const {
+    std::vector<std::pair<std::string, int32_t>> out;
+    size_t from = 0;
+    auto whitespace = [](const std::string& t, size_t i) { return t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'; };
+    for (size_t i = 0; i < s.size();) {
+      const AddedToken* best = nullptr;
+      for (size_t j = i, node = 0; j < s.size(); ++j) {
+        auto e = edges.find(static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(s[j]));
+        if (e == edges.end()) break;
+        node = static_cast<size_t>(e->second);
+        if (ends[node] >= 0) best = &added[static_cast<size_t>(ends[node])];
+      }
+      if (!best) {
+        ++i;
+        continue;
+      }
+      size_t a = i, b = i + best->content.size();
+      if (best->lstrip)
+        while (a > from && whitespace(s, a - 1)) --a;
+      if (best->rstrip)
+        while (b < s.size() && whitespace(s, b)) ++b;
+      if (a > from) out.emplace_back(s.substr(from, a - from), -1);
+      out.emplace_back(best->content, best->id);
+      from = i = b;
+    }
+    if (from < s.size()) out.emplace_back(s.substr(from), -1);
+    return out;
+  }
+};
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::fromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, "cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    bad(path, std::string("not JSON: ") + e.what());
+  }
+  auto t = std::make_unique<Impl>();
+  t->file = path;
+  try {
+    const json& m = j.at("model");
+    const std::string type = m.value("type", "");
+    if (type != "BPE") bad(path, "model '" + type + "' is not one tl knows");
+    Bpe& bpe = t->bpe;
+    for (auto& [tok, id] : m.at("vocab").items()) bpe.vocab.emplace(tok, id.get<int32_t>());
+    for (auto& [tok, id] : bpe.vocab) t->idToToken.emplace(id, tok);
+    if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
+      bpe.prefix = m["continuing_subword_prefix"].get<std::string>();
+    if (m.contains("end_of_word_suffix") && m["end_of_word_suffix"].is_string())
+      bpe.suffix = m["end_of_word_suffix"].get<std::string>();
+    bpe.byteFallback = m.value("byte_fallback", false);
+    bpe.fuseUnk = m.value("fuse_unk", false);
+    bpe.ignoreMerges = m.value("ignore_merges", false);
+    if (m.contains("dropout") && !m["dropout"].is_null()) bad(path, "BPE dropout is not one tl knows");
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      auto it = bpe.vocab.find(m["unk_token"].get<std::string>());
+      if (it != bpe.vocab.end()) bpe.unk = it->second;
+    }
+    for (int b = 0; b < 256; ++b) {
+      char code[8];
+      std::snprintf(code, sizeof code, "<0x%02X>", b);
+      auto it = bpe.vocab.find(code);
+      bpe.byteIds[static_cast<size_t>(b)] = it == bpe.vocab.end() ? -1 : it->second;
+    }
+    int32_t rank = 0;
+    for (const auto& mg : m.at("merges")) {
+      std::string a, b;
+      if (mg.is_string()) {
+        const std::string line = mg.get<std::string>();
+        const size_t sp = line.find(' ');
+        if (sp == std::string::npos) bad(path, "merge '" + line + "' is not two tokens");
+        a = line.substr(0, sp), b = line.substr(sp + 1);
+      } else {
+        a = mg.at(0).get<std::string>(), b = mg.at(1).get<std::string>();
+      }
+      auto ia = bpe.vocab.find(a), ib = bpe.vocab.find(b);
+      auto in = bpe.vocab.find(a + b.substr(std::min(bpe.prefix.size(), b.size())));
+      if (ia == bpe.vocab.end() || ib == bpe.vocab.end() || in == bpe.vocab.end())
+        bad(path, "merge '" + a + " " + b + "' names a token outside the vocabulary");
+      bpe.merges.emplace(Bpe::key(ia->second, ib->second), std::make_pair(rank++, in->second));
+    }
+    for (const auto& a : j.value("added_tokens", json::array())) {
+      if (a.value("normalized", false) && !a.value("special", false))
+        bad(path, "added token '" + a["content"].get<std::string>() + "' matched after normalization is not one tl knows");
+      if (a.value("single_word", false))
+        bad(path, "added token '" + a["content"].get<std::string>() + "' with single_word is not one tl knows");
+      t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), a.value("special", false),
+                          a.value("lstrip", false), a.value("rstrip", false)});
+    }
+    for (size_t i = 0; i < t->added.size(); ++i) {
+      size_t node = 0;
+      for (unsigned char c : t->added[i].content) {
+        auto [e, fresh] = t->edges.emplace(static_cast<uint64_t>(node) << 8 | c, static_cast<int32_t>(t->ends.size()));
+        if (fresh) t->ends.push_back(-1);
+        node = static_cast<size_t>(e->second);
+      }
+      if (node && t->ends[node] < 0) t->ends[node] = static_cast<int32_t>(i);  // (the first of equal contents)
+      t->idToToken[t->added[i].id] = t->added[i].content;
+    }
+    for (const auto& a : t->added) t->addedById[a.id] = &a;
+    t->normalizer = makeNormalizer(j.value("normalizer", json()), path);
+    t->preTokenizer = makePreTokenizer(j.value("pre_tokenizer", json()), path);
+    t->decoder = makeDecoder(j.value("decoder", json()), path);
+    const json pp = j.value("post_processor", json());
+    const std::string ppType = pp.is_null() ? "" : pp.value("type", "");
+    if (ppType == "TemplateProcessing") {
+      t->templated = true;
+      bool seen = false;
+      for (const auto& piece : pp.at("single")) {
+        if (piece.contains("Sequence")) {
+          seen = true;
+          continue;
+        }
+        const std::string id = piece.at("SpecialToken").at("id").get<std::string>();
+        for (const auto& x : pp.at("special_tokens").at(id).at("ids")) (seen ? t->after : t->before).push_back(x.get<int32_t>());
+      }
+    } else if (!ppType.empty() && ppType != "ByteLevel") {  // (ByteLevel's changes only offsets)
+      bad(path, "post-processor '" + ppType + "' is not one tl knows");
+    }
+  } catch (const json::exception& e) {
+    bad(path, std::string("tokenizer.json: ") + e.what());
+  }
+  return Tokenizer(std::move(t));
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text, bool addSpecialTokens) const {
+  const Impl& t = *impl_;
+  std::vector<int32_t> ids;
+  if (addSpecialTokens) ids = t.before;
+  for (auto& [piece, id] : t.splitAdded(utf8Lossy(text))) {
+    if (id >= 0) {
+      ids.push_back(id);
+      continue;
+    }
+    std::vector<std::string> words = {t.normalizer ? t.normalizer(piece) : piece};
+    if (words[0].empty()) continue;
+    if (t.preTokenizer) t.preTokenizer(words);
+    for (const auto& w : words) t.bpe.encodeWord(w, ids);
+  }
+  if (addSpecialTokens) ids.insert(ids.end(), t.after.begin(), t.after.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialTokens) const {
+  const Impl& t = *impl_;
+  std::vector<std::string> tokens;
+  for (int32_t id : ids) {
+    auto a = t.addedById.find(id);
+    if (skipSpecialTokens && a != t.addedById.end() && a->second->special) continue;
+    auto it = t.idToToken.find(id);
+    if (it != t.idToToken.end()) tokens.push_back(it->second);
+  }
+  if (!t.decoder) {
+    std::string out;
+    for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
+  }
+  t.decoder(tokens);
+  std::string out;
+  for (const auto& s : tokens) out += s;
+  return out;
+}
+
+size_t Tokenizer::vocabSize() const { return impl_->idToToken.size(); }
+
+}  // namespace tl

@@ -1,0 +1,39 @@
+// Hugging Face tokenizers read from tokenizer.json: text to ids and back, the ids the Rust
+// `tokenizers` library gives (docs/tokenizer.md). Input that is not valid UTF-8 has each
+// maximal invalid subsequence replaced by U+FFFD first, as Python's
+// bytes.decode('utf-8', errors='replace') does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tl {
+
+class Tokenizer {
+ public:
+  // Reads a tokenizer.json; throws Error (bad input) naming any component it does not
+  // know (the caller names the file).
+  static Tokenizer fromFile(const std::string& path);
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // encode(text, add_special_tokens): the post-processor's special tokens when asked.
+  std::vector<int32_t> encode(const std::string& text, bool addSpecialTokens = true) const;
+  // decode(ids, skip_special_tokens).
+  std::string decode(const std::vector<int32_t>& ids, bool skipSpecialTokens = false) const;
+  size_t vocabSize() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// bytes with each maximal invalid UTF-8 subsequence replaced by U+FFFD.
+std::string utf8Lossy(const std::string& bytes);
+
+}  // namespace tl
