@@ -17,6 +17,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/timing.h"
@@ -97,8 +99,15 @@ void emitToken(int64_t token, int64_t vocab) {
   std::fflush(stdout);
 }
 
+// Generated tokens as text through `stream` (a tokenizer's), else emitToken's bytes or ids.
+void emit(int64_t token, int64_t vocab, tl::TextStream* stream) {
+  if (!stream) return emitToken(token, vocab);
+  std::fputs(stream->push(static_cast<int32_t>(token)).c_str(), stdout);
+  std::fflush(stdout);
+}
+
 void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
-              const tl::SamplingOptions& opt, bool profile, bool explain) {
+              const tl::SamplingOptions& opt, bool profile, bool explain, const tl::Tokenizer* tokenizer) {
   if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
   const int64_t limit = lm.positionLimit() ? std::min(context, lm.positionLimit()) : context;
   if (static_cast<int64_t>(prompt.size()) + n > limit)
@@ -106,7 +115,13 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
                     " new ones exceeds the context of " + std::to_string(limit) +
                     (limit == context ? " (--context)" : " (the model's position table)"));
   tl::Sampler sampler(opt);
-  for (auto t : prompt) emitToken(t, lm.vocab());
+  std::unique_ptr<tl::TextStream> stream;
+  if (tokenizer) {  // the prompt's text (special tokens left out), then each token's as it comes
+    stream = std::make_unique<tl::TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
+    std::fputs(stream->text().c_str(), stdout);
+  } else {
+    for (auto t : prompt) emitToken(t, lm.vocab());
+  }
   auto t0 = std::chrono::steady_clock::now();
   auto logits = lm.step(prompt);
   const double prefill = tl::secondsSince(t0);
@@ -117,7 +132,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   const bool greedy = opt.temperature <= 0;
   int64_t next = sampler.sample(logits);
   for (int64_t i = 0; i < n; ++i) {
-    emitToken(next, lm.vocab());
+    emit(next, lm.vocab(), stream.get());
     if (i + 1 == n) break;
     if (greedy) {
       next = lm.stepGreedy({next});
@@ -126,6 +141,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
     }
   }
   const double decode = tl::secondsSince(t1);
+  if (stream) std::fputs(stream->finish().c_str(), stdout);
   if (lm.vocab() != 256 || n > 0) std::printf("\n");
   if (profile && n > 1) {
     std::fprintf(stderr, "last decode step:\n");
@@ -234,7 +250,9 @@ int main(int argc, char** argv) {
                "print each kernel launch of a run (--generate: the prefill and the last decode step): its node,\n"
                "op, the kernel variant it took and why");
   app.add_flag("--generate", gen, "generate text: prefill the prompt, then decode -n tokens");
-  app.add_option("--prompt", prompt, "prompt text (bytes are tokens for byte-level models)");
+  app.add_option("--prompt", prompt,
+                 "prompt text, through the tokenizer (--tokenizer, or tokenizer.json beside the model; the\n"
+                 "reply streams as text), else bytes as tokens for byte-level models");
   app.add_option("--tokens", tokens, "prompt as token ids, e.g. 1,2,3 (any model)");
   app.add_option("-n", n, "tokens to generate")->capture_default_str();
   app.add_option("--context", context, "longest sequence (prompt + generated) allowed")->capture_default_str();
@@ -247,7 +265,8 @@ int main(int argc, char** argv) {
   app.add_option("--perplexity", perplexityFile, "score FILE: mean -log2 p per byte in --window windows");
   app.add_option("--window", window, "window for --perplexity")->capture_default_str();
   app.add_option("--tokenizer", tokenizerPath,
-                 "a Hugging Face tokenizer.json, or a folder holding one (docs/tokenizer.md: what it reads)");
+                 "a Hugging Face tokenizer.json, or a folder holding one (docs/tokenizer.md: what it reads);\n"
+                 "--generate takes tokenizer.json beside the model without it");
   app.add_option("--tokenize", tokenizeFile,
                  "with --tokenizer and no model: each line of FILE (- reads stdin) as the ids of\n"
                  "encode(line, add_special_tokens=True), space-separated, a line out each");
@@ -273,8 +292,8 @@ int main(int argc, char** argv) {
       const tl::Tokenizer tok = loadTokenizer(tool, tokenizerPath);
       return tokenizeLines(tool, tok, tokenizeFile.empty() ? detokenizeFile : tokenizeFile, !detokenizeFile.empty());
     }
-    if (!tokenizerPath.empty())
-      throw tl::Error("--tokenizer goes with --tokenize FILE or --detokenize FILE", tl::ExitCode::Usage);
+    if (!tokenizerPath.empty() && !gen)
+      throw tl::Error("--tokenizer goes with --generate, --tokenize FILE or --detokenize FILE", tl::ExitCode::Usage);
     const int modes = !checkDir.empty() + gen + !perplexityFile.empty();
     if (modes != 1)
       throw tl::Error("give exactly one of --check DIR, --generate, --perplexity FILE, --tokenize FILE, --detokenize FILE "
@@ -295,15 +314,29 @@ int main(int argc, char** argv) {
     if (gen || !perplexityFile.empty()) {
       tl::CausalLm lm(ex, graph, analysis);
       if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window);
+      // The tokenizer: --tokenizer's, else a tokenizer.json beside the model.
+      std::optional<tl::Tokenizer> tok;
+      const auto beside = std::filesystem::path(tool.input()).parent_path() / "tokenizer.json";
+      std::error_code ec;
+      if (!tokenizerPath.empty()) {
+        tok = loadTokenizer(tool, tokenizerPath);
+      } else if (tool.input() != "-" && std::filesystem::exists(beside, ec)) {
+        tok = loadTokenizer(tool, beside.string());
+      }
+      tool.blame(tool.input());
       std::vector<int64_t> ids;
       if (!tokens.empty()) {
         ids = tl::parseIntList("--tokens", tokens);
+      } else if (tok) {
+        for (int32_t id : tok->encode(prompt, true)) ids.push_back(id);
       } else if (lm.vocab() == 256) {
         ids = tl::byteTokens(prompt);
       } else {
-        throw tl::Error("--prompt needs a byte-level model (vocab 256); give --tokens for this one", tl::ExitCode::Usage);
+        throw tl::Error("--prompt needs a tokenizer (--tokenizer, or tokenizer.json beside the model) or a byte-level "
+                        "model (vocab 256); or give --tokens",
+                        tl::ExitCode::Usage);
       }
-      return generate(lm, ex, ids, n, context, sampling, profile, explain);
+      return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr);
     }
     // fp16 caches round every key and value (2^-11 relative), 8-bit ones to 1/254 of their
     // block's largest, and the rounding grows through the layers: bytellama's logits move by

@@ -655,4 +655,27 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
 
 size_t Tokenizer::vocabSize() const { return impl_->idToToken.size(); }
 
+TextStream::TextStream(const Tokenizer& tokenizer, std::vector<int32_t> context, bool skipSpecialTokens)
+    : tokenizer_(tokenizer), ids_(std::move(context)), skipSpecial_(skipSpecialTokens),
+      shown_(tokenizer.decode(ids_, skipSpecialTokens)) {}
+
+std::string TextStream::push(int32_t id) {
+  ids_.push_back(id);
+  const std::string text = tokenizer_.decode(ids_, skipSpecial_);
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  const bool split = text.size() >= 3 && text.compare(text.size() - 3, 3, kReplacement) == 0;
+  if (split || text.size() <= shown_.size() || text.compare(0, shown_.size(), shown_) != 0) return "";
+  std::string added = text.substr(shown_.size());
+  shown_ = text;
+  return added;
+}
+
+std::string TextStream::finish() {
+  const std::string text = tokenizer_.decode(ids_, skipSpecial_);
+  if (text.size() <= shown_.size() || text.compare(0, shown_.size(), shown_) != 0) return "";
+  std::string rest = text.substr(shown_.size());
+  shown_ = text;
+  return rest;
+}
+
 }  // namespace tl

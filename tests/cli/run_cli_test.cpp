@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/test_support.h"
+#include "text/tokenizer.h"
 
 namespace tl {
 namespace {
@@ -245,6 +246,46 @@ TEST(TlRunCli, TokenizesAndDetokenizesLines) {
   r = test::runTool("tl-run", "--tokenizer " + (dir / "unigram.json").string() + " --tokenize " + (dir / "text.txt").string());
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("unigram.json: model 'Unigram' is not one tl knows"), std::string::npos) << r.err;
+}
+
+// --generate --prompt through a tokenizer: a byte-level BPE of no merges whose ids are
+// the bytes (GPT-2's byte characters, ByteLevel pre-tokenizer and decoder) over the
+// bundled bytellama must print what the byte path prints: the prompt's ids and the
+// reply's text, streamed, equal byte for byte. The tokenizer is read from --tokenizer
+// and from tokenizer.json beside the model.
+TEST(TlRunCli, GeneratesThroughATokenizer) {
+  const auto dir = test::tempDir("tl-run-generate-tokenizer");
+  std::string vocab;
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    const int cp = printable ? b : 256 + extra++;
+    std::string ch = cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                               : std::string{static_cast<char>(0xC0 | cp >> 6), static_cast<char>(0x80 | (cp & 0x3F))};
+    if (ch == "\"" || ch == "\\") ch = "\\" + ch;
+    vocab += (b ? ", \"" : "\"") + ch + "\": " + std::to_string(b);
+  }
+  test::writeFile(dir / "tokenizer.json", R"({"added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}, "post_processor": null,
+    "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})");
+  // A character split across tokens is held until whole (TextStream).
+  const Tokenizer tok = Tokenizer::fromFile((dir / "tokenizer.json").string());
+  TextStream stream(tok, {'d'});
+  EXPECT_EQ(stream.text(), "d");
+  EXPECT_EQ(stream.push(0xC3), "");
+  EXPECT_EQ(stream.push(0xA9), "\xC3\xA9");
+  EXPECT_EQ(stream.push(0xE2), "");
+  EXPECT_EQ(stream.finish(), "\xEF\xBF\xBD");  // left split at the end: decode's U+FFFD
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const auto bytes = test::runTool("tl-run", model + " --generate --prompt 'def add(a, b):' -n 40");
+  ASSERT_EQ(bytes.exitCode, 0) << bytes.err;
+  const auto text = test::runTool("tl-run", model + " --tokenizer " + dir.string() + " --generate --prompt 'def add(a, b):' -n 40");
+  ASSERT_EQ(text.exitCode, 0) << text.err;
+  EXPECT_EQ(text.out, bytes.out);
+  std::filesystem::copy_file(model, dir / "model.onnx");
+  const auto beside = test::runTool("tl-run", (dir / "model.onnx").string() + " --generate --prompt 'def add(a, b):' -n 40");
+  ASSERT_EQ(beside.exitCode, 0) << beside.err;
+  EXPECT_EQ(beside.out, bytes.out);
 }
 
 }  // namespace
