@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -422,9 +423,9 @@ Decoder makeDecoder(const json& j, const std::string& file) {
         run.clear(), count = 0;
       };
       for (auto& s : t) {
-        unsigned v = 0;
-        if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::sscanf(s.c_str() + 3, "%2X", &v) == 1) {
-          run += static_cast<char>(v), ++count;
+        if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>' && std::isxdigit(static_cast<unsigned char>(s[3])) &&
+            std::isxdigit(static_cast<unsigned char>(s[4]))) {
+          run += static_cast<char>(std::stoi(s.substr(3, 2), nullptr, 16)), ++count;
         } else {
           flush();
           out.push_back(std::move(s));
