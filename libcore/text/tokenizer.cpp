@@ -657,25 +657,35 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
 size_t Tokenizer::vocabSize() const { return impl_->idToToken.size(); }
 
 TextStream::TextStream(const Tokenizer& tokenizer, std::vector<int32_t> context, bool skipSpecialTokens)
-    : tokenizer_(tokenizer), ids_(std::move(context)), skipSpecial_(skipSpecialTokens),
-      shown_(tokenizer.decode(ids_, skipSpecialTokens)) {}
+    : tokenizer_(tokenizer), skipSpecial_(skipSpecialTokens), window_(std::move(context)),
+      prefix_(tokenizer.decode(window_, skipSpecialTokens)), prefixIndex_(0), text_(prefix_) {}
 
 std::string TextStream::push(int32_t id) {
-  ids_.push_back(id);
-  const std::string text = tokenizer_.decode(ids_, skipSpecial_);
+  window_.push_back(id);
+  const std::string text = tokenizer_.decode(window_, skipSpecial_);
   static const std::string kReplacement = "\xEF\xBF\xBD";
   const bool split = text.size() >= 3 && text.compare(text.size() - 3, 3, kReplacement) == 0;
-  if (split || text.size() <= shown_.size() || text.compare(0, shown_.size(), shown_) != 0) return "";
-  std::string added = text.substr(shown_.size());
-  shown_ = text;
+  // Where the window decodes what was shown differently (the context ended inside a
+  // character the new id completes: shown as U+FFFD), print from where it differs; the
+  // Rust library's stream stops with an error there.
+  const size_t same = static_cast<size_t>(std::mismatch(prefix_.begin(), prefix_.end(), text.begin(), text.end()).first - prefix_.begin());
+  if (split || text.size() <= same) return "";
+  std::string added = text.substr(same);
+  const size_t next = window_.size() - prefixIndex_;
+  window_.erase(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(prefixIndex_));
+  prefix_ = tokenizer_.decode(window_, skipSpecial_);
+  prefixIndex_ = next;
+  text_ += added;
   return added;
 }
 
 std::string TextStream::finish() {
-  const std::string text = tokenizer_.decode(ids_, skipSpecial_);
-  if (text.size() <= shown_.size() || text.compare(0, shown_.size(), shown_) != 0) return "";
-  std::string rest = text.substr(shown_.size());
-  shown_ = text;
+  const std::string text = tokenizer_.decode(window_, skipSpecial_);
+  const size_t same = static_cast<size_t>(std::mismatch(prefix_.begin(), prefix_.end(), text.begin(), text.end()).first - prefix_.begin());
+  if (text.size() <= same) return "";
+  std::string rest = text.substr(same);
+  prefix_ = text;
+  text_ += rest;
   return rest;
 }
 

@@ -33,24 +33,28 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Text as tokens come (generation): push(id) returns what the ids so far add to the
-// text, holding back a character whose bytes are split across tokens until it is whole
-// (its decode ends in U+FFFD). Each step decodes the context and every id since, so that
-// decoders that look at neighbours (Llama's leading space) print what decode() would.
+// Text as tokens come (generation): push(id) returns what the id adds to the text,
+// holding back a character whose bytes are split across tokens until it is whole (its
+// decode ends in U+FFFD). As the Rust library's DecodeStream, each step decodes a window:
+// the ids since the emission before last, so that decoders that look at a neighbour
+// (Llama's leading space) print what decode() would, and a step costs the window, not the
+// sequence so far.
 class TextStream {
  public:
   TextStream(const Tokenizer& tokenizer, std::vector<int32_t> context, bool skipSpecialTokens = false);
   std::string push(int32_t id);
   // What is still held back (a character left split at the end), as decode() gives it.
   std::string finish();
-  // The text so far: the context's decode, then what push() returned.
-  const std::string& text() const { return shown_; }
+  // The text so far: the context's decode, then what push() and finish() returned.
+  const std::string& text() const { return text_; }
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> ids_;
   bool skipSpecial_;
-  std::string shown_;  // the decode of what has been returned, the context's included
+  std::vector<int32_t> window_;
+  std::string prefix_;  // window_'s decode at the last emission
+  size_t prefixIndex_;  // window_'s ids before that emission's
+  std::string text_;
 };
 
 // bytes with each maximal invalid UTF-8 subsequence replaced by U+FFFD.
