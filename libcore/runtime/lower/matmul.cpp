@@ -336,8 +336,9 @@ Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 16 weight col
   return grid(c.glu ? up(c.N / 2, 8) : up(c.N, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
 Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
-template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per 256 items
-  return grid(up(c.N, T) * 256, up(c.M, T), 1, 256, 1);
+constexpr size_t kGemmWg = 256;  // kernels/gemm.cl's GEMM_WG
+template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per work-group
+  return grid(up(c.N, T) * kGemmWg, up(c.M, T), 1, kGemmWg, 1);
 }
 
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
@@ -589,13 +590,13 @@ void qmatmulOp(const LowerNode& n) {
       l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
     } else if (v.mode & kHalves) {
       const std::string halves = halvesScratch(n, c), rows = rowsScratch(n, c);
-      const auto wgroups = static_cast<int64_t>(up(c.N * c.K / 8, 256));  // gemm.cl's GEMM_WG
+      const auto wgroups = static_cast<int64_t>(up(c.N * c.K / 8, kGemmWg));
       Launch prep = n.launch("prep_f16_" + n.attrString("scheme", ""),
                              "the weights and A's normed rows into fp16 for the tiles that follow");
       prep.mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(halves);
       prep.i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups).i32(wgroups).mem(a).mem(rows);
       setNormArgs(prep, n);
-      prep.run(grid(static_cast<size_t>(wgroups + c.M) * 256, 1, 1, 256, 1));
+      prep.run(grid(static_cast<size_t>(wgroups + c.M) * kGemmWg, 1, 1, kGemmWg, 1));
       l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
