@@ -234,10 +234,57 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
         }                                                                                     \
     }
 
+// Split K (matmul.cpp's QCase::kSlice): the launch's third dimension cuts K into slices of
+// kslice (a multiple of 64), a work-group each, where the tiles alone would leave compute
+// units idle. With several, each writes its raw sums and its rows' sums of squares to KP
+// (tile, slice, item-major), and the tile's last work-group to finish (counted in KC,
+// which it sets back to 0 for the next launch) adds them up in slice order, so that the
+// result does not depend on which one finished last, then stores the tile as usual.
+#define KSPLIT_ARGS int kslice, __global float *KP, __global int *KC
+// Whether this work-group finished its tile last of the `slices`: its items' partial sums
+// made visible device-wide first (the fence before the count), and the others' before it
+// reads them (the fence after; the reads themselves are volatile, past L1). Every item
+// must call it.
+inline int ksplit_last(__global int* count, int slices, int tid, __local int* flag) {
+  asm volatile("membar.gl;" ::: "memory");
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (tid == 0) {
+    *flag = atomic_inc(count) == slices - 1;
+    if (*flag) atomic_xchg(count, 0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  asm volatile("membar.gl;" ::: "memory");
+  return *flag;
+}
+// The tile's sums over the slices (see KSPLIT_ARGS) into acc and ss, or a return from
+// every work-group but the tile's last.
+#define KSPLIT_GATHER(BM)                                                                     \
+  if (get_num_groups(2) > 1) {                                                                \
+    const int slices = get_num_groups(2), per = MT * NT * 4 + BM / 64;                        \
+    const long tile = (long)get_group_id(1) * get_num_groups(0) + get_group_id(0);            \
+    __global float* kp = KP + (tile * slices + get_group_id(2)) * per * GEMM_WG + tid;        \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                            \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j)                                          \
+        _Pragma("unroll") for (int x = 0; x < 4; ++x) kp[((i * NT + j) * 4 + x) * GEMM_WG] = acc[i][j][x]; \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) kp[(MT * NT * 4 + s) * GEMM_WG] = ss[s]; \
+    if (!ksplit_last(KC + tile, slices, tid, &klast)) return;                                 \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                            \
+      _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                         \
+    for (int z = 0; z < slices; ++z) {                                                        \
+      __global volatile const float* kz = KP + (tile * slices + z) * per * GEMM_WG + tid;     \
+      _Pragma("unroll") for (int i = 0; i < MT; ++i)                                          \
+        _Pragma("unroll") for (int j = 0; j < NT; ++j)                                        \
+          _Pragma("unroll") for (int x = 0; x < 4; ++x) acc[i][j][x] += kz[((i * NT + j) * 4 + x) * GEMM_WG]; \
+      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] += kz[(MT * NT * 4 + s) * GEMM_WG]; \
+    }                                                                                         \
+  }
+
 #define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
-  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS, KSPLIT_ARGS) { \
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
+    __local int klast;                                                                        \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
@@ -256,19 +303,21 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     float acc[BM / 32][BN / 32][4];                                                           \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    GEMM_FETCH(0, 0, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)                          \
-    if (32 < K) GEMM_FETCH(1, 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)              \
-    for (int k0 = 0; k0 < K; k0 += 64) {                                                      \
-      const int two = k0 + 32 < K;                                                            \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
+    GEMM_FETCH(0, kb, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)                         \
+    if (kb + 32 < ke) GEMM_FETCH(1, kb + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)  \
+    for (int k0 = kb; k0 < ke; k0 += 64) {                                                    \
+      const int two = k0 + 32 < ke;                                                           \
       MMA_STAGE(0, k0, BM, BN, LEVELS8)                                                \
       if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8)                                  \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 64 < K) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)     \
-      if (k0 + 96 < K) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)     \
+      if (k0 + 64 < ke) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)    \
+      if (k0 + 96 < ke) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)    \
       MMA_SLICE(0, BM, BN)                                                                    \
       if (two) MMA_SLICE(1, BM, BN)                                                           \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
     }                                                                                         \
+    KSPLIT_GATHER(BM)                                                                         \
     __local float* red = (__local float*)As[0];                                               \
     NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
     MMA_STORE(BM, BN, NW ? rinv[row] : 1.0f)                                                  \

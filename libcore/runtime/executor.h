@@ -134,6 +134,9 @@ class Executor {
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
+  // ... whose bytes are zero when made or grown, for kernels that leave them at zero when
+  // they finish (counters).
+  void zeroedScratch(const std::string& key, size_t bytes);
   // A float scratch tensor with a shape: a stand-in that a node's lowering runs on.
   void scratchTensor(const std::string& key, const std::vector<int64_t>& dims);
   // Rows of graph output `output` that the coming runs need: its last `rows` (0: all, the

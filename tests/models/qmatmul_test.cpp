@@ -266,6 +266,19 @@ TEST(MatMulExtras, ManyRowsMatchUnfusedMath) {
     for (const char* scheme : {"e0m4", "q8"}) expectUnfusedMath(scheme, 520, 2048, e, {600}, {true}, "qgemm_mma_f16");
 }
 
+// Few tiles over a long K: on NVIDIA's tensor cores the in-tile rows split K (matmul.cpp's
+// QCase::kSlice), each tile's last work-group adding the slices' sums in order. K = 2056
+// leaves a ragged last slice, N = 200 ragged tiles; one executor runs M = 100, 64 and 100
+// again, so a launch finds the tile counters as the one before left them (at zero). 64-row
+// tiles up to 128 rows; from 129 rows, 128 x 128 tiles where 66 of them fill half the H100.
+TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
+    for (const char* scheme : {"e0m4", "q8"}) {
+      expectUnfusedMath(scheme, 2056, 200, e, {100, 64, 100}, {true}, (std::string("qgemm64_mma_") + scheme).c_str());
+      expectUnfusedMath(scheme, 1032, 4224, e, {256}, {true}, (std::string("qgemm_mma_") + scheme).c_str());
+    }
+}
+
 // Two e0m4 one-row GEMVs in a row, the first adding a residual, the second normalizing its
 // input (a layer's down projection, then the next layer's QKV or gate/up): on GPUs the
 // first hands the norm on to the second (matmul.cpp's normHandoff: its outputs times the

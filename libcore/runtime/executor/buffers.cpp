@@ -51,6 +51,14 @@ Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
   return b;
 }
 
+void Executor::zeroedScratch(const std::string& key, size_t bytes) {
+  const cl_mem before = buffers_[key].mem;
+  Buffer& b = ensure(key, bytes);
+  if (b.mem == before) return;
+  const cl_uchar zero = 0;
+  clCheck(clEnqueueFillBuffer(device_.queue(), b.mem, &zero, 1, 0, b.capacity, 0, nullptr, nullptr),
+          "clEnqueueFillBuffer", "scratch '" + key + "'");
+}
 
 bool Executor::subViewAt(const onnx::NodeProto& n, SubView* v) const {
   const int64_t off = sliceRunOffset(n, *this);

@@ -316,6 +316,29 @@ struct QCase {
   // weight is then read by M / 128 tiles as halves, not dequantized by each.
   static constexpr int64_t kHalvesRows = 512;
   bool halves() const { return mma128() && M >= kHalvesRows; }
+  // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
+  // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
+  // slices of at least kMinSlice k, until tiles x slices reach kSplitWaves work-groups a
+  // unit. H100, e0m4, pp128: TinyLlama-1.1B dims 17,474 -> 23,454 tok/s, Qwen2-0.5B 22,817
+  // -> 34,553, Llama-2-7B's 4 layers 35,842 -> 38,950; 128-wide tiles split from 65 rows
+  // instead were slower (20,657, 24,722, 36,159); splitting up to twice the units' tiles cost
+  // Qwen2's pp1024 3% (docs/tl-bench.md). The k of one slice, a multiple of 64 (K itself
+  // when unsplit), and how many there are.
+  static constexpr int64_t kMaxSlices = 8, kMinSlice = 256, kSplitWaves = 2;
+  int64_t mmaTile() const { return mma128() ? 128 : 64; }
+  int64_t kSlice() const {
+    const auto tiles = static_cast<int64_t>(up(M, mmaTile()) * up(N, mmaTile()));
+    if (tiles >= computeUnits) return K;
+    const int64_t want = std::min({kMaxSlices, (kSplitWaves * computeUnits + tiles - 1) / tiles, K / kMinSlice});
+    return want <= 1 ? K : static_cast<int64_t>(up(static_cast<int64_t>(up(K, want)), 64) * 64);
+  }
+  int64_t kSlices() const { return K > kSlice() ? static_cast<int64_t>(up(K, kSlice())) : 1; }
+  // KP's floats (kernels/gemm.cl's KSPLIT_GATHER): per tile and slice, 256 items' sums and
+  // their rows' sums of squares.
+  int64_t kPartials() const {
+    const int64_t T = mmaTile(), per = (T / 32) * (T / 32) * 4 + T / 64;
+    return static_cast<int64_t>(up(M, T) * up(N, T)) * kSlices() * per * 256;
+  }
   static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
 constexpr auto up = QCase::up;
@@ -339,6 +362,9 @@ Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : 
 constexpr size_t kGemmWg = 256;  // kernels/gemm.cl's GEMM_WG
 template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per work-group
   return grid(up(c.N, T) * kGemmWg, up(c.M, T), 1, kGemmWg, 1);
+}
+template <int64_t T> Geometry splitGeometry(const QCase& c) {  // ... and a slice of K
+  return grid(up(c.N, T) * kGemmWg, up(c.M, T), static_cast<size_t>(c.kSlices()), kGemmWg, 1);
 }
 
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
@@ -368,8 +394,9 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 // and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
 // (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
 // weight shape, A's rows normed into one shared by the nodes of one width); it can
-// hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff).
-constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8;
+// hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
+// tiles are few (KSPLIT_ARGS: QCase::kSlice).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
@@ -417,14 +444,14 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
     {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
-    {"qgemm_mma_e0m4", mma128<E0m4>, gemmGeometry<128>, kMmaWhy, kNative},
-    {"qgemm64_mma_e0m4", gemm64<E0m4>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_int4", mma128<Int4>, gemmGeometry<128>, kMmaWhy, kNative},
-    {"qgemm64_mma_int4", gemm64<Int4>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_q8", mma128<Q8>, gemmGeometry<128>, kMmaWhy, kNative},
-    {"qgemm64_mma_q8", gemm64<Q8>, gemmGeometry<64>, kMma64Why, kNative},
-    {"qgemm_mma_q3h", mma128<Q3h>, gemmGeometry<128>, kMmaWhy, kNative},
-    {"qgemm64_mma_q3h", gemm64<Q3h>, gemmGeometry<64>, kMma64Why, kNative},
+    {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
+    {"qgemm64_mma_e0m4", gemm64<E0m4>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
+    {"qgemm_mma_int4", mma128<Int4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
+    {"qgemm64_mma_int4", gemm64<Int4>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
+    {"qgemm_mma_q8", mma128<Q8>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
+    {"qgemm64_mma_q8", gemm64<Q8>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
+    {"qgemm_mma_q3h", mma128<Q3h>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
+    {"qgemm64_mma_q3h", gemm64<Q3h>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
     {"qgemm_e0m4", gemm128<E0m4>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_e0m4", gemm64<E0m4>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qgemm_int4", gemm128<Int4>, gemmGeometry<128>, kGemmWhy, kNative},
@@ -560,6 +587,27 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 
+// The split-K rows' scratch (kernels/gemm.cl's KSPLIT_ARGS): partial sums and tile
+// counters, one of each shared by all nodes (the queue is in order; the counters start at
+// zero and each launch leaves them so), sized for the most any QMatMul needs at this binding.
+std::pair<std::string, std::string> splitScratch(const LowerNode& n) {
+  const Graph& g = n.ex.graph();
+  int64_t partials = 0, tiles = 0;
+  for (size_t i = 0; i < g.nodeCount(); ++i) {
+    if (!isQMatMul(g.node(i))) continue;
+    const LowerNode o = n.at(i);
+    const QCase c = qcase(o);
+    const auto* v = findVariant(kQMatMul, c, o);
+    if (!v || !(v->mode & kSplitK) || c.kSlices() < 2) continue;
+    partials = std::max(partials, c.kPartials());
+    tiles = std::max(tiles, static_cast<int64_t>(up(c.M, c.mmaTile()) * up(c.N, c.mmaTile())));
+  }
+  const std::pair<std::string, std::string> keys{"#ksplit-partials", "#ksplit-counters"};
+  n.ex.scratch(keys.first, static_cast<size_t>(partials) * 4);
+  n.ex.zeroedScratch(keys.second, static_cast<size_t>(tiles) * 4);
+  return keys;
+}
+
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
 // quantizes A's rows to int8; the fp16 rows first make both operands fp16.
 void qmatmulOp(const LowerNode& n) {
@@ -613,6 +661,15 @@ void qmatmulOp(const LowerNode& n) {
       }
     }
     if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
+    if (v.mode & kSplitK) {
+      l.i32(c.kSlice());
+      if (c.kSlices() > 1) {
+        const auto [partials, counters] = splitScratch(n);
+        l.mem(partials).mem(counters);
+      } else {
+        l.nullMem().nullMem();
+      }
+    }
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
