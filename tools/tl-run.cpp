@@ -202,11 +202,19 @@ void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& 
         const long v = std::strtol(w.c_str(), &end, 10);
         if (*end || v < 0 || v > INT32_MAX)
           throw tl::Error("line " + std::to_string(number) + ": '" + w + "' is not a token id");
+        if (!tok.knows(static_cast<int32_t>(v)))
+          throw tl::Error("line " + std::to_string(number) + ": id " + w + " is not in the tokenizer's vocabulary (" +
+                          std::to_string(tok.vocabSize()) + " tokens)");
         ids.push_back(static_cast<int32_t>(v));
       }
       out += tok.decode(ids, false);
     } else {
-      const auto ids = tok.encode(line, true);
+      std::vector<int32_t> ids;
+      try {
+        ids = tok.encode(line, true);
+      } catch (const tl::Error& e) {
+        throw tl::Error("line " + std::to_string(number) + ": " + e.what(), e.code());
+      }
       for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
     }
     out += '\n';

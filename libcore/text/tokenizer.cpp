@@ -1,6 +1,6 @@
 // tokenizer.json's pipeline, in the order the Rust `tokenizers` library runs it: added
 // tokens split out of the raw text; each other piece normalized, pre-tokenized into words,
-// each word through the model (BPE); the post-processor's template. Decoding: ids to
+// each word through the model (BPE, WordPiece or Unigram); the post-processor's template. Decoding: ids to
 // token strings, then the decoders in turn. JSON by nlohmann-json, regular expressions by
 // PCRE2 (UTF and UCP: Unicode classes and lookahead, which the families' Split patterns
 // use), normalization forms by utf8proc (docs/tokenizer.md says why these).
@@ -15,6 +15,8 @@
 #include <cctype>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
@@ -144,18 +146,19 @@ std::string replaceAll(const Regex& re, const std::string& s, const std::string&
 }
 
 using Normalizer = std::function<std::string(const std::string&)>;
-using PreTokenizer = std::function<void(std::vector<std::string>&)>;  // pieces in, words out
+// Pieces in, words out; `atStart`: the first piece begins the raw text (Metaspace's
+// prepend_scheme "first").
+using PreTokenizer = std::function<void(std::vector<std::string>&, bool atStart)>;
 using Decoder = std::function<void(std::vector<std::string>&)>;       // tokens in, strings out
 
-// A Sequence of pre-tokenizers or decoders: each of `list` built by `make`, run in turn.
-std::function<void(std::vector<std::string>&)> sequenceOf(
-    const json& list, const std::string& file,
-    std::function<void(std::vector<std::string>&)> (*make)(const json&, const std::string&)) {
-  std::vector<std::function<void(std::vector<std::string>&)>> parts;
+// A Sequence of normalizers, pre-tokenizers or decoders: each of `list` built by `make`,
+// run in turn.
+template <typename Step, typename... Args> Step sequenceOf(const json& list, const std::string& file, Step (*make)(const json&, const std::string&)) {
+  std::vector<Step> parts;
   for (const auto& p : list)
     if (auto f = make(p, file)) parts.push_back(std::move(f));
-  return [parts](std::vector<std::string>& v) {
-    for (const auto& f : parts) f(v);
+  return [parts](auto& v, Args... args) {
+    for (const auto& f : parts) f(v, args...);
   };
 }
 
@@ -167,6 +170,60 @@ std::string utf8procMap(const std::string& s, int options) {
   std::string r(reinterpret_cast<char*>(out), static_cast<size_t>(n));
   free(out);
   return r;
+}
+
+// Calls f with each code point of valid UTF-8 s.
+template <typename F> void forEachChar(const std::string& s, F f) {
+  for (size_t i = 0; i < s.size();) {
+    utf8proc_int32_t cp = 0;
+    const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i),
+                                    static_cast<utf8proc_ssize_t>(s.size() - i), &cp);
+    if (n <= 0) return;
+    f(static_cast<int32_t>(cp));
+    i += static_cast<size_t>(n);
+  }
+}
+utf8proc_category_t category(int32_t c) { return utf8proc_category(c); }
+// Rust's char::is_whitespace (White_Space) and char::is_other (C*: BertNormalizer's
+// controls), tokenizers' CJK ideographs.
+bool isWhitespace(int32_t c) {
+  return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+bool isOther(int32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CN || k == UTF8PROC_CATEGORY_CO ||
+         k == UTF8PROC_CATEGORY_CS;
+}
+bool isChineseChar(int32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+// Rust's char::to_lowercase a character at a time, as NormalizedString::lowercase maps
+// (no final sigma): U+0130 is the one character whose lowercase is two.
+std::string lowercase(const std::string& s) {
+  std::string r;
+  forEachChar(s, [&](int32_t c) { r += c == 0x130 ? std::string("i\xCC\x87") : codepointUtf8(utf8proc_tolower(c)); });
+  return r;
+}
+// s without its nonspacing marks (Mn): StripAccents, after NFD in BertNormalizer.
+std::string dropMarks(const std::string& s) {
+  std::string r;
+  forEachChar(s, [&](int32_t c) {
+    if (category(c) != UTF8PROC_CATEGORY_MN) r += codepointUtf8(c);
+  });
+  return r;
+}
+std::string stripWhitespace(const std::string& s, bool left, bool right) {
+  std::vector<std::pair<size_t, int32_t>> chars;  // (byte offset, code point)
+  size_t at = 0;
+  forEachChar(s, [&](int32_t c) { chars.emplace_back(at, c), at += codepointUtf8(c).size(); });
+  size_t a = 0, b = chars.size();
+  while (left && a < b && isWhitespace(chars[a].second)) ++a;
+  while (right && b > a && isWhitespace(chars[b - 1].second)) --b;
+  const size_t from = a < chars.size() ? chars[a].first : s.size(), to = b < chars.size() ? chars[b].first : s.size();
+  return s.substr(from, to - from);
 }
 
 Normalizer makeNormalizer(const json& j, const std::string& file) {
@@ -186,6 +243,27 @@ Normalizer makeNormalizer(const json& j, const std::string& file) {
   if (type == "NFD") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_DECOMPOSE); };
   if (type == "NFKC") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_COMPOSE | UTF8PROC_COMPAT); };
   if (type == "NFKD") return [](const std::string& s) { return utf8procMap(s, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT); };
+  if (type == "Lowercase") return lowercase;
+  if (type == "StripAccents") return [](const std::string& s) { return dropMarks(s); };
+  if (type == "Strip") {
+    const bool left = j.at("strip_left").get<bool>(), right = j.at("strip_right").get<bool>();
+    return [left, right](const std::string& s) { return stripWhitespace(s, left, right); };
+  }
+  if (type == "BertNormalizer") {
+    const bool clean = j.value("clean_text", true), chinese = j.value("handle_chinese_chars", true),
+               lower = j.value("lowercase", true);
+    const bool accents = j.contains("strip_accents") && !j["strip_accents"].is_null() ? j["strip_accents"].get<bool>() : lower;
+    return [clean, chinese, lower, accents](const std::string& s) {
+      std::string r;
+      forEachChar(s, [&](int32_t c) {
+        if (clean && (c == 0 || c == 0xFFFD || (c != '\t' && c != '\n' && c != '\r' && isOther(c)))) return;
+        if (clean && (c == '\t' || c == '\n' || c == '\r' || isWhitespace(c))) c = ' ';
+        if (chinese && isChineseChar(c)) r += " " + codepointUtf8(c) + " "; else r += codepointUtf8(c);
+      });
+      if (accents) r = dropMarks(utf8procMap(r, UTF8PROC_DECOMPOSE));
+      return lower ? lowercase(r) : r;
+    };
+  }
   if (type == "Prepend") {
     const std::string p = j["prepend"].get<std::string>();
     return [p](const std::string& s) { return s.empty() ? s : p + s; };
@@ -269,28 +347,74 @@ std::vector<std::string> splitPiece(const Regex& re, const std::string& s, const
 const char* const kGpt2Pattern =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+// Splits every piece at re's matches with a Split behaviour.
+PreTokenizer splitter(std::shared_ptr<Regex> re, const std::string& behavior, bool invert, const std::string& file) {
+  static const char* const known[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+  if (std::find(std::begin(known), std::end(known), behavior) == std::end(known))
+    bad(file, "Split behavior '" + behavior + "' is not one tl knows");
+  return [re, behavior, invert](std::vector<std::string>& pieces, bool) {
+    std::vector<std::string> out;
+    for (const auto& p : pieces)
+      for (auto& w : splitPiece(*re, p, behavior, invert)) out.push_back(std::move(w));
+    pieces = std::move(out);
+  };
+}
+PreTokenizer splitter(const std::string& regex, const std::string& behavior, bool invert, const std::string& file) {
+  return splitter(std::make_shared<Regex>(regex, file), behavior, invert, file);
+}
+// Rust's char::is_whitespace and the BERT pieces' punctuation (ASCII or P*) as classes.
+const char* const kWhitespace = "\\p{White_Space}";
+const char* const kPunctuation = "[\\p{P}!-/:-@\\[-`{-~]";
+
 PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
   if (j.is_null()) return nullptr;
   const std::string type = j.value("type", "");
-  if (type == "Sequence") return sequenceOf(j["pretokenizers"], file, makePreTokenizer);
-  if (type == "Split") {
-    auto re = std::shared_ptr<Regex>(pattern(j["pattern"], file));
-    const std::string behavior = j.value("behavior", "Isolated");
-    const bool invert = j.value("invert", false);
-    static const char* const known[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
-    if (std::find(std::begin(known), std::end(known), behavior) == std::end(known))
-      bad(file, "Split behavior '" + behavior + "' is not one tl knows");
-    return [re, behavior, invert](std::vector<std::string>& pieces) {
+  if (type == "Sequence") return sequenceOf<PreTokenizer, bool>(j["pretokenizers"], file, makePreTokenizer);
+  if (type == "Split")
+    return splitter(std::shared_ptr<Regex>(pattern(j["pattern"], file)), j.value("behavior", "Isolated"), j.value("invert", false), file);
+  if (type == "WhitespaceSplit") return splitter(std::string(kWhitespace) + "+", "Removed", false, file);
+  // Rust regex's \w and \s (UTS #18), which PCRE2's UCP classes do not match exactly.
+  if (type == "Whitespace")
+    return splitter("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]+|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\p{White_Space}]+",
+                    "Removed", true, file);
+  if (type == "Punctuation") return splitter(kPunctuation, j.value("behavior", "Isolated"), false, file);
+  if (type == "Digits") return splitter(j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", "Isolated", false, file);
+  if (type == "BertPreTokenizer") {
+    auto space = splitter(std::string(kWhitespace) + "+", "Removed", false, file);
+    auto punct = splitter(kPunctuation, "Isolated", false, file);
+    return [space, punct](std::vector<std::string>& pieces, bool atStart) {
+      space(pieces, atStart);
+      punct(pieces, atStart);
+    };
+  }
+  if (type == "Metaspace") {
+    const std::string rep = j.value("replacement", "\u2581");
+    std::string scheme = j.value("prepend_scheme", "");
+    if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";  // (files before 0.19)
+    if (scheme != "always" && scheme != "first" && scheme != "never") bad(file, "Metaspace prepend_scheme '" + scheme + "' is not one tl knows");
+    const bool split = j.value("split", true);
+    auto re = std::make_shared<Regex>(quoteRegex(rep), file);
+    return [rep, scheme, split, re](std::vector<std::string>& pieces, bool atStart) {
       std::vector<std::string> out;
-      for (const auto& p : pieces)
-        for (auto& w : splitPiece(*re, p, behavior, invert)) out.push_back(std::move(w));
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        std::string p;
+        for (char c : pieces[i]) {
+          if (c == ' ') p += rep; else p += c;
+        }
+        if (p.compare(0, rep.size(), rep) != 0 && (scheme == "always" || (scheme == "first" && i == 0 && atStart))) p = rep + p;
+        if (!split) {
+          out.push_back(std::move(p));
+          continue;
+        }
+        for (auto& w : splitPiece(*re, p, "MergedWithNext", false)) out.push_back(std::move(w));
+      }
       pieces = std::move(out);
     };
   }
   if (type == "ByteLevel") {
     const bool prefix = j.value("add_prefix_space", false), useRegex = j.value("use_regex", true);
     auto re = std::make_shared<Regex>(kGpt2Pattern, file);
-    return [prefix, useRegex, re](std::vector<std::string>& pieces) {
+    return [prefix, useRegex, re](std::vector<std::string>& pieces, bool) {
       std::vector<std::string> out;
       for (auto p : pieces) {
         if (prefix && (p.empty() || p[0] != ' ')) p = " " + p;
@@ -307,18 +431,155 @@ PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
   bad(file, "pre-tokenizer '" + type + "' is not one tl knows");
 }
 
-// The BPE model: vocabulary, merges by rank, byte fallback, unknown token.
-struct Bpe {
+// Strings to values by bytes: edges (node << 8 | byte) -> node, and the value each node
+// ends (-1: none). Node 0 is the root.
+struct ByteTrie {
+  std::unordered_map<uint64_t, int32_t> edges;
+  std::vector<int32_t> ends = {-1};
+  // Keeps the first value of equal strings.
+  void insert(const std::string& key, int32_t value) {
+    size_t node = 0;
+    for (unsigned char c : key) {
+      auto [e, fresh] = edges.emplace(static_cast<uint64_t>(node) << 8 | c, static_cast<int32_t>(ends.size()));
+      if (fresh) ends.push_back(-1);
+      node = static_cast<size_t>(e->second);
+    }
+    if (node && ends[node] < 0) ends[node] = value;
+  }
+  // f(end, value) for every key that s has as a prefix from `at`, shortest first.
+  template <typename F> void prefixes(const std::string& s, size_t at, F f) const {
+    for (size_t j = at, node = 0; j < s.size(); ++j) {
+      auto e = edges.find(static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(s[j]));
+      if (e == edges.end()) return;
+      node = static_cast<size_t>(e->second);
+      if (ends[node] >= 0) f(j + 1, ends[node]);
+    }
+  }
+};
+
+// A model: a word to ids, over its vocabulary.
+struct Model {
+  virtual ~Model() = default;
+  virtual void encodeWord(const std::string& w, std::vector<int32_t>& ids) const = 0;
   std::unordered_map<std::string, int32_t> vocab;
+  // The ids of the <0xXX> byte tokens (-1: absent), for byte fallback.
+  std::array<int32_t, 256> byteIds{};
+  void findByteIds() {
+    for (int b = 0; b < 256; ++b) {
+      char code[8];
+      std::snprintf(code, sizeof code, "<0x%02X>", b);
+      auto it = vocab.find(code);
+      byteIds[static_cast<size_t>(b)] = it == vocab.end() ? -1 : it->second;
+    }
+  }
+  bool hasBytes(const std::string& s) const {
+    return std::all_of(s.begin(), s.end(), [&](char c) { return byteIds[static_cast<unsigned char>(c)] >= 0; });
+  }
+};
+
+// WordPiece: the longest vocabulary entry from the word's start, then from where it
+// ended with the continuing prefix, and so on; a word with a piece none matches, or over
+// max_input_chars_per_word characters, is the unknown token.
+struct WordPiece : Model {
+  std::string prefix = "##";
+  size_t maxChars = 100;
+  int32_t unk = -1;
+  void encodeWord(const std::string& w, std::vector<int32_t>& ids) const override {
+    size_t chars = 0;
+    forEachChar(w, [&](int32_t) { ++chars; });
+    const size_t mark = ids.size();
+    for (size_t start = 0; start < w.size() && chars <= maxChars;) {
+      size_t end = w.size();
+      int32_t found = -1;
+      while (start < end) {
+        const std::string sub = (start > 0 ? prefix : "") + w.substr(start, end - start);
+        if (auto it = vocab.find(sub); it != vocab.end()) {
+          found = it->second;
+          break;
+        }
+        do --end; while (end > start && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80);  // a character back
+      }
+      if (found < 0) {
+        chars = maxChars + 1;  // bad: the whole word is unknown
+        break;
+      }
+      ids.push_back(found);
+      start = end;
+    }
+    if (chars > maxChars) {
+      ids.resize(mark);
+      ids.push_back(unk);
+    }
+  }
+};
+
+// Unigram: the pieces whose scores sum highest over the word (sentencepiece's Viterbi, as
+// tokenizers' encode_optimized: ties keep the shorter piece found first), a character no
+// piece starts with taking the unknown score (the lowest score less 10); consecutive
+// unknown characters fused into one, which byte fallback turns into its bytes' tokens.
+struct Unigram : Model {
+  ByteTrie pieces;
+  std::vector<double> scores;
+  int32_t unk = -1;
+  double unkScore = 0;
+  bool byteFallback = false;
+  void encodeWord(const std::string& w, std::vector<int32_t>& ids) const override {
+    struct Best {
+      int32_t id = -1;
+      double score = 0;
+      size_t from = 0;
+      bool set = false;
+    };
+    std::vector<Best> best(w.size() + 1);
+    best[0].set = true;
+    for (size_t at = 0; at < w.size();) {
+      const size_t len = std::min(charLen(static_cast<unsigned char>(w[at])), w.size() - at);
+      const double here = best[at].score;
+      bool single = false;
+      auto offer = [&](size_t end, int32_t id, double score) {
+        Best& b = best[end];
+        if (!b.set || here + score > b.score) b = {id, here + score, at, true};
+      };
+      pieces.prefixes(w, at, [&](size_t end, int32_t id) {
+        offer(end, id, scores[static_cast<size_t>(id)]);
+        single |= end - at == len;
+      });
+      if (!single && unk < 0) bad("", "Unigram: a character no piece covers, and the model has no unk_id");
+      if (!single) offer(at + len, unk, unkScore);
+      at += len;
+    }
+    std::vector<std::pair<std::string, int32_t>> toks;  // backwards
+    for (size_t end = w.size(); end > 0;) {
+      const Best& b = best[end];
+      std::string piece = w.substr(b.from, end - b.from);
+      if (b.id == unk && !toks.empty() && toks.back().second == unk) toks.back().first.insert(0, piece);
+      else toks.emplace_back(std::move(piece), b.id);
+      end = b.from;
+    }
+    for (auto it = toks.rbegin(); it != toks.rend(); ++it) {
+      auto [piece, id] = *it;
+      if (id == unk) {
+        if (auto v = vocab.find(piece); v != vocab.end()) id = v->second;
+      }
+      if (id == unk && byteFallback && hasBytes(piece)) {
+        for (unsigned char c : piece) ids.push_back(byteIds[c]);
+        continue;
+      }
+      ids.push_back(id);
+    }
+  }
+};
+
+// The BPE model: vocabulary, merges by rank, byte fallback, unknown token.
+struct Bpe : Model {
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (left, right) -> (rank, new id)
   std::string prefix, suffix;  // continuing_subword_prefix, end_of_word_suffix
   bool byteFallback = false, fuseUnk = false, ignoreMerges = false;
   int32_t unk = -1;
-  std::array<int32_t, 256> byteIds{};
 
   static uint64_t key(int32_t a, int32_t b) { return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b); }
 
-  void encodeWord(const std::string& w, std::vector<int32_t>& ids) const {
+  void encodeWord(const std::string& w, std::vector<int32_t>& ids) const override {
     if (ignoreMerges)
       if (auto it = vocab.find(w); it != vocab.end()) {
         ids.push_back(it->second);
@@ -337,7 +598,7 @@ struct Bpe {
       if (it != vocab.end()) {
         if (pendingUnk) sym.push_back(unk), pendingUnk = false;
         sym.push_back(it->second);
-      } else if (byteFallback && std::all_of(s.begin(), s.end(), [&](char c) { return byteIds[static_cast<unsigned char>(c)] >= 0; })) {
+      } else if (byteFallback && hasBytes(s)) {
         if (pendingUnk) sym.push_back(unk), pendingUnk = false;
         for (char c : s) sym.push_back(byteIds[static_cast<unsigned char>(c)]);
       } else if (unk >= 0) {
@@ -382,7 +643,7 @@ struct Bpe {
 Decoder makeDecoder(const json& j, const std::string& file) {
   if (j.is_null()) return nullptr;
   const std::string type = j.value("type", "");
-  if (type == "Sequence") return sequenceOf(j["decoders"], file, makeDecoder);
+  if (type == "Sequence") return sequenceOf<Decoder>(j["decoders"], file, makeDecoder);
   if (type == "ByteLevel") {
     return [](std::vector<std::string>& t) {
       std::string bytes;
@@ -435,6 +696,56 @@ Decoder makeDecoder(const json& j, const std::string& file) {
       t = std::move(out);
     };
   }
+  if (type == "WordPiece") {
+    const std::string prefix = j.value("prefix", "##");
+    const bool cleanup = j.value("cleanup", true);
+    return [prefix, cleanup](std::vector<std::string>& t) {
+      static const std::pair<const char*, const char*> kCleanup[] = {
+          {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+          {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      for (size_t i = 0; i < t.size(); ++i) {
+        std::string& s = t[i];
+        if (i > 0) s = s.compare(0, prefix.size(), prefix) == 0 ? s.substr(prefix.size()) : " " + s;
+        if (cleanup)
+          for (auto [from, to] : kCleanup)
+                for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += std::strlen(to)) s.replace(at, std::strlen(from), to);
+      }
+    };
+  }
+  if (type == "Metaspace") {
+    const std::string rep = j.value("replacement", "\u2581");
+    std::string scheme = j.value("prepend_scheme", "");
+    if (scheme.empty()) scheme = j.value("add_prefix_space", true) ? "always" : "never";
+    return [rep, scheme](std::vector<std::string>& t) {
+      // The replacement becomes a space, except in the first token, where the Rust
+      // decoder drops every one (not only the one prepended), unless nothing was prepended.
+      for (size_t i = 0; i < t.size(); ++i) {
+        std::string& s = t[i];
+        const bool drop = scheme != "never" && i == 0;
+        std::string out;
+        for (size_t at = 0; at < s.size();) {
+          if (s.compare(at, rep.size(), rep) != 0) {
+            out += s[at++];
+            continue;
+          }
+          if (!drop) out += ' ';
+          at += rep.size();
+        }
+        s = std::move(out);
+      }
+    };
+  }
+  if (type == "BPEDecoder") {
+    const std::string suffix = j.value("suffix", "</w>");
+    return [suffix](std::vector<std::string>& t) {
+      for (size_t i = 0; i < t.size(); ++i)
+        for (size_t at = 0; (at = t[i].find(suffix, at)) != std::string::npos;) {
+          const std::string with = i + 1 == t.size() ? "" : " ";
+          t[i].replace(at, suffix.size(), with);
+          at += with.size();
+        }
+    };
+  }
   if (type == "Fuse") {
     return [](std::vector<std::string>& t) {
       std::string all;
@@ -458,6 +769,71 @@ Decoder makeDecoder(const json& j, const std::string& file) {
   bad(file, "decoder '" + type + "' is not one tl knows");
 }
 
+std::string stringOr(const json& m, const char* key, const std::string& otherwise) {
+  return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : otherwise;
+}
+
+std::unique_ptr<Model> makeModel(const json& m, const std::string& path) {
+  const std::string type = m.value("type", "");
+  if (type == "WordPiece") {
+    auto wp = std::make_unique<WordPiece>();
+    for (auto& [tok, id] : m.at("vocab").items()) wp->vocab.emplace(tok, id.get<int32_t>());
+    wp->prefix = stringOr(m, "continuing_subword_prefix", "##");
+    wp->maxChars = m.value("max_input_chars_per_word", size_t{100});
+    const std::string unk = stringOr(m, "unk_token", "[UNK]");
+    auto it = wp->vocab.find(unk);
+    if (it == wp->vocab.end()) bad(path, "WordPiece unk_token '" + unk + "' is not in the vocabulary");
+    wp->unk = it->second;
+    return wp;
+  }
+  if (type == "Unigram") {
+    auto u = std::make_unique<Unigram>();
+    const json& vocab = m.at("vocab");
+    double lowest = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      u->vocab[vocab[i].at(0).get<std::string>()] = static_cast<int32_t>(i);  // (the last of equal pieces)
+      u->scores.push_back(vocab[i].at(1).get<double>());
+      lowest = std::min(lowest, u->scores.back());
+    }
+    for (const auto& [piece, id] : u->vocab) u->pieces.insert(piece, id);
+    u->unkScore = lowest - 10.0;  // tokenizers' K_UNK_PENALTY
+    if (m.contains("unk_id") && !m["unk_id"].is_null()) u->unk = m["unk_id"].get<int32_t>();
+    if (u->unk >= static_cast<int64_t>(vocab.size())) bad(path, "Unigram unk_id " + std::to_string(u->unk) + " is past its vocabulary");
+    u->byteFallback = m.value("byte_fallback", false);
+    u->findByteIds();
+    return u;
+  }
+  if (type != "BPE") bad(path, "model '" + type + "' is not one tl knows");
+  auto bpe = std::make_unique<Bpe>();
+  for (auto& [tok, id] : m.at("vocab").items()) bpe->vocab.emplace(tok, id.get<int32_t>());
+  bpe->prefix = stringOr(m, "continuing_subword_prefix", "");
+  bpe->suffix = stringOr(m, "end_of_word_suffix", "");
+  bpe->byteFallback = m.value("byte_fallback", false);
+  bpe->fuseUnk = m.value("fuse_unk", false);
+  bpe->ignoreMerges = m.value("ignore_merges", false);
+  if (m.contains("dropout") && !m["dropout"].is_null()) bad(path, "BPE dropout is not one tl knows");
+  if (auto it = bpe->vocab.find(stringOr(m, "unk_token", "")); it != bpe->vocab.end()) bpe->unk = it->second;
+  bpe->findByteIds();
+  int32_t rank = 0;
+  for (const auto& mg : m.at("merges")) {
+    std::string a, b;
+    if (mg.is_string()) {
+      const std::string line = mg.get<std::string>();
+      const size_t sp = line.find(' ');
+      if (sp == std::string::npos) bad(path, "merge '" + line + "' is not two tokens");
+      a = line.substr(0, sp), b = line.substr(sp + 1);
+    } else {
+      a = mg.at(0).get<std::string>(), b = mg.at(1).get<std::string>();
+    }
+    auto ia = bpe->vocab.find(a), ib = bpe->vocab.find(b);
+    auto in = bpe->vocab.find(a + b.substr(std::min(bpe->prefix.size(), b.size())));
+    if (ia == bpe->vocab.end() || ib == bpe->vocab.end() || in == bpe->vocab.end())
+      bad(path, "merge '" + a + " " + b + "' names a token outside the vocabulary");
+    bpe->merges.emplace(Bpe::key(ia->second, ib->second), std::make_pair(rank++, in->second));
+  }
+  return bpe;
+}
+
 struct AddedToken {
   std::string content;
   int32_t id;
@@ -471,12 +847,9 @@ struct Tokenizer::Impl {
   Normalizer normalizer;
   PreTokenizer preTokenizer;
   Decoder decoder;
-  Bpe bpe;
+  std::unique_ptr<Model> model;
   std::vector<AddedToken> added;
-  // The added tokens' contents as a byte trie: edges (node << 8 | byte) -> node, and the
-  // added token each node ends (-1: none). Node 0 is the root.
-  std::unordered_map<uint64_t, int32_t> edges;
-  std::vector<int32_t> ends = {-1};
+  ByteTrie addedTrie;  // contents -> index in `added`
   std::unordered_map<int32_t, std::string> idToToken;
   std::unordered_map<int32_t, const AddedToken*> addedById;
   std::vector<int32_t> before, after;  // the template's special ids around the sequence
@@ -490,12 +863,7 @@ struct Tokenizer::Impl {
     auto whitespace = [](const std::string& t, size_t i) { return t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'; };
     for (size_t i = 0; i < s.size();) {
       const AddedToken* best = nullptr;
-      for (size_t j = i, node = 0; j < s.size(); ++j) {
-        auto e = edges.find(static_cast<uint64_t>(node) << 8 | static_cast<unsigned char>(s[j]));
-        if (e == edges.end()) break;
-        node = static_cast<size_t>(e->second);
-        if (ends[node] >= 0) best = &added[static_cast<size_t>(ends[node])];
-      }
+      addedTrie.prefixes(s, i, [&](size_t, int32_t k) { best = &added[static_cast<size_t>(k)]; });
       if (!best) {
         ++i;
         continue;
@@ -531,47 +899,8 @@ Tokenizer Tokenizer::fromFile(const std::string& path) {
   auto t = std::make_unique<Impl>();
   t->file = path;
   try {
-    const json& m = j.at("model");
-    const std::string type = m.value("type", "");
-    if (type != "BPE") bad(path, "model '" + type + "' is not one tl knows");
-    Bpe& bpe = t->bpe;
-    for (auto& [tok, id] : m.at("vocab").items()) bpe.vocab.emplace(tok, id.get<int32_t>());
-    for (auto& [tok, id] : bpe.vocab) t->idToToken.emplace(id, tok);
-    if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
-      bpe.prefix = m["continuing_subword_prefix"].get<std::string>();
-    if (m.contains("end_of_word_suffix") && m["end_of_word_suffix"].is_string())
-      bpe.suffix = m["end_of_word_suffix"].get<std::string>();
-    bpe.byteFallback = m.value("byte_fallback", false);
-    bpe.fuseUnk = m.value("fuse_unk", false);
-    bpe.ignoreMerges = m.value("ignore_merges", false);
-    if (m.contains("dropout") && !m["dropout"].is_null()) bad(path, "BPE dropout is not one tl knows");
-    if (m.contains("unk_token") && m["unk_token"].is_string()) {
-      auto it = bpe.vocab.find(m["unk_token"].get<std::string>());
-      if (it != bpe.vocab.end()) bpe.unk = it->second;
-    }
-    for (int b = 0; b < 256; ++b) {
-      char code[8];
-      std::snprintf(code, sizeof code, "<0x%02X>", b);
-      auto it = bpe.vocab.find(code);
-      bpe.byteIds[static_cast<size_t>(b)] = it == bpe.vocab.end() ? -1 : it->second;
-    }
-    int32_t rank = 0;
-    for (const auto& mg : m.at("merges")) {
-      std::string a, b;
-      if (mg.is_string()) {
-        const std::string line = mg.get<std::string>();
-        const size_t sp = line.find(' ');
-        if (sp == std::string::npos) bad(path, "merge '" + line + "' is not two tokens");
-        a = line.substr(0, sp), b = line.substr(sp + 1);
-      } else {
-        a = mg.at(0).get<std::string>(), b = mg.at(1).get<std::string>();
-      }
-      auto ia = bpe.vocab.find(a), ib = bpe.vocab.find(b);
-      auto in = bpe.vocab.find(a + b.substr(std::min(bpe.prefix.size(), b.size())));
-      if (ia == bpe.vocab.end() || ib == bpe.vocab.end() || in == bpe.vocab.end())
-        bad(path, "merge '" + a + " " + b + "' names a token outside the vocabulary");
-      bpe.merges.emplace(Bpe::key(ia->second, ib->second), std::make_pair(rank++, in->second));
-    }
+    t->model = makeModel(j.at("model"), path);
+    for (auto& [tok, id] : t->model->vocab) t->idToToken.emplace(id, tok);
     for (const auto& a : j.value("added_tokens", json::array())) {
       if (a.value("normalized", false) && !a.value("special", false))
         bad(path, "added token '" + a["content"].get<std::string>() + "' matched after normalization is not one tl knows");
@@ -581,13 +910,7 @@ Tokenizer Tokenizer::fromFile(const std::string& path) {
                           a.value("lstrip", false), a.value("rstrip", false)});
     }
     for (size_t i = 0; i < t->added.size(); ++i) {
-      size_t node = 0;
-      for (unsigned char c : t->added[i].content) {
-        auto [e, fresh] = t->edges.emplace(static_cast<uint64_t>(node) << 8 | c, static_cast<int32_t>(t->ends.size()));
-        if (fresh) t->ends.push_back(-1);
-        node = static_cast<size_t>(e->second);
-      }
-      if (node && t->ends[node] < 0) t->ends[node] = static_cast<int32_t>(i);  // (the first of equal contents)
+      t->addedTrie.insert(t->added[i].content, static_cast<int32_t>(i));  // (the first of equal contents)
       t->idToToken[t->added[i].id] = t->added[i].content;
     }
     for (const auto& a : t->added) t->addedById[a.id] = &a;
@@ -607,6 +930,10 @@ Tokenizer Tokenizer::fromFile(const std::string& path) {
         const std::string id = piece.at("SpecialToken").at("id").get<std::string>();
         for (const auto& x : pp.at("special_tokens").at(id).at("ids")) (seen ? t->after : t->before).push_back(x.get<int32_t>());
       }
+    } else if (ppType == "BertProcessing" || ppType == "RobertaProcessing") {  // [CLS] text [SEP]
+      t->templated = true;
+      t->before = {pp.at("cls").at(1).get<int32_t>()};
+      t->after = {pp.at("sep").at(1).get<int32_t>()};
     } else if (!ppType.empty() && ppType != "ByteLevel") {  // (ByteLevel's changes only offsets)
       bad(path, "post-processor '" + ppType + "' is not one tl knows");
     }
@@ -620,15 +947,16 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool addSpecialT
   const Impl& t = *impl_;
   std::vector<int32_t> ids;
   if (addSpecialTokens) ids = t.before;
-  for (auto& [piece, id] : t.splitAdded(utf8Lossy(text))) {
+  const auto pieces = t.splitAdded(utf8Lossy(text));
+  for (const auto& [piece, id] : pieces) {
     if (id >= 0) {
       ids.push_back(id);
       continue;
     }
     std::vector<std::string> words = {t.normalizer ? t.normalizer(piece) : piece};
     if (words[0].empty()) continue;
-    if (t.preTokenizer) t.preTokenizer(words);
-    for (const auto& w : words) t.bpe.encodeWord(w, ids);
+    if (t.preTokenizer) t.preTokenizer(words, &piece == &pieces.front().first);
+    for (const auto& w : words) t.model->encodeWord(w, ids);
   }
   if (addSpecialTokens) ids.insert(ids.end(), t.after.begin(), t.after.end());
   return ids;
@@ -655,6 +983,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
 }
 
 size_t Tokenizer::vocabSize() const { return impl_->idToToken.size(); }
+bool Tokenizer::knows(int32_t id) const { return impl_->idToToken.count(id) > 0; }
 
 TextStream::TextStream(const Tokenizer& tokenizer, std::vector<int32_t> context, bool skipSpecialTokens)
     : tokenizer_(tokenizer), skipSpecial_(skipSpecialTokens), window_(std::move(context)),

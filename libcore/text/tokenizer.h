@@ -25,6 +25,8 @@ class Tokenizer {
   // decode(ids, skip_special_tokens).
   std::string decode(const std::vector<int32_t>& ids, bool skipSpecialTokens = false) const;
   size_t vocabSize() const;
+  // Whether id names a token (decode() skips one that does not, as the Rust library does).
+  bool knows(int32_t id) const;
 
   struct Impl;
 

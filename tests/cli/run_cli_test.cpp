@@ -242,10 +242,19 @@ TEST(TlRunCli, TokenizesAndDetokenizesLines) {
   r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --detokenize " + (dir / "bad.txt").string());
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("bad.txt: line 1: 'x' is not a token id"), std::string::npos) << r.err;
+  test::writeFile(dir / "bad.txt", "1\n1 99999\n");
+  r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --detokenize " + (dir / "bad.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("bad.txt: line 2: id 99999 is not in the tokenizer's vocabulary"), std::string::npos) << r.err;
+  test::writeFile(dir / "unigram.json", R"({"model": {"type": "Unigram", "vocab": [["<unk>", 0.0]], "unk_id": 0},
+                                            "normalizer": {"type": "Precompiled", "precompiled_charsmap": ""}})");
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "unigram.json").string() + " --tokenize " + (dir / "text.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("unigram.json: normalizer 'Precompiled' is not one tl knows"), std::string::npos) << r.err;
   test::writeFile(dir / "unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})");
   r = test::runTool("tl-run", "--tokenizer " + (dir / "unigram.json").string() + " --tokenize " + (dir / "text.txt").string());
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("unigram.json: model 'Unigram' is not one tl knows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Unigram: a character no piece covers, and the model has no unk_id"), std::string::npos) << r.err;
 }
 
 // --generate --prompt through a tokenizer: a byte-level BPE of no merges whose ids are

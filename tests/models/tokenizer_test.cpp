@@ -61,6 +61,171 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
   EXPECT_EQ(wrongText, 0) << "of " << text.size() << " lines";
 }
 
+// The components the four families do not use (WordPiece, Unigram, Metaspace, Digits,
+// Whitespace, Punctuation, BERT's normalizer and pre-tokenizer, Lowercase, Strip,
+// StripAccents, BertProcessing, the WordPiece, Metaspace and BPEDecoder decoders) on small
+// tokenizer.json files written here, over lines that reach their corners: capitals
+// whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
+// and NFD, CJK, digits of other scripts, controls, a word past WordPiece's 100
+// characters, special tokens in the text, characters no piece covers.
+using nlohmann::json;
+
+const std::vector<std::string> kComponentLines = {
+    "The quick brown fox jumped over the lazy dog.",
+    "Hello, World! Don't stop; it's 12345 and 6.78?",
+    "\xC4\xB0stanbul \xCE\xA3\xCE\x8A\xCE\xA3\xCE\xA5\xCE\xA6\xCE\x9F\xCE\xA3 ODYSSEUS",
+    "caf\xC3\xA9 cafe\xCC\x81 na\xC3\xAFve \xC3\x9Cn\xC3\xAF" "c\xC3\xB6" "d\xC3\xA9 Stra\xC3\x9F" "e \xEF\xAC\x81ne",
+    "\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97 test \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E",
+    "tabs\there  and   runs    of spaces  ",
+    "  leading and trailing  ",
+    "digits \xD9\xA3\xD9\xA4\xD9\xA5 and \xC2\xBD and \xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92",
+    "emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD and \xE2\x9D\xA4\xEF\xB8\x8F",
+    "controls\x01here\x7F" "and\xE2\x80\x8Bzero width",
+    "[CLS] inside [MASK] text [SEP]",
+    "a <sep> b<sep>c",
+    "unaffable tokenization tokenizer's",
+    std::string("long ") + std::string(120, 'x') + " word",
+    "",
+    " ",
+    "hello world hello",
+    "punctuation!?.,;:--()[]{}\"'`~@#$%^&*_+=|\\/<>",
+};
+
+// Adds token s to a WordPiece or BPE vocabulary with the next id, unless it is there.
+void add(json& vocab, const std::string& s) {
+  if (!vocab.contains(s)) {
+    const size_t id = vocab.size();
+    vocab[s] = id;
+  }
+}
+
+// A word list's BPE merges, each word merged left to right (end_of_word_suffix "</w>" on
+// its last character): vocabulary and merges in order of creation.
+void wordMerges(const std::vector<std::string>& words, json& vocab, json& merges) {
+  for (const auto& w : words) {
+    std::string left(1, w[0]);
+    for (size_t i = 1; i < w.size(); ++i) {
+      const std::string right = std::string(1, w[i]) + (i + 1 == w.size() ? "</w>" : "");
+      if (!vocab.contains(left + right)) {
+        add(vocab, left + right);
+        merges.push_back(left + " " + right);
+      }
+      left += right;
+    }
+  }
+}
+
+json componentTokenizer(const std::string& name) {
+  json t = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", json::array()}};
+  auto special = [&](const std::string& content, int id) {
+    t["added_tokens"].push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  };
+  if (name == "bert") {
+    json vocab = json::object();
+    for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) add(vocab, s);
+    for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c));
+    for (char c = 'a'; c <= 'z'; ++c) add(vocab, "##" + std::string(1, c));
+    for (char c = '0'; c <= '9'; ++c) add(vocab, "##" + std::string(1, c));
+    for (const char* s : {"the", "quick", "brown", "fox", "jump", "##ed", "##s", "over", "lazy", "dog", "hello", "world", "un",
+                          "##aff", "##able", "token", "##ization", "##izer", "cafe", "naive", "\xE4\xB8\xAD", "\xE6\x96\x87",
+                          "\xE6\x97\xA5", "\xC2\xBD", "##\xC3\x9F", "stra", "istanbul", "\xCF\x83", "##\xCF\x85"})
+      add(vocab, s);
+    int id = 0;
+    for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) special(s, id++);
+    t["normalizer"] = {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
+                       {"strip_accents", nullptr}, {"lowercase", true}};
+    t["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+    t["model"] = {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
+                  {"max_input_chars_per_word", 100}, {"vocab", vocab}};
+    t["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"[SEP]", 3}}, {"cls", {"[CLS]", 2}}};
+    t["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}};
+  } else if (name == "unigram" || name == "unigram-first") {
+    const bool first = name == "unigram-first";
+    json vocab = json::array({json::array({"<unk>", 0.0}), json::array({"<s>", 0.0}), json::array({"</s>", 0.0}),
+                              json::array({"<sep>", 0.0})});
+    if (!first)
+      for (int b = 0; b < 256; ++b) {
+        char code[8];
+        std::snprintf(code, sizeof code, "<0x%02X>", b);
+        vocab.push_back(json::array({code, 0.0}));
+      }
+    const std::string sp = "\xE2\x96\x81";
+    vocab.push_back(json::array({sp, -2.0}));
+    for (char c = 33; c < 127; ++c) vocab.push_back(json::array({std::string(1, c), -6.0 - (c % 7) * 0.25}));
+    const std::pair<const char*, double> words[] = {{"the", -3}, {"hello", -4}, {"wor", -6}, {"ld", -6}, {"world", -5},
+                                                    {"ing", -4.5}, {"token", -5}, {"ization", -5.5}, {"un", -4},
+                                                    {"aff", -7}, {"able", -5}, {"quick", -6}, {"caf", -7}, {"\xC3\xA9", -7},
+                                                    {"\xE4\xB8\xAD\xE6\x96\x87", -8}, {"12", -6}, {"345", -7}, {"s", -3}};
+    for (auto [w, score] : words) {
+      vocab.push_back(json::array({sp + w, score}));
+      vocab.push_back(json::array({w, score - 1.5}));
+    }
+    vocab.push_back(json::array({"the", -2.5}));  // (again: the last of equal pieces counts)
+    special("<unk>", 0), special("<s>", 1), special("</s>", 2), special("<sep>", 3);
+    t["normalizer"] = first ? json{{"type", "Sequence"},
+                                   {"normalizers", json::array({{{"type", "NFKC"}}, {{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}}})}}
+                            : json{{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFKC"}}, {{"type", "Lowercase"}}})}};
+    t["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", first ? "first" : "always"},
+                          {"split", !first}};
+    t["model"] = {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", vocab}, {"byte_fallback", !first}};
+    t["post_processor"] = {{"type", "TemplateProcessing"},
+                           {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                   {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                                   {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
+                           {"pair", json::array()},
+                           {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}},
+                                               {"</s>", {{"id", "</s>"}, {"ids", {2}}, {"tokens", {"</s>"}}}}}}};
+    t["decoder"] = first ? json{{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "first"}, {"split", false}}
+                         : json{{"type", "Sequence"}, {"decoders", json::array({{{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                                                                  {{"type", "Metaspace"}, {"replacement", sp},
+                                                                                   {"prepend_scheme", "always"}, {"split", true}}})}};
+  } else {  // "bpe": CLIP-like words with end-of-word suffixes, split every way but BERT's
+    json vocab = {{"<unk>", 0}}, merges = json::array();
+    for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, std::string(1, c) + "</w>");
+    wordMerges({"the", "quick", "brown", "fox", "jumped", "over", "lazy", "dog", "hello", "world", "token", "stop", "and"}, vocab,
+               merges);
+    special("<unk>", 0);
+    t["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", json::array({{{"type", "NFD"}}, {{"type", "StripAccents"}}, {{"type", "Lowercase"}},
+                                                    {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}})}};
+    t["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}}, {{"type", "Punctuation"}, {"behavior", "Isolated"}},
+                                                         {{"type", "Digits"}, {"individual_digits", true}}, {{"type", "Whitespace"}}})}};
+    t["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"continuing_subword_prefix", nullptr},
+                  {"end_of_word_suffix", "</w>"}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab}, {"merges", merges}};
+    t["decoder"] = {{"type", "BPEDecoder"}, {"suffix", "</w>"}};
+  }
+  return t;
+}
+
+class TokenizerComponents : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerComponents, MatchHuggingFace) {
+  const auto dir = test::tempDir("tokenizer-" + GetParam());
+  const auto file = dir / "tokenizer.json", text = dir / "lines.txt";
+  test::writeFile(file, componentTokenizer(GetParam()).dump());
+  std::string all;
+  for (const auto& l : kComponentLines) all += l + "\n";
+  test::writeFile(text, all);
+  const std::string cmd = "node '" + (test::sourceDir() / "scripts/tokenizer_ref.mjs").string() + "' '" + file.string() + "' '" +
+                          text.string() + "' '" + (dir / "ids").string() + "' '" + (dir / "text").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto ids = lines(test::readFile(dir / "ids")), decoded = lines(test::readFile(dir / "text"));
+  ASSERT_EQ(ids.size(), kComponentLines.size());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  for (size_t i = 0; i < kComponentLines.size(); ++i) {
+    std::vector<int32_t> want;
+    std::istringstream in(ids[i]);
+    for (int32_t v; in >> v;) want.push_back(v);
+    EXPECT_EQ(tok.encode(kComponentLines[i], true), want) << GetParam() << " line " << i + 1 << ": " << kComponentLines[i];
+    EXPECT_EQ(tok.decode(want, false), json::parse(decoded[i]).get<std::string>()) << GetParam() << " line " << i + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe"),
+                         [](const auto& info) { return std::string(info.param == "unigram-first" ? "unigram_first" : info.param); });
+
 INSTANTIATE_TEST_SUITE_P(Families, TokenizerFamilies, ::testing::Values("llama2", "llama3", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
 
