@@ -8,6 +8,7 @@
 //   tl-run model.onnx --perplexity FILE --window 512     bits per byte of a text
 //   tl-run --tokenizer DIR --tokenize FILE       a Hugging Face tokenizer's ids, a line each
 //   tl-run --tokenizer DIR --detokenize FILE     ... and ids back to text
+//   tl-run --tokenizer DIR --render-chat FILE    chat requests through tokenizer_config.json's template
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -34,6 +36,7 @@
 #include "runtime/executor.h"
 #include "runtime/kernel_library.h"
 #include "shape/shape_inference.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -182,44 +185,66 @@ tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& path) {
   return tl::Tokenizer::fromFile(file);
 }
 
-// --tokenize / --detokenize: each line of FILE ('-': stdin, its newline dropped) through
-// the tokenizer, a line out each: ids space-separated, or the text of a line of ids.
-void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& file, bool back) {
-  tool.blame(file);  // (errors from here on are the lines')
+// Each line of FILE ('-': stdin; its newline dropped) through `line`, what it returns
+// written out; errors name FILE and the line.
+void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::string(const std::string&)>& line) {
+  tool.blame(file);
   std::ifstream f;
   if (file != "-") {
     f.open(file, std::ios::binary);
     if (!f) throw tl::Error("cannot open");
   }
   std::istream& in = file == "-" ? std::cin : f;
-  std::string line, out;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
+  std::string text, out;
+  for (int64_t number = 1; std::getline(in, text); ++number) {
+    try {
+      out += line(text);
+    } catch (const tl::Error& e) {
+      throw tl::Error("line " + std::to_string(number) + ": " + e.what(), e.code());
+    }
+  }
+  tool.writeOutput(out, false);
+}
+
+// --tokenize / --detokenize: a line out each: ids space-separated, or the text of a line
+// of ids.
+void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& file, bool back) {
+  mapLines(tool, file, [&](const std::string& line) {
+    std::string out;
     if (back) {
       std::vector<int32_t> ids;
       std::istringstream words(line);
       for (std::string w; words >> w;) {
         char* end = nullptr;
         const long v = std::strtol(w.c_str(), &end, 10);
-        if (*end || v < 0 || v > INT32_MAX)
-          throw tl::Error("line " + std::to_string(number) + ": '" + w + "' is not a token id");
+        if (*end || v < 0 || v > INT32_MAX) throw tl::Error("'" + w + "' is not a token id");
         if (!tok.knows(static_cast<int32_t>(v)))
-          throw tl::Error("line " + std::to_string(number) + ": id " + w + " is not in the tokenizer's vocabulary (" +
-                          std::to_string(tok.vocabSize()) + " tokens)");
+          throw tl::Error("id " + w + " is not in the tokenizer's vocabulary (" + std::to_string(tok.vocabSize()) + " tokens)");
         ids.push_back(static_cast<int32_t>(v));
       }
-      out += tok.decode(ids, false);
+      out = tok.decode(ids, false);
     } else {
-      std::vector<int32_t> ids;
-      try {
-        ids = tok.encode(line, true);
-      } catch (const tl::Error& e) {
-        throw tl::Error("line " + std::to_string(number) + ": " + e.what(), e.code());
-      }
+      const auto ids = tok.encode(line, true);
       for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
     }
-    out += '\n';
-  }
-  tool.writeOutput(out, false);
+    return out + "\n";
+  });
+}
+
+// --render-chat: each line of FILE a JSON request ({"messages": [...],
+// "add_generation_prompt": ...}) rendered through the chat template of tokenizer_config.json
+// (in --tokenizer's folder, or beside its file), a JSON string a line out.
+void renderChats(tl::Tool& tool, const std::string& tokenizerPath, const std::string& file) {
+  std::error_code ec;
+  const auto dir = std::filesystem::is_directory(tokenizerPath, ec) ? std::filesystem::path(tokenizerPath)
+                                                                      : std::filesystem::path(tokenizerPath).parent_path();
+  const std::string configFile = (dir / "tokenizer_config.json").string();
+  tool.blame(configFile);
+  const tl::ChatConfig config = tl::readChatConfig(configFile);
+  const tl::ChatTemplate chat(config.source);
+  mapLines(tool, file, [&](const std::string& line) {
+    return line.empty() ? std::string() : tl::jsonString(chat.render(tl::chatContext(config, line))) + "\n";
+  });
 }
 
 }  // namespace
@@ -233,8 +258,8 @@ int main(int argc, char** argv) {
                 "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile] [--explain]\n"
                 "  tl-run model.onnx --generate --prompt \"def \" -n 200 [--temperature 0.8 --top-p 0.95 --seed 1]\n"
                 "  tl-run model.onnx --perplexity FILE --window 512\n"
-                "  tl-run --tokenizer DIR --tokenize FILE | --detokenize FILE\n");
-  std::string device, checkDir, prompt, tokens, perplexityFile, tokenizerPath, tokenizeFile, detokenizeFile;
+                "  tl-run --tokenizer DIR --tokenize FILE | --detokenize FILE | --render-chat FILE\n");
+  std::string device, checkDir, prompt, tokens, perplexityFile, tokenizerPath, tokenizeFile, detokenizeFile, chatFile;
   bool listDevices = false, profile = false, explain = false, gen = false;
   double atol = 1e-4, rtol = 1e-3;
   int64_t n = 128, window = 512, context = 4096;
@@ -281,6 +306,11 @@ int main(int argc, char** argv) {
   app.add_option("--detokenize", detokenizeFile,
                  "with --tokenizer and no model: each line of FILE, ids separated by spaces, as the text\n"
                  "of decode(ids, skip_special_tokens=False), a line out each");
+  app.add_option("--render-chat", chatFile,
+                 "with --tokenizer and no model: each line of FILE a JSON object {\"messages\": [{\"role\": ...,\n"
+                 "\"content\": ...}, ...], \"add_generation_prompt\": true|false} rendered through the chat template of\n"
+                 "tokenizer_config.json (beside the tokenizer), a JSON string a line out: what transformers'\n"
+                 "apply_chat_template(..., tokenize=False) returns");
   return tool.run(argc, argv, [&] {
     if (listDevices) {
       auto all = tl::listDevices();
@@ -291,12 +321,14 @@ int main(int argc, char** argv) {
       }
       return;
     }
-    if (!tokenizeFile.empty() || !detokenizeFile.empty()) {
-      if (!tokenizeFile.empty() && !detokenizeFile.empty())
-        throw tl::Error("give one of --tokenize FILE, --detokenize FILE", tl::ExitCode::Usage);
-      if (tokenizerPath.empty()) throw tl::Error("--tokenize and --detokenize need --tokenizer FILE|DIR", tl::ExitCode::Usage);
+    if (!tokenizeFile.empty() || !detokenizeFile.empty() || !chatFile.empty()) {
+      if (!tokenizeFile.empty() + !detokenizeFile.empty() + !chatFile.empty() > 1)
+        throw tl::Error("give one of --tokenize FILE, --detokenize FILE, --render-chat FILE", tl::ExitCode::Usage);
+      if (tokenizerPath.empty())
+        throw tl::Error("--tokenize, --detokenize and --render-chat need --tokenizer FILE|DIR", tl::ExitCode::Usage);
       if (app.count("input") || !checkDir.empty() || gen || !perplexityFile.empty())
-        throw tl::Error("--tokenize and --detokenize take no model and no other mode", tl::ExitCode::Usage);
+        throw tl::Error("--tokenize, --detokenize and --render-chat take no model and no other mode", tl::ExitCode::Usage);
+      if (!chatFile.empty()) return renderChats(tool, tokenizerPath, chatFile);
       const tl::Tokenizer tok = loadTokenizer(tool, tokenizerPath);
       return tokenizeLines(tool, tok, tokenizeFile.empty() ? detokenizeFile : tokenizeFile, !detokenizeFile.empty());
     }

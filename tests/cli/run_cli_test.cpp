@@ -257,6 +257,36 @@ TEST(TlRunCli, TokenizesAndDetokenizesLines) {
   EXPECT_NE(r.err.find("Unigram: a character no piece covers, and the model has no unk_id"), std::string::npos) << r.err;
 }
 
+// --render-chat: a JSON request a line through tokenizer_config.json's template (beside the
+// tokenizer's file, or in its folder), a JSON string a line out; a template that raises,
+// one without a template, a request that is not JSON: one line naming the file, exit 1.
+TEST(TlRunCli, RendersChats) {
+  const auto dir = test::tempDir("tl-run-chat");
+  test::writeFile(dir / "tokenizer_config.json", R"({"bos_token": "<s>", "chat_template":
+    "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' and not loop.first %}{{ raise_exception('system first') }}{% endif %}[{{ m.role }}] {{ m.content | trim }}\n{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}"})");
+  test::writeFile(dir / "chats.jsonl",
+                  "{\"messages\": [{\"role\": \"user\", \"content\": \" Hi\\tthere \"}], \"add_generation_prompt\": true}\n"
+                  "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"\u00e9\"}]}\n");
+  auto r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --render-chat " + (dir / "chats.jsonl").string());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out, "\"<s>[user] Hi\\tthere\\n[assistant]\"\n\"<s>[system] S\\n[user] \u00e9\\n\"\n");
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "tokenizer.json").string() + " --render-chat " + (dir / "chats.jsonl").string());
+  EXPECT_EQ(r.exitCode, 0) << r.err;  // (the config beside a tokenizer file, which need not exist)
+  test::writeFile(dir / "bad.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"system\", \"content\": \"b\"}]}\n");
+  r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --render-chat " + (dir / "bad.jsonl").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("bad.jsonl: line 1: chat template raised: system first"), std::string::npos) << r.err;
+  test::writeFile(dir / "bad.jsonl", "{\"messages\": [\n");
+  r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --render-chat " + (dir / "bad.jsonl").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("bad.jsonl: line 1: chat template: the request is not JSON"), std::string::npos) << r.err;
+  test::writeFile(dir / "tokenizer_config.json", R"({"bos_token": "<s>"})");
+  r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --render-chat " + (dir / "chats.jsonl").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("tokenizer_config.json: no chat_template"), std::string::npos) << r.err;
+  EXPECT_EQ(test::runTool("tl-run", "--render-chat " + (dir / "chats.jsonl").string()).exitCode, 2);
+}
+
 // --generate --prompt through a tokenizer: a byte-level BPE of no merges whose ids are
 // the bytes (GPT-2's byte characters, ByteLevel pre-tokenizer and decoder) over the
 // bundled bytellama must print what the byte path prints: the prompt's ids and the
