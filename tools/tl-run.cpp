@@ -9,6 +9,7 @@
 //   tl-run --tokenizer DIR --tokenize FILE       a Hugging Face tokenizer's ids, a line each
 //   tl-run --tokenizer DIR --detokenize FILE     ... and ids back to text
 //   tl-run --tokenizer DIR --render-chat FILE    chat requests through tokenizer_config.json's template
+//   tl-run model.onnx --generate --chat --prompt "Hi" [--system TEXT]   a reply through the chat template
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -109,8 +110,16 @@ void emit(int64_t token, int64_t vocab, tl::TextStream* stream) {
   std::fflush(stdout);
 }
 
+// What a generation prints and where it stops: the prompt's text or not (a chat's rendered
+// template is not shown), and the ids that end the reply (a chat's eos_token), left unprinted.
+struct Reply {
+  bool showPrompt = true;
+  std::vector<int64_t> stops;
+};
+
 void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
-              const tl::SamplingOptions& opt, bool profile, bool explain, const tl::Tokenizer* tokenizer) {
+              const tl::SamplingOptions& opt, bool profile, bool explain, const tl::Tokenizer* tokenizer,
+              const Reply& reply) {
   if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
   const int64_t limit = lm.positionLimit() ? std::min(context, lm.positionLimit()) : context;
   if (static_cast<int64_t>(prompt.size()) + n > limit)
@@ -121,7 +130,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   std::unique_ptr<tl::TextStream> stream;
   if (tokenizer) {  // the prompt's text (special tokens left out), then each token's as it comes
     stream = std::make_unique<tl::TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
-    std::fputs(stream->text().c_str(), stdout);
+    if (reply.showPrompt) std::fputs(stream->text().c_str(), stdout);
   } else {
     for (auto t : prompt) emitToken(t, lm.vocab());
   }
@@ -133,9 +142,11 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   auto t1 = std::chrono::steady_clock::now();
   // Greedy steps pick their token on the device; sampling reads the logits.
   const bool greedy = opt.temperature <= 0;
-  int64_t next = sampler.sample(logits);
+  int64_t next = sampler.sample(logits), made = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (std::count(reply.stops.begin(), reply.stops.end(), next)) break;
     emit(next, lm.vocab(), stream.get());
+    ++made;
     if (i + 1 == n) break;
     if (greedy) {
       next = lm.stepGreedy({next});
@@ -152,8 +163,8 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   }
   if (explain && n > 1) printExplain(ex, "last decode step");
   std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
-               prompt.size(), prefill * 1e3, prompt.size() / prefill, static_cast<long long>(n), decode * 1e3,
-               n > 1 ? (n - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
+               prompt.size(), prefill * 1e3, prompt.size() / prefill, static_cast<long long>(made), decode * 1e3,
+               made > 1 ? (made - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
 }
 
 void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
@@ -176,13 +187,22 @@ void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
               static_cast<long long>(window), tl::secondsSince(t0));
 }
 
-// --tokenizer's file: PATH itself, or PATH/tokenizer.json for a folder; errors name it.
-tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& path) {
+// --tokenizer's file: PATH itself, or PATH/tokenizer.json for a folder.
+std::filesystem::path tokenizerFile(const std::string& path) {
   std::error_code ec;
-  const std::string file =
-      std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "tokenizer.json").string() : path;
+  return std::filesystem::is_directory(path, ec) ? std::filesystem::path(path) / "tokenizer.json" : std::filesystem::path(path);
+}
+// The tokenizer there; errors name its file.
+tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& path) {
+  const std::string file = tokenizerFile(path).string();
   tool.blame(file);
   return tl::Tokenizer::fromFile(file);
+}
+// The chat template beside a tokenizer's file; errors name its tokenizer_config.json.
+tl::ChatConfig loadChatConfig(tl::Tool& tool, const std::string& tokenizerPath) {
+  const std::string file = (tokenizerFile(tokenizerPath).parent_path() / "tokenizer_config.json").string();
+  tool.blame(file);
+  return tl::readChatConfig(file);
 }
 
 // Each line of FILE ('-': stdin; its newline dropped) through `line`, what it returns
@@ -235,12 +255,7 @@ void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& 
 // "add_generation_prompt": ...}) rendered through the chat template of tokenizer_config.json
 // (in --tokenizer's folder, or beside its file), a JSON string a line out.
 void renderChats(tl::Tool& tool, const std::string& tokenizerPath, const std::string& file) {
-  std::error_code ec;
-  const auto dir = std::filesystem::is_directory(tokenizerPath, ec) ? std::filesystem::path(tokenizerPath)
-                                                                      : std::filesystem::path(tokenizerPath).parent_path();
-  const std::string configFile = (dir / "tokenizer_config.json").string();
-  tool.blame(configFile);
-  const tl::ChatConfig config = tl::readChatConfig(configFile);
+  const tl::ChatConfig config = loadChatConfig(tool, tokenizerPath);
   const tl::ChatTemplate chat(config.source);
   mapLines(tool, file, [&](const std::string& line) {
     return line.empty() ? std::string() : tl::jsonString(chat.render(tl::chatContext(config, line))) + "\n";
@@ -257,10 +272,11 @@ int main(int argc, char** argv) {
                 "  tl-run --list-devices\n"
                 "  tl-run model.onnx --check DIR [--atol 1e-4 --rtol 1e-3] [--profile] [--explain]\n"
                 "  tl-run model.onnx --generate --prompt \"def \" -n 200 [--temperature 0.8 --top-p 0.95 --seed 1]\n"
+                "  tl-run model.onnx --generate --chat --prompt \"Hi\" [--system TEXT]\n"
                 "  tl-run model.onnx --perplexity FILE --window 512\n"
                 "  tl-run --tokenizer DIR --tokenize FILE | --detokenize FILE | --render-chat FILE\n");
-  std::string device, checkDir, prompt, tokens, perplexityFile, tokenizerPath, tokenizeFile, detokenizeFile, chatFile;
-  bool listDevices = false, profile = false, explain = false, gen = false;
+  std::string device, checkDir, prompt, tokens, perplexityFile, tokenizerPath, tokenizeFile, detokenizeFile, chatFile, system;
+  bool listDevices = false, profile = false, explain = false, gen = false, chat = false;
   double atol = 1e-4, rtol = 1e-3;
   int64_t n = 128, window = 512, context = 4096;
   tl::SamplingOptions sampling;
@@ -306,6 +322,10 @@ int main(int argc, char** argv) {
   app.add_option("--detokenize", detokenizeFile,
                  "with --tokenizer and no model: each line of FILE, ids separated by spaces, as the text\n"
                  "of decode(ids, skip_special_tokens=False), a line out each");
+  app.add_flag("--chat", chat,
+               "with --generate --prompt: the prompt as the user's turn of the chat template (tokenizer_config.json\n"
+               "beside the tokenizer), the reply printed as text until the template's eos_token or -n tokens");
+  app.add_option("--system", system, "with --chat: a system turn before the user's");
   app.add_option("--render-chat", chatFile,
                  "with --tokenizer and no model: each line of FILE a JSON object {\"messages\": [{\"role\": ...,\n"
                  "\"content\": ...}, ...], \"add_generation_prompt\": true|false} rendered through the chat template of\n"
@@ -341,6 +361,8 @@ int main(int argc, char** argv) {
                       tl::ExitCode::Usage);
     if (gen && prompt.empty() == tokens.empty())
       throw tl::Error("--generate needs --prompt TEXT or --tokens IDS", tl::ExitCode::Usage);
+    if (chat && (!gen || prompt.empty())) throw tl::Error("--chat goes with --generate --prompt TEXT", tl::ExitCode::Usage);
+    if (app.count("--system") && !chat) throw tl::Error("--system goes with --chat", tl::ExitCode::Usage);
     if (n < 0) throw tl::Error("-n must be >= 0", tl::ExitCode::Usage);
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
@@ -364,8 +386,24 @@ int main(int argc, char** argv) {
         tok = loadTokenizer(tool, beside.string());
       }
       tool.blame(tool.input());
+      if (tok && tok->vocabSize() > static_cast<size_t>(lm.vocab()))
+        throw tl::Error("the tokenizer has " + std::to_string(tok->vocabSize()) + " tokens, more than the model's " +
+                        std::to_string(lm.vocab()) + " logits: a tokenizer of another model?");
       std::vector<int64_t> ids;
-      if (!tokens.empty()) {
+      Reply reply;
+      if (chat) {
+        if (!tok) throw tl::Error("--chat needs a tokenizer (--tokenizer, or tokenizer.json beside the model)", tl::ExitCode::Usage);
+        const tl::ChatConfig config = loadChatConfig(tool, tokenizerPath.empty() ? beside.string() : tokenizerPath);
+        std::string request = "{\"messages\": [";
+        if (app.count("--system")) request += "{\"role\": \"system\", \"content\": " + tl::jsonString(system) + "}, ";
+        request += "{\"role\": \"user\", \"content\": " + tl::jsonString(prompt) + "}], \"add_generation_prompt\": true}";
+        const std::string text = tl::ChatTemplate(config.source).render(tl::chatContext(config, request));
+        tool.blame(tool.input());
+        for (int32_t id : tok->encode(text, false)) ids.push_back(id);  // (the template wrote the special tokens)
+        reply.showPrompt = false;
+        const auto eos = tok->encode(tl::chatToken(config, "eos_token"), false);
+        if (eos.size() == 1) reply.stops.push_back(eos[0]);
+      } else if (!tokens.empty()) {
         ids = tl::parseIntList("--tokens", tokens);
       } else if (tok) {
         for (int32_t id : tok->encode(prompt, true)) ids.push_back(id);
@@ -376,7 +414,7 @@ int main(int argc, char** argv) {
                         "model (vocab 256); or give --tokens",
                         tl::ExitCode::Usage);
       }
-      return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr);
+      return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr, reply);
     }
     // fp16 caches round every key and value (2^-11 relative), 8-bit ones to 1/254 of their
     // block's largest, and the rounding grows through the layers: bytellama's logits move by

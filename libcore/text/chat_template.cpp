@@ -1421,6 +1421,11 @@ ChatConfig readChatConfig(const std::string& path) {
   return c;
 }
 
+std::string chatToken(const ChatConfig& config, const std::string& name) {
+  const json tokens = json::parse(config.tokens);
+  return tokens.contains(name) ? tokens[name].get<std::string>() : std::string();
+}
+
 std::string chatContext(const ChatConfig& config, const std::string& request) {
   json r, tokens = json::parse(config.tokens);
   try {

@@ -40,6 +40,9 @@ ChatConfig readChatConfig(const std::string& path);
 // config's tokens added where the context lacks them.
 std::string chatContext(const ChatConfig& config, const std::string& request);
 
+// The text of the config's special token `name` (eos_token, ...), or "" where it has none.
+std::string chatToken(const ChatConfig& config, const std::string& name);
+
 // s as a JSON string literal (invalid UTF-8 replaced).
 std::string jsonString(const std::string& s);
 

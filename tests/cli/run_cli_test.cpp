@@ -325,6 +325,31 @@ TEST(TlRunCli, GeneratesThroughATokenizer) {
   const auto beside = test::runTool("tl-run", (dir / "model.onnx").string() + " --generate --prompt 'def add(a, b):' -n 40");
   ASSERT_EQ(beside.exitCode, 0) << beside.err;
   EXPECT_EQ(beside.out, bytes.out);
+  // --chat: the prompt as the user's turn of tokenizer_config.json's template, the reply
+  // alone printed, ending before the template's eos_token (here a newline: byte 10). The
+  // same rendered text through --tokens continues the same way.
+  test::writeFile(dir / "tokenizer_config.json", R"({"eos_token": "\n", "chat_template":
+    "{% for m in messages %}{% if m.role == 'system' %}# {{ m.content }}\n{% else %}def {{ m.content }}({% endif %}{% endfor %}"})");
+  const auto chat = test::runTool("tl-run", (dir / "model.onnx").string() + " --generate --chat --system 'adds' --prompt add -n 60");
+  ASSERT_EQ(chat.exitCode, 0) << chat.err;
+  std::string ids;
+  for (unsigned char c : std::string("# adds\ndef add(")) ids += (ids.empty() ? "" : ",") + std::to_string(c);
+  const auto plain = test::runTool("tl-run", model + " --generate --tokens " + ids + " -n 60");
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  const std::string continued = plain.out.substr(std::string("# adds\ndef add(").size());
+  ASSERT_NE(continued.find('\n'), std::string::npos) << continued;  // (greedy reaches a newline in 60 bytes)
+  EXPECT_EQ(chat.out, continued.substr(0, continued.find('\n')) + "\n");
+  EXPECT_NE(chat.err.find("decode: " + std::to_string(continued.find('\n')) + " tokens"), std::string::npos) << chat.err;
+  EXPECT_EQ(test::runTool("tl-run", model + " --generate --chat --prompt add").exitCode, 2);  // no tokenizer
+  EXPECT_EQ(test::runTool("tl-run", model + " --generate --prompt add --system x").exitCode, 2);
+  // A tokenizer of more tokens than the model has logits: one line, exit 1.
+  const auto big = test::tempDir("tl-run-generate-big-tokenizer");
+  std::string json = test::readFile(dir / "tokenizer.json");
+  json.replace(json.find("\"added_tokens\": []"), 18, R"("added_tokens": [{"id": 256, "content": "<x>", "special": true}])");
+  test::writeFile(big / "tokenizer.json", json);
+  const auto r = test::runTool("tl-run", model + " --tokenizer " + big.string() + " --generate --prompt add -n 4");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("the tokenizer has 257 tokens, more than the model's 256 logits"), std::string::npos) << r.err;
 }
 
 }  // namespace
