@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "bench/timing.h"
 #include "check/reference_check.h"
@@ -167,24 +168,34 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
                made > 1 ? (made - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
 }
 
-void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window) {
+void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window, const tl::Tokenizer* tokenizer) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw tl::Error("--perplexity: cannot open '" + path + "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto t0 = std::chrono::steady_clock::now();
   tl::PerplexityResult r;
   try {
-    r = tl::bitsPerByte(lm, text, window, [](const tl::PerplexityResult& so_far) {
-      std::fprintf(stderr, "\rperplexity: %lld windows, %.4f bits per byte so far",
-                   static_cast<long long>(so_far.windows), so_far.bitsPerByte);
-    });
+    r = tl::bitsPerByte(
+        lm, text, window,
+        [](const tl::PerplexityResult& so_far) {
+          std::fprintf(stderr, "\rperplexity: %lld windows, %.4f bits per byte so far", static_cast<long long>(so_far.windows),
+                       so_far.bitsPerByte);
+        },
+        tokenizer);
   } catch (const tl::Error& e) {
     throw tl::Error("--perplexity '" + path + "': " + e.what(), e.code());
   }
   std::fprintf(stderr, "\n");
-  std::printf("%s: %.4f bits per byte (%lld bytes scored in %lld windows of up to %lld; %.1f s)\n", path.c_str(),
-              r.bitsPerByte, static_cast<long long>(r.scored), static_cast<long long>(r.windows),
-              static_cast<long long>(window), tl::secondsSince(t0));
+  if (!tokenizer) {
+    std::printf("%s: %.4f bits per byte (%lld bytes scored in %lld windows of up to %lld; %.1f s)\n", path.c_str(),
+                r.bitsPerByte, static_cast<long long>(r.scored), static_cast<long long>(r.windows),
+                static_cast<long long>(window), tl::secondsSince(t0));
+    return;
+  }
+  std::printf("%s: %.4f bits per UTF-8 byte, %.4f bits per token (%lld tokens scored, %lld bytes, in %lld windows of up "
+              "to %lld tokens; %.1f s)\n",
+              path.c_str(), r.bitsPerByte, r.bitsPerToken, static_cast<long long>(r.scored), static_cast<long long>(r.bytes),
+              static_cast<long long>(r.windows), static_cast<long long>(window), tl::secondsSince(t0));
 }
 
 // --tokenizer's file: PATH itself, or PATH/tokenizer.json for a folder.
@@ -206,7 +217,9 @@ tl::ChatConfig loadChatConfig(tl::Tool& tool, const std::string& tokenizerPath) 
 }
 
 // Each line of FILE ('-': stdin; its newline dropped) through `line`, what it returns
-// written out; errors name FILE and the line.
+// written out in order; errors name FILE and the first line that failed. The lines are
+// shared among the cores (as the Rust tokenizers' encode_batch does): `line` must be safe
+// to call from several threads.
 void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::string(const std::string&)>& line) {
   tool.blame(file);
   std::ifstream f;
@@ -215,13 +228,28 @@ void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::
     if (!f) throw tl::Error("cannot open");
   }
   std::istream& in = file == "-" ? std::cin : f;
-  std::string text, out;
-  for (int64_t number = 1; std::getline(in, text); ++number) {
-    try {
-      out += line(text);
-    } catch (const tl::Error& e) {
-      throw tl::Error("line " + std::to_string(number) + ": " + e.what(), e.code());
-    }
+  std::vector<std::string> lines;
+  for (std::string text; std::getline(in, text);) lines.push_back(std::move(text));
+  std::vector<std::string> outs(lines.size());
+  std::vector<std::optional<tl::Error>> errors(lines.size());
+  const size_t workers = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      for (size_t i = lines.size() * w / workers; i < lines.size() * (w + 1) / workers; ++i) {
+        try {
+          outs[i] = line(lines[i]);
+        } catch (const tl::Error& e) {
+          errors[i] = e;
+          return;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (errors[i]) throw tl::Error("line " + std::to_string(i + 1) + ": " + errors[i]->what(), errors[i]->code());
+    out += outs[i];
   }
   tool.writeOutput(out, false);
 }
@@ -229,7 +257,10 @@ void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::
 // --tokenize / --detokenize: a line out each: ids space-separated, or the text of a line
 // of ids.
 void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& file, bool back) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t lines = 0, bytes = 0;
   mapLines(tool, file, [&](const std::string& line) {
+    ++lines, bytes += static_cast<int64_t>(line.size()) + 1;
     std::string out;
     if (back) {
       std::vector<int32_t> ids;
@@ -249,6 +280,9 @@ void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& 
     }
     return out + "\n";
   });
+  const double seconds = tl::secondsSince(t0);  // (the lines' work and the output's write, not the tokenizer's load)
+  std::fprintf(stderr, "%s: %lld lines, %lld bytes in %.3f s (%.2f MB/s)\n", back ? "detokenize" : "tokenize",
+               static_cast<long long>(lines), static_cast<long long>(bytes), seconds, bytes / seconds / 1e6);
 }
 
 // --render-chat: each line of FILE a JSON request ({"messages": [...],
@@ -311,8 +345,10 @@ int main(int argc, char** argv) {
   app.add_option("--min-p", sampling.minP, "drop tokens below min-p times the top probability")->capture_default_str();
   app.add_option("--typical", sampling.typical, "locally typical sampling mass (1: off)")->capture_default_str();
   app.add_option("--seed", sampling.seed, "random seed for sampling")->capture_default_str();
-  app.add_option("--perplexity", perplexityFile, "score FILE: mean -log2 p per byte in --window windows");
-  app.add_option("--window", window, "window for --perplexity")->capture_default_str();
+  app.add_option("--perplexity", perplexityFile,
+                 "score FILE: -log2 p of its tokens in --window windows, per UTF-8 byte (and per token) through the\n"
+                 "tokenizer (--tokenizer, or tokenizer.json beside the model), else bytes as tokens");
+  app.add_option("--window", window, "window for --perplexity, in tokens")->capture_default_str();
   app.add_option("--tokenizer", tokenizerPath,
                  "a Hugging Face tokenizer.json, or a folder holding one (docs/tokenizer.md: what it reads);\n"
                  "--generate takes tokenizer.json beside the model without it");
@@ -349,11 +385,15 @@ int main(int argc, char** argv) {
       if (app.count("input") || !checkDir.empty() || gen || !perplexityFile.empty())
         throw tl::Error("--tokenize, --detokenize and --render-chat take no model and no other mode", tl::ExitCode::Usage);
       if (!chatFile.empty()) return renderChats(tool, tokenizerPath, chatFile);
+      const auto t0 = std::chrono::steady_clock::now();
       const tl::Tokenizer tok = loadTokenizer(tool, tokenizerPath);
+      std::fprintf(stderr, "tokenizer: %zu tokens, read in %.3f s\n", tok.vocabSize(), tl::secondsSince(t0));
       return tokenizeLines(tool, tok, tokenizeFile.empty() ? detokenizeFile : tokenizeFile, !detokenizeFile.empty());
     }
-    if (!tokenizerPath.empty() && !gen)
-      throw tl::Error("--tokenizer goes with --generate, --tokenize FILE or --detokenize FILE", tl::ExitCode::Usage);
+    if (!tokenizerPath.empty() && !gen && perplexityFile.empty())
+      throw tl::Error("--tokenizer goes with --generate, --perplexity FILE, --tokenize FILE, --detokenize FILE or "
+                      "--render-chat FILE",
+                      tl::ExitCode::Usage);
     const int modes = !checkDir.empty() + gen + !perplexityFile.empty();
     if (modes != 1)
       throw tl::Error("give exactly one of --check DIR, --generate, --perplexity FILE, --tokenize FILE, --detokenize FILE "
@@ -375,7 +415,6 @@ int main(int argc, char** argv) {
     tl::Executor ex(dev, model, graph, analysis);
     if (gen || !perplexityFile.empty()) {
       tl::CausalLm lm(ex, graph, analysis);
-      if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window);
       // The tokenizer: --tokenizer's, else a tokenizer.json beside the model.
       std::optional<tl::Tokenizer> tok;
       const auto beside = std::filesystem::path(tool.input()).parent_path() / "tokenizer.json";
@@ -389,6 +428,7 @@ int main(int argc, char** argv) {
       if (tok && tok->vocabSize() > static_cast<size_t>(lm.vocab()))
         throw tl::Error("the tokenizer has " + std::to_string(tok->vocabSize()) + " tokens, more than the model's " +
                         std::to_string(lm.vocab()) + " logits: a tokenizer of another model?");
+      if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window, tok ? &*tok : nullptr);
       std::vector<int64_t> ids;
       Reply reply;
       if (chat) {

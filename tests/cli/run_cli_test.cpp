@@ -342,6 +342,19 @@ TEST(TlRunCli, GeneratesThroughATokenizer) {
   EXPECT_NE(chat.err.find("decode: " + std::to_string(continued.find('\n')) + " tokens"), std::string::npos) << chat.err;
   EXPECT_EQ(test::runTool("tl-run", model + " --generate --chat --prompt add").exitCode, 2);  // no tokenizer
   EXPECT_EQ(test::runTool("tl-run", model + " --generate --prompt add --system x").exitCode, 2);
+  // --perplexity through the tokenizer: its tokens are the bytes, so bits per UTF-8 byte and
+  // per token equal the byte path's bits per byte (an ASCII text: no character split).
+  std::string code;
+  for (int i = 0; i < 40; ++i) code += "def add" + std::to_string(i) + "(a, b):\n    return a + b * " + std::to_string(i) + "\n\n";
+  test::writeFile(dir / "code.py", code);
+  const auto viaBytes = test::runTool("tl-run", model + " --perplexity " + (dir / "code.py").string() + " --window 256");
+  const auto viaTokens =
+      test::runTool("tl-run", model + " --tokenizer " + dir.string() + " --perplexity " + (dir / "code.py").string() + " --window 256");
+  ASSERT_EQ(viaBytes.exitCode, 0) << viaBytes.err;
+  ASSERT_EQ(viaTokens.exitCode, 0) << viaTokens.err;
+  const std::string bpb = viaBytes.out.substr(viaBytes.out.find(": ") + 2, 6);  // "0.1234"
+  EXPECT_NE(viaTokens.out.find(": " + bpb + " bits per UTF-8 byte, " + bpb + " bits per token"), std::string::npos)
+      << viaBytes.out << viaTokens.out;
   // A tokenizer of more tokens than the model has logits: one line, exit 1.
   const auto big = test::tempDir("tl-run-generate-big-tokenizer");
   std::string json = test::readFile(dir / "tokenizer.json");
