@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/error.h"
@@ -24,6 +25,7 @@
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 #include "lm/loaded_lm.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -132,7 +134,7 @@ int main(int argc, char** argv) {
   std::string model, device, swapDir = "ctxswap-swap", policies = "llms,vllm-s,vllm-sq,swap,lmk", budget = "2MiB", costs;
   tl::StoreOptions sopt;
   const auto engineOptions = [&](CLI::App* verb) {
-    verb->add_option("--model", model, "a byte-level causal LM exported with its cache (*-past)")->required();
+    verb->add_option("--model", model, "a causal LM exported with its cache (*-past): byte-level (vocab 256), except for serve with a tokenizer")->required();
     verb->add_option("--device", device, "device by index or name substring (tl-run --list-devices)");
     verb->add_option("--chunk", sopt.chunk, "tokens a KV chunk")->check(CLI::PositiveNumber)->capture_default_str();
     verb->add_option("--swap-dir", swapDir, "where chunk files go (a folder per policy under it)")->capture_default_str();
@@ -178,6 +180,10 @@ int main(int argc, char** argv) {
   engineOptions(serveVerb);
   client(serveVerb);
   serveVerb->add_option("--policy", servePolicy, "llms, vllm-s, vllm-sq, swap or lmk")->capture_default_str();
+  std::string tokenizerPath;
+  serveVerb->add_option("--tokenizer", tokenizerPath,
+                        "a Hugging Face tokenizer.json, or a folder holding one: texts in and replies out go through\n"
+                        "it (default: tokenizer.json beside the model; without one, bytes are tokens)");
   serveVerb->add_option("--budget", budget, "KV bytes held in memory (KiB, MiB, GiB)")->capture_default_str();
   serveVerb->add_option("--ratio", sopt.ratio, "llms: mean bits / 8 over a context's chunks")->check(CLI::Range(0.25, 1.0))->capture_default_str();
   serveVerb->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
@@ -243,11 +249,12 @@ int main(int argc, char** argv) {
               .real("top_p", sampling.topP)
               .real("min_p", sampling.minP)
               .num("seed", static_cast<int64_t>(sampling.seed)),
-          [&](const tl::JsonLine& l) {
-            if (auto t = l.ints.find("token"); t != l.ints.end()) {
-              reply += static_cast<char>(t->second);
-              if (tool.output() == "-") std::cout << static_cast<char>(t->second) << std::flush;
-            }
+          [&](const tl::JsonLine& l) {  // a tokenizer's service sends text, a byte model's the bytes as tokens
+            std::string piece;
+            if (auto t = l.strings.find("text"); t != l.strings.end()) piece = t->second;
+            else if (auto b = l.ints.find("token"); b != l.ints.end()) piece = std::string(1, static_cast<char>(b->second));
+            reply += piece;
+            if (tool.output() == "-") std::cout << piece << std::flush;
           });
       if (tool.output() == "-") std::cout << "\n";
       else tool.writeOutput(reply, false);
@@ -270,9 +277,24 @@ int main(int argc, char** argv) {
       return;
     }
     if (serveVerb->parsed()) {
+      std::optional<tl::Tokenizer> tok;
+      std::error_code ec;
+      const auto beside = std::filesystem::path(model).parent_path() / "tokenizer.json";
+      const auto tokFile = tokenizerPath.empty()                                 ? beside
+                           : std::filesystem::is_directory(tokenizerPath, ec) ? std::filesystem::path(tokenizerPath) / "tokenizer.json"
+                                                                              : std::filesystem::path(tokenizerPath);
+      if (!tokenizerPath.empty() || std::filesystem::exists(beside, ec)) {
+        tool.blame(tokFile.string());
+        tok = tl::Tokenizer::fromFile(tokFile.string());
+      }
       tool.blame(model);
       Engine e(model, device);
-      if (e.lm.vocab() != 256) throw tl::Error("the service feeds prompt bytes as tokens: it needs a byte-level model (vocab 256)");
+      if (!tok && e.lm.vocab() != 256)
+        throw tl::Error("without a tokenizer (--tokenizer, or tokenizer.json beside the model) the service feeds bytes as "
+                        "tokens: it needs a byte-level model (vocab 256)");
+      if (tok && tok->vocabSize() > static_cast<size_t>(e.lm.vocab()))
+        throw tl::Error("the tokenizer has " + std::to_string(tok->vocabSize()) + " tokens, more than the model's " +
+                        std::to_string(e.lm.vocab()) + " logits");
       sopt.policy = tl::parsePolicy(servePolicy);
       sopt.budget = tl::parseByteSize("--budget", budget);
       sopt.swapDir = swapDir;
@@ -286,7 +308,7 @@ int main(int argc, char** argv) {
       std::signal(SIGXFSZ, SIG_IGN);
       std::cerr << "tl-ctxswap: serving " << store.contexts() << " contexts on " << socket << "\n";
       tool.blame(socket);
-      tl::serve(store, socket, stopServing);
+      tl::serve(store, tok ? &*tok : nullptr, socket, stopServing);
       return;
     }
     if (trace->parsed()) {

@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <memory>
 
 #include "cli/error.h"
+#include "text/tokenizer.h"
 
 namespace tl {
 
@@ -53,7 +55,7 @@ std::string counts(const std::map<int, int64_t>& byBits) {
 
 }  // namespace
 
-void answer(ContextStore& store, const std::string& owner, const std::string& line,
+void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& owner, const std::string& line,
             const std::function<void(const std::string&)>& send) {
   try {
     const JsonLine r = parseJsonLine(line);
@@ -70,8 +72,14 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
     const std::string verb = text("verb"), app = owner + "/app:" + text("app");
     for (const auto& k : {"id", "n", "top_k", "seed"})
       if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
+    // A text's tokens: the tokenizer's (its special tokens only for a context's start), else bytes.
+    const auto tokens = [&](const std::string& t, bool start) {
+      if (!tokenizer) return byteTokens(t);
+      const auto ids = tokenizer->encode(t, start);
+      return std::vector<int64_t>(ids.begin(), ids.end());
+    };
     if (verb == "new") {
-      send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, byteTokens(text("system"))))).line());
+      send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, tokens(text("system"), true)))).line());
     } else if (verb == "call") {
       SamplingOptions s;
       s.temperature = static_cast<float>(r.number("temperature", 0));
@@ -81,10 +89,20 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
       s.seed = static_cast<uint64_t>(number("seed", false, 0));
       if (s.temperature < 0 || s.topK < 0 || !(s.topP > 0 && s.topP <= 1) || s.minP < 0 || s.minP > 1)
         throw Error("sampling needs temperature >= 0, top_k >= 0, 0 < top_p <= 1 and 0 <= min_p <= 1");
-      const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, byteTokens(text("prompt")),
-                                      number("n", false, 16), [&](int64_t t) { send(JsonWriter().num("token", t).line()); }, s);
-      send(JsonWriter()
-               .flag("done", true)
+      const auto prompt = tokens(text("prompt"), false);
+      std::unique_ptr<TextStream> stream;  // the reply's text, the prompt its context
+      if (tokenizer) stream = std::make_unique<TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
+      const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, prompt, number("n", false, 16),
+                                      [&](int64_t t) {
+                                        JsonWriter w;
+                                        w.num("token", t);
+                                        if (stream) w.str("text", stream->push(static_cast<int32_t>(t)));
+                                        send(w.line());
+                                      },
+                                      s);
+      JsonWriter done;
+      if (stream) done.str("text", stream->finish());
+      send(done.flag("done", true)
                .num("switch_us", static_cast<int64_t>(c.load.seconds * 1e6 + 0.5))
                .num("in_memory", c.load.inMemory)
                .num("read", c.load.read)
@@ -120,7 +138,7 @@ void answer(ContextStore& store, const std::string& owner, const std::string& li
   }
 }
 
-void serve(ContextStore& store, const std::string& socketPath, const std::atomic<bool>& stop) {
+void serve(ContextStore& store, const Tokenizer* tokenizer, const std::string& socketPath, const std::atomic<bool>& stop) {
   const sockaddr_un addr = socketAddress(socketPath);
   {
     Fd probe{::socket(AF_UNIX, SOCK_STREAM, 0)};
@@ -164,7 +182,7 @@ void serve(ContextStore& store, const std::string& socketPath, const std::atomic
       send(JsonWriter().str("error", line.size() > kMaxRequest ? "the request is over 1 MiB" : "no request line (one JSON object, then a newline)").line());
       continue;
     }
-    answer(store, "uid:" + std::to_string(cred.uid), line, send);
+    answer(store, tokenizer, "uid:" + std::to_string(cred.uid), line, send);
   }
   ::unlink(socketPath.c_str());
 }

@@ -247,6 +247,38 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   expectOneLineError(s.run("ls"), 1, "no service there");
 }
 
+// Texts through a tokenizer (--tokenizer): one whose ids are the bytes over the byte model
+// must give what the byte service gives, and each reply token's line carries its text.
+TEST(TlCtxswapService, TextThroughATokenizer) {
+  const auto dir = test::tempDir("ctxswap-service-tokenizer");
+  std::filesystem::create_directories(dir / "tok");
+  test::writeFile(dir / "tok" / "tokenizer.json", test::byteLevelTokenizerJson());
+  std::filesystem::create_directories(dir / "a");
+  std::filesystem::create_directories(dir / "b");
+  Service bytes(dir / "a", "1MiB"), text(dir / "b", "1MiB", {"--tokenizer", (dir / "tok").string()});
+  std::string replies[2];
+  for (int k = 0; k < 2; ++k) {
+    const Service& s = k ? text : bytes;
+    auto r = s.run("new --system '# fib'");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const std::string id = r.out.substr(0, r.out.find('\n'));
+    r = s.run("call " + id + " 'def fib(n):' -n 24");
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    replies[k] = r.out;
+    EXPECT_NE(s.run("ls").out.find(id + "\t40\t"), std::string::npos);  // 5 + 11 + 24 tokens either way
+  }
+  EXPECT_EQ(replies[1], replies[0]);
+  std::string streamed;
+  int tokens = 0;
+  request(text.socket, callLine("", newThrough(text.socket, "", "x"), "def fib(n):", 24), [&](const JsonLine& l) {
+    EXPECT_FALSE(l.strings.count("error"));
+    if (l.ints.count("token")) ++tokens;
+    if (l.strings.count("text")) streamed += l.strings.at("text");
+  });
+  EXPECT_EQ(tokens, 24);
+  EXPECT_EQ(streamed.size(), 24u) << streamed;  // (ASCII: a byte a token)
+}
+
 // kill -9 between calls: the restarted service has every context that finished a call,
 // and their next replies equal an uninterrupted service's.
 TEST(TlCtxswapService, KillNineThenRestart) {

@@ -294,19 +294,7 @@ TEST(TlRunCli, RendersChats) {
 // and from tokenizer.json beside the model.
 TEST(TlRunCli, GeneratesThroughATokenizer) {
   const auto dir = test::tempDir("tl-run-generate-tokenizer");
-  std::string vocab;
-  int extra = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    const int cp = printable ? b : 256 + extra++;
-    std::string ch = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                               : std::string{static_cast<char>(0xC0 | cp >> 6), static_cast<char>(0x80 | (cp & 0x3F))};
-    if (ch == "\"" || ch == "\\") ch = "\\" + ch;
-    vocab += (b ? ", \"" : "\"") + ch + "\": " + std::to_string(b);
-  }
-  test::writeFile(dir / "tokenizer.json", R"({"added_tokens": [], "normalizer": null,
-    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}, "post_processor": null,
-    "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})");
+  test::writeFile(dir / "tokenizer.json", test::byteLevelTokenizerJson());
   // A character split across tokens is held until whole (TextStream).
   const Tokenizer tok = Tokenizer::fromFile((dir / "tokenizer.json").string());
   TextStream stream(tok, {'d'});

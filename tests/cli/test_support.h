@@ -34,6 +34,11 @@ std::filesystem::path tempDir(const std::string& name);
 std::string readFile(const std::filesystem::path& p);
 void writeFile(const std::filesystem::path& p, const std::string& data);
 
+// A tokenizer.json whose ids are the bytes: a byte-level BPE with no merges (GPT-2's
+// byte characters, ByteLevel pre-tokenizer and decoder), so that over the bundled
+// bytellama a tokenizer's path must give what the byte path gives.
+std::string byteLevelTokenizerJson();
+
 // A causal LM small enough to cost by hand: input_ids [1, N] gathers rows of a 10 x 8
 // table, logits = h W (W 8 x 10), and one cache input past_key_values.0.key
 // [1, 2, past, 4] extended by h's rows into present.0.key [1, 2, past + N, 4]
