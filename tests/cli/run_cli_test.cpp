@@ -246,6 +246,16 @@ TEST(TlRunCli, TokenizesAndDetokenizesLines) {
   r = test::runTool("tl-run", "--tokenizer " + dir.string() + " --detokenize " + (dir / "bad.txt").string());
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("bad.txt: line 2: id 99999 is not in the tokenizer's vocabulary"), std::string::npos) << r.err;
+  const std::string whole = test::readFile(dir / "tokenizer.json");
+  test::writeFile(dir / "cut.json", whole.substr(0, whole.size() / 2));  // truncated
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "cut.json").string() + " --tokenize " + (dir / "text.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("cut.json: not JSON"), std::string::npos) << r.err;
+  test::writeFile(dir / "cut.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}}})");  // no merges
+  r = test::runTool("tl-run", "--tokenizer " + (dir / "cut.json").string() + " --tokenize " + (dir / "text.txt").string());
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("cut.json: tokenizer.json: "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;  // one line
   test::writeFile(dir / "unigram.json", R"({"model": {"type": "Unigram", "vocab": [["<unk>", 0.0]], "unk_id": 0},
                                             "normalizer": {"type": "Precompiled", "precompiled_charsmap": ""}})");
   r = test::runTool("tl-run", "--tokenizer " + (dir / "unigram.json").string() + " --tokenize " + (dir / "text.txt").string());
