@@ -311,8 +311,6 @@ struct Token {
   std::string v;
 };
 
-bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
 std::string preprocess(std::string t) {
   if (!t.empty() && t.back() == '\n') t.pop_back();
   t = std::regex_replace(t, std::regex("(^|\n)[ \t]*(\\{[#%-])"), "$1$2");  // lstrip_blocks
@@ -332,8 +330,14 @@ std::vector<Token> lex(const std::string& source) {
       if (out.back().v.empty()) out.pop_back();
     }
   };
-  auto skipSpace = [&] {
-    while (at < src.size() && isSpace(src[at])) ++at;
+  auto skipSpace = [&] {  // JavaScript's \s: Unicode whitespace too
+    while (at < src.size()) {
+      utf8proc_int32_t c = 0;
+      const auto len = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(src.data() + at),
+                                        static_cast<utf8proc_ssize_t>(src.size() - at), &c);
+      if (len <= 0 || !jsSpace(c)) return;
+      at += static_cast<size_t>(len);
+    }
   };
   bool inside = false;
   while (at < src.size()) {

@@ -118,7 +118,7 @@ no messages
 {%- set block %}inner {{ 1 + 1 }}{% endset %} {{ block }} {{ '  pad  '.strip() }}|{{ 'XyZ'.lower() }}|{{ 'hello wORLD'.title() }}|{{ 'a-b'.replace('-', '+') }}|{{ 'ab'.capitalize() }}
 {{ undefined_thing is defined }} {{ none is none }} {{ 3 is odd }} {{ messages[0].content.startswith(('Hi', 'Yo')) if messages }} {{ 'x' ~ 1 }}
 {% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %} {{ eos_token }}
-{{ '\u00e9\x41\t|' }}{{ "İß".lower() }}{{ "ß ﬁ".upper() }}{{ '  a  b '.split() }}{{ '1,2,3'.split(',', 1) }}{{ 'abc'.rstrip('c') }}
+{{ '\u00e9\x41\t|' -}}  　{{ "İß".lower() }}{{ "ß ﬁ".upper() }}{{ '  a  b '.split() }}{{ '1,2,3'.split(',', 1) }}{{ 'abc'.rstrip('c') }}
 {%- if add_generation_prompt %}
 <assistant>
 {%- endif %}
