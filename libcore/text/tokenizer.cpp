@@ -163,6 +163,8 @@ template <typename Step, typename... Args> Step sequenceOf(const json& list, con
 }
 
 std::string utf8procMap(const std::string& s, int options) {
+  // ASCII is left as it is by every normalization form: no allocation for it
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return s;
   utf8proc_uint8_t* out = nullptr;
   const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
                               &out, static_cast<utf8proc_option_t>(options | UTF8PROC_STABLE));
