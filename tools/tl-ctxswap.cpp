@@ -278,23 +278,16 @@ int main(int argc, char** argv) {
     }
     if (serveVerb->parsed()) {
       std::optional<tl::Tokenizer> tok;
-      std::error_code ec;
-      const auto beside = std::filesystem::path(model).parent_path() / "tokenizer.json";
-      const auto tokFile = tokenizerPath.empty()                                 ? beside
-                           : std::filesystem::is_directory(tokenizerPath, ec) ? std::filesystem::path(tokenizerPath) / "tokenizer.json"
-                                                                              : std::filesystem::path(tokenizerPath);
-      if (!tokenizerPath.empty() || std::filesystem::exists(beside, ec)) {
-        tool.blame(tokFile.string());
-        tok = tl::Tokenizer::fromFile(tokFile.string());
+      if (const std::string file = tl::tokenizerFileFor(tokenizerPath, model); !file.empty()) {
+        tool.blame(file);
+        tok = tl::Tokenizer::fromFile(file);
       }
       tool.blame(model);
       Engine e(model, device);
       if (!tok && e.lm.vocab() != 256)
         throw tl::Error("without a tokenizer (--tokenizer, or tokenizer.json beside the model) the service feeds bytes as "
                         "tokens: it needs a byte-level model (vocab 256)");
-      if (tok && tok->vocabSize() > static_cast<size_t>(e.lm.vocab()))
-        throw tl::Error("the tokenizer has " + std::to_string(tok->vocabSize()) + " tokens, more than the model's " +
-                        std::to_string(e.lm.vocab()) + " logits");
+      if (tok) tl::checkTokenizerFits(*tok, e.lm.vocab());
       sopt.policy = tl::parsePolicy(servePolicy);
       sopt.budget = tl::parseByteSize("--budget", budget);
       sopt.swapDir = swapDir;

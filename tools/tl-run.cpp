@@ -198,20 +198,14 @@ void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window, const
               static_cast<long long>(r.windows), static_cast<long long>(window), tl::secondsSince(t0));
 }
 
-// --tokenizer's file: PATH itself, or PATH/tokenizer.json for a folder.
-std::filesystem::path tokenizerFile(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec) ? std::filesystem::path(path) / "tokenizer.json" : std::filesystem::path(path);
-}
-// The tokenizer there; errors name its file.
-tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& path) {
-  const std::string file = tokenizerFile(path).string();
+// The tokenizer in `file` (tl::tokenizerFileFor's); errors name it.
+tl::Tokenizer loadTokenizer(tl::Tool& tool, const std::string& file) {
   tool.blame(file);
   return tl::Tokenizer::fromFile(file);
 }
 // The chat template beside a tokenizer's file; errors name its tokenizer_config.json.
-tl::ChatConfig loadChatConfig(tl::Tool& tool, const std::string& tokenizerPath) {
-  const std::string file = (tokenizerFile(tokenizerPath).parent_path() / "tokenizer_config.json").string();
+tl::ChatConfig loadChatConfig(tl::Tool& tool, const std::string& tokenizerFile) {
+  const std::string file = (std::filesystem::path(tokenizerFile).parent_path() / "tokenizer_config.json").string();
   tool.blame(file);
   return tl::readChatConfig(file);
 }
@@ -289,7 +283,7 @@ void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& 
 // "add_generation_prompt": ...}) rendered through the chat template of tokenizer_config.json
 // (in --tokenizer's folder, or beside its file), a JSON string a line out.
 void renderChats(tl::Tool& tool, const std::string& tokenizerPath, const std::string& file) {
-  const tl::ChatConfig config = loadChatConfig(tool, tokenizerPath);
+  const tl::ChatConfig config = loadChatConfig(tool, tl::tokenizerFileFor(tokenizerPath, ""));
   const tl::ChatTemplate chat(config.source);
   mapLines(tool, file, [&](const std::string& line) {
     return line.empty() ? std::string() : tl::jsonString(chat.render(tl::chatContext(config, line))) + "\n";
@@ -386,7 +380,7 @@ int main(int argc, char** argv) {
         throw tl::Error("--tokenize, --detokenize and --render-chat take no model and no other mode", tl::ExitCode::Usage);
       if (!chatFile.empty()) return renderChats(tool, tokenizerPath, chatFile);
       const auto t0 = std::chrono::steady_clock::now();
-      const tl::Tokenizer tok = loadTokenizer(tool, tokenizerPath);
+      const tl::Tokenizer tok = loadTokenizer(tool, tl::tokenizerFileFor(tokenizerPath, ""));
       std::fprintf(stderr, "tokenizer: %zu tokens, read in %.3f s\n", tok.vocabSize(), tl::secondsSince(t0));
       return tokenizeLines(tool, tok, tokenizeFile.empty() ? detokenizeFile : tokenizeFile, !detokenizeFile.empty());
     }
@@ -417,23 +411,16 @@ int main(int argc, char** argv) {
       tl::CausalLm lm(ex, graph, analysis);
       // The tokenizer: --tokenizer's, else a tokenizer.json beside the model.
       std::optional<tl::Tokenizer> tok;
-      const auto beside = std::filesystem::path(tool.input()).parent_path() / "tokenizer.json";
-      std::error_code ec;
-      if (!tokenizerPath.empty()) {
-        tok = loadTokenizer(tool, tokenizerPath);
-      } else if (tool.input() != "-" && std::filesystem::exists(beside, ec)) {
-        tok = loadTokenizer(tool, beside.string());
-      }
+      const std::string tokFile = tl::tokenizerFileFor(tokenizerPath, tool.input() == "-" ? "" : tool.input());
+      if (!tokFile.empty()) tok = loadTokenizer(tool, tokFile);
       tool.blame(tool.input());
-      if (tok && tok->vocabSize() > static_cast<size_t>(lm.vocab()))
-        throw tl::Error("the tokenizer has " + std::to_string(tok->vocabSize()) + " tokens, more than the model's " +
-                        std::to_string(lm.vocab()) + " logits: a tokenizer of another model?");
+      if (tok) tl::checkTokenizerFits(*tok, lm.vocab());
       if (!perplexityFile.empty()) return perplexity(lm, perplexityFile, window, tok ? &*tok : nullptr);
       std::vector<int64_t> ids;
       Reply reply;
       if (chat) {
         if (!tok) throw tl::Error("--chat needs a tokenizer (--tokenizer, or tokenizer.json beside the model)", tl::ExitCode::Usage);
-        const tl::ChatConfig config = loadChatConfig(tool, tokenizerPath.empty() ? beside.string() : tokenizerPath);
+        const tl::ChatConfig config = loadChatConfig(tool, tokFile);
         std::string request = "{\"messages\": [";
         if (app.count("--system")) request += "{\"role\": \"system\", \"content\": " + tl::jsonString(system) + "}, ";
         request += "{\"role\": \"user\", \"content\": " + tl::jsonString(prompt) + "}], \"add_generation_prompt\": true}";

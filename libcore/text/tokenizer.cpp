@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -986,6 +987,21 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skipSpecialT
 
 size_t Tokenizer::vocabSize() const { return impl_->idToToken.size(); }
 bool Tokenizer::knows(int32_t id) const { return impl_->idToToken.count(id) > 0; }
+
+std::string tokenizerFileFor(const std::string& path, const std::string& model) {
+  std::error_code ec;
+  if (!path.empty()) return std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "tokenizer.json").string() : path;
+  if (model.empty()) return "";
+  const auto beside = std::filesystem::path(model).parent_path() / "tokenizer.json";
+  return std::filesystem::exists(beside, ec) ? beside.string() : "";
+}
+
+void checkTokenizerFits(const Tokenizer& tokenizer, int64_t logits) {
+  if (tokenizer.vocabSize() > static_cast<size_t>(logits))
+    throw Error("the tokenizer has " + std::to_string(tokenizer.vocabSize()) + " tokens, more than the model's " +
+                    std::to_string(logits) + " logits: a tokenizer of another model?",
+                ExitCode::BadInput);
+}
 
 TextStream::TextStream(const Tokenizer& tokenizer, std::vector<int32_t> context, bool skipSpecialTokens)
     : tokenizer_(tokenizer), skipSpecial_(skipSpecialTokens), window_(std::move(context)),

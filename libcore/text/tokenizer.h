@@ -59,6 +59,13 @@ class TextStream {
   std::string text_;
 };
 
+// Where a tool's tokenizer is: `path` itself (--tokenizer FILE), PATH/tokenizer.json for a
+// folder, or with no path the tokenizer.json beside `model` where there is one ("" where
+// there is none, or no model).
+std::string tokenizerFileFor(const std::string& path, const std::string& model);
+// Throws Error (bad input) where the tokenizer has more tokens than the model has logits.
+void checkTokenizerFits(const Tokenizer& tokenizer, int64_t logits);
+
 // bytes with each maximal invalid UTF-8 subsequence replaced by U+FFFD.
 std::string utf8Lossy(const std::string& bytes);
 
