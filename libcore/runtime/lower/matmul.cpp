@@ -326,8 +326,9 @@ struct QCase {
   // when unsplit), and how many there are.
   static constexpr int64_t kMaxSlices = 8, kMinSlice = 256, kSplitWaves = 2;
   int64_t mmaTile() const { return mma128() ? 128 : 64; }
+  int64_t mmaTiles() const { return static_cast<int64_t>(up(M, mmaTile()) * up(N, mmaTile())); }
   int64_t kSlice() const {
-    const auto tiles = static_cast<int64_t>(up(M, mmaTile()) * up(N, mmaTile()));
+    const int64_t tiles = mmaTiles();
     if (tiles >= computeUnits) return K;
     const int64_t want = std::min({kMaxSlices, (kSplitWaves * computeUnits + tiles - 1) / tiles, K / kMinSlice});
     return want <= 1 ? K : static_cast<int64_t>(up(static_cast<int64_t>(up(K, want)), 64) * 64);
@@ -337,7 +338,7 @@ struct QCase {
   // their rows' sums of squares.
   int64_t kPartials() const {
     const int64_t T = mmaTile(), per = (T / 32) * (T / 32) * 4 + T / 64;
-    return static_cast<int64_t>(up(M, T) * up(N, T)) * kSlices() * per * 256;
+    return mmaTiles() * kSlices() * per * 256;
   }
   static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
@@ -600,7 +601,7 @@ std::pair<std::string, std::string> splitScratch(const LowerNode& n) {
     const auto* v = findVariant(kQMatMul, c, o);
     if (!v || !(v->mode & kSplitK) || c.kSlices() < 2) continue;
     partials = std::max(partials, c.kPartials());
-    tiles = std::max(tiles, static_cast<int64_t>(up(c.M, c.mmaTile()) * up(c.N, c.mmaTile())));
+    tiles = std::max(tiles, c.mmaTiles());
   }
   const std::pair<std::string, std::string> keys{"#ksplit-partials", "#ksplit-counters"};
   n.ex.scratch(keys.first, static_cast<size_t>(partials) * 4);
