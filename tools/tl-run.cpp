@@ -11,6 +11,7 @@
 //   tl-run --tokenizer DIR --render-chat FILE    chat requests through tokenizer_config.json's template
 //   tl-run model.onnx --generate --chat --prompt "Hi" [--system TEXT]   a reply through the chat template
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <climits>
@@ -226,16 +227,20 @@ void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::
   for (std::string text; std::getline(in, text);) lines.push_back(std::move(text));
   std::vector<std::string> outs(lines.size());
   std::vector<std::optional<tl::Error>> errors(lines.size());
+  // Lines are handed out one at a time, not in equal blocks: one very long line must not
+  // leave the other cores idle.
   const size_t workers = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 64);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      for (size_t i = lines.size() * w / workers; i < lines.size() * (w + 1) / workers; ++i) {
+    threads.emplace_back([&] {
+      for (size_t i; !failed && (i = next++) < lines.size();) {
         try {
           outs[i] = line(lines[i]);
         } catch (const tl::Error& e) {
           errors[i] = e;
-          return;
+          failed = true;
         }
       }
     });
@@ -252,7 +257,7 @@ void mapLines(tl::Tool& tool, const std::string& file, const std::function<std::
 // of ids.
 void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& file, bool back) {
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t lines = 0, bytes = 0;
+  std::atomic<int64_t> lines{0}, bytes{0};  // (mapLines calls from several threads)
   mapLines(tool, file, [&](const std::string& line) {
     ++lines, bytes += static_cast<int64_t>(line.size()) + 1;
     std::string out;
@@ -276,7 +281,7 @@ void tokenizeLines(tl::Tool& tool, const tl::Tokenizer& tok, const std::string& 
   });
   const double seconds = tl::secondsSince(t0);  // (the lines' work and the output's write, not the tokenizer's load)
   std::fprintf(stderr, "%s: %lld lines, %lld bytes in %.3f s (%.2f MB/s)\n", back ? "detokenize" : "tokenize",
-               static_cast<long long>(lines), static_cast<long long>(bytes), seconds, bytes / seconds / 1e6);
+               static_cast<long long>(lines.load()), static_cast<long long>(bytes.load()), seconds, bytes / seconds / 1e6);
 }
 
 // --render-chat: each line of FILE a JSON request ({"messages": [...],
