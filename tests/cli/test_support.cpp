@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include "graph/attributes.h"
 #include "graph/graph.h"
@@ -109,6 +110,46 @@ void addNode(onnx::GraphProto* g, const std::string& op, const std::vector<std::
 }
 
 }  // namespace
+
+std::filesystem::path writeVocabModel(const std::filesystem::path& src, const std::filesystem::path& dir, int64_t vocab) {
+  Model m = loadModel(src.string());
+  auto* g = m.proto.mutable_graph();
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  // Replaces initializer `name` (rank 2) by random values, `axis` resized to vocab.
+  auto widen = [&](const std::string& name, int axis) {
+    for (auto& t : *g->mutable_initializer()) {
+      if (t.name() != name) continue;
+      EXPECT_EQ(t.dims_size(), 2) << name;
+      t.set_dims(axis, vocab);
+      std::string raw(static_cast<size_t>(t.dims(0) * t.dims(1)) * sizeof(float), '\0');
+      for (size_t i = 0; i < raw.size(); i += sizeof(float)) {
+        const float v = u(rng);
+        std::memcpy(&raw[i], &v, sizeof v);
+      }
+      t.clear_float_data();
+      t.set_raw_data(raw);
+      return;
+    }
+    ADD_FAILURE() << src << ": no initializer " << name;
+  };
+  int widened = 0;
+  for (const auto& n : g->node()) {
+    if (n.op_type() == "Gather" && n.input_size() == 2 && n.input(1) == "input_ids") widen(n.input(0), 0), ++widened;
+    if (n.op_type() == "MatMul" && n.output(0) == "logits") widen(n.input(1), 1), ++widened;
+  }
+  EXPECT_EQ(widened, 2) << src << ": the embedding Gather and the logits MatMul";
+  for (auto& o : *g->mutable_output())
+    if (o.name() == "logits") {
+      auto* shape = o.mutable_type()->mutable_tensor_type()->mutable_shape();
+      shape->mutable_dim(shape->dim_size() - 1)->set_dim_value(vocab);
+    }
+  g->clear_value_info();  // (sizes of the old vocabulary; tl infers them again)
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "model.onnx";
+  writeFile(path, m.proto.SerializeAsString());
+  return path;
+}
 
 std::filesystem::path writeTinyCacheModel(const std::filesystem::path& dir) {
   onnx::ModelProto m;

@@ -39,6 +39,13 @@ void writeFile(const std::filesystem::path& p, const std::string& data);
 // bytellama a tokenizer's path must give what the byte path gives.
 std::string byteLevelTokenizerJson();
 
+// `src` (an exported causal LM) with a vocabulary of `vocab` ids: its token embedding
+// (the initializer input_ids gathers from) and the weight of the MatMul that makes
+// `logits` replaced by random ones of that many rows and columns, the logits' declared
+// size changed to match. The model of a family's vocabulary a tokenizer needs, at the
+// test models' small dims. Returns DIR/model.onnx.
+std::filesystem::path writeVocabModel(const std::filesystem::path& src, const std::filesystem::path& dir, int64_t vocab);
+
 // A causal LM small enough to cost by hand: input_ids [1, N] gathers rows of a 10 x 8
 // table, logits = h W (W 8 x 10), and one cache input past_key_values.0.key
 // [1, 2, past, 4] extended by h's rows into present.0.key [1, 2, past + N, 4]
