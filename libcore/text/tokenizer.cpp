@@ -365,8 +365,10 @@ PreTokenizer splitter(std::shared_ptr<Regex> re, const std::string& behavior, bo
 PreTokenizer splitter(const std::string& regex, const std::string& behavior, bool invert, const std::string& file) {
   return splitter(std::make_shared<Regex>(regex, file), behavior, invert, file);
 }
-// Rust's char::is_whitespace and the BERT pieces' punctuation (ASCII or P*) as classes.
+// Rust's char::is_whitespace and the BERT pieces' punctuation (ASCII or P*) as classes;
+// Rust regex's \w (UTS #18), which PCRE2's UCP \w does not match exactly.
 const char* const kWhitespace = "\\p{White_Space}";
+const char* const kWordChar = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
 const char* const kPunctuation = "[\\p{P}!-/:-@\\[-`{-~]";
 
 PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
@@ -376,10 +378,9 @@ PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
   if (type == "Split")
     return splitter(std::shared_ptr<Regex>(pattern(j["pattern"], file)), j.value("behavior", "Isolated"), j.value("invert", false), file);
   if (type == "WhitespaceSplit") return splitter(std::string(kWhitespace) + "+", "Removed", false, file);
-  // Rust regex's \w and \s (UTS #18), which PCRE2's UCP classes do not match exactly.
-  if (type == "Whitespace")
-    return splitter("[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]+|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\p{White_Space}]+",
-                    "Removed", true, file);
+  if (type == "Whitespace")  // \w+|[^\w\s]+
+    return splitter(std::string(kWordChar) + "+|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\p{White_Space}]+", "Removed",
+                    true, file);
   if (type == "Punctuation") return splitter(kPunctuation, j.value("behavior", "Isolated"), false, file);
   if (type == "Digits") return splitter(j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", "Isolated", false, file);
   if (type == "BertPreTokenizer") {
@@ -902,8 +903,22 @@ std::unique_ptr<Model> makeModel(const json& m, const std::string& path) {
 struct AddedToken {
   std::string content;
   int32_t id;
-  bool special, lstrip, rstrip;
+  bool special, lstrip, rstrip, singleWord, normalized;
 };
+
+// The first character of s[at, ...) and the last of s[..., at), or -1 at the ends.
+int32_t charAt(const std::string& s, size_t at) {
+  if (at >= s.size()) return -1;
+  utf8proc_int32_t cp = -1;
+  utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + at), static_cast<utf8proc_ssize_t>(s.size() - at), &cp);
+  return cp;
+}
+int32_t charBefore(const std::string& s, size_t at) {
+  if (at == 0) return -1;
+  size_t i = at - 1;
+  while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  return charAt(s, i);
+}
 
 }  // namespace
 
@@ -914,33 +929,47 @@ struct Tokenizer::Impl {
   Decoder decoder;
   std::unique_ptr<Model> model;
   std::vector<AddedToken> added;
-  ByteTrie addedTrie;  // contents -> index in `added`
+  // Contents -> index in `added`: of the tokens matched in the raw text, and of those
+  // matched in the normalized pieces between them (the normalizer's form of each content).
+  ByteTrie rawTrie, normalizedTrie;
+  std::unique_ptr<Regex> wordChar;  // for single_word tokens
   std::unordered_map<int32_t, std::string> idToToken;
   std::unordered_map<int32_t, const AddedToken*> addedById;
   std::vector<int32_t> before, after;  // the template's special ids around the sequence
   bool templated = false;
 
-  // The raw text's pieces: (text, -1) to tokenize, or (content, id) of an added token,
-  // the leftmost match first and of those the longest.
-  std::vector<std::pair<std::string, int32_t>> splitAdded(const std::string& s) const {
+  // s's pieces: (text, -1) to go on with, or (its text, id) of an added token of `trie`,
+  // the leftmost match first and of those the longest, as the Rust library's
+  // AddedVocabulary::find_matches: a single_word token only with no word character (\w)
+  // on either side, else skipped (the search goes on after it); lstrip and rstrip take the
+  // whitespace (\s) beside the token into it, but not what an earlier token took.
+  std::vector<std::pair<std::string, int32_t>> splitAdded(const std::string& s, const ByteTrie& trie) const {
     std::vector<std::pair<std::string, int32_t>> out;
+    auto word = [&](int32_t c) { return c >= 0 && !wordChar->findAll(codepointUtf8(c)).empty(); };
     size_t from = 0;
-    auto whitespace = [](const std::string& t, size_t i) { return t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'; };
     for (size_t i = 0; i < s.size();) {
       const AddedToken* best = nullptr;
-      addedTrie.prefixes(s, i, [&](size_t, int32_t k) { best = &added[static_cast<size_t>(k)]; });
+      trie.prefixes(s, i, [&](size_t, int32_t k) { best = &added[static_cast<size_t>(k)]; });
       if (!best) {
         ++i;
         continue;
       }
-      size_t a = i, b = i + best->content.size();
-      if (best->lstrip)
-        while (a > from && whitespace(s, a - 1)) --a;
+      const size_t end = i + best->content.size();
+      if (best->singleWord && (word(charBefore(s, i)) || word(charAt(s, end)))) {
+        i = end;
+        continue;
+      }
+      size_t a = i, b = end;
+      if (best->lstrip) {
+        while (a > 0 && isWhitespace(charBefore(s, a))) a -= codepointUtf8(charBefore(s, a)).size();
+        a = std::max(a, from);
+      }
       if (best->rstrip)
-        while (b < s.size() && whitespace(s, b)) ++b;
+        while (b < s.size() && isWhitespace(charAt(s, b))) b += codepointUtf8(charAt(s, b)).size();
       if (a > from) out.emplace_back(s.substr(from, a - from), -1);
-      out.emplace_back(best->content, best->id);
-      from = i = b;
+      out.emplace_back(s.substr(a, b - a), best->id);
+      from = b;
+      i = end;
     }
     if (from < s.size()) out.emplace_back(s.substr(from), -1);
     return out;
@@ -967,19 +996,23 @@ Tokenizer Tokenizer::fromFile(const std::string& path) {
     t->model = makeModel(j.at("model"), path);
     for (auto& [tok, id] : t->model->vocab) t->idToToken.emplace(id, tok);
     for (const auto& a : j.value("added_tokens", json::array())) {
-      if (a.value("normalized", false) && !a.value("special", false))
-        bad(path, "added token '" + a["content"].get<std::string>() + "' matched after normalization is not one tl knows");
-      if (a.value("single_word", false))
-        bad(path, "added token '" + a["content"].get<std::string>() + "' with single_word is not one tl knows");
-      t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), a.value("special", false),
-                          a.value("lstrip", false), a.value("rstrip", false)});
+      const bool special = a.value("special", false);
+      t->added.push_back({a["content"].get<std::string>(), a["id"].get<int32_t>(), special, a.value("lstrip", false),
+                          a.value("rstrip", false), a.value("single_word", false), a.value("normalized", !special)});
     }
-    for (size_t i = 0; i < t->added.size(); ++i) {
-      t->addedTrie.insert(t->added[i].content, static_cast<int32_t>(i));  // (the first of equal contents)
-      t->idToToken[t->added[i].id] = t->added[i].content;
-    }
-    for (const auto& a : t->added) t->addedById[a.id] = &a;
     t->normalizer = makeNormalizer(j.value("normalizer", json()), path);
+    // The special tokens first, then the others (the first of equal contents counts).
+    for (const bool special : {true, false})
+      for (size_t i = 0; i < t->added.size(); ++i) {
+        const AddedToken& a = t->added[i];
+        if (a.special != special || a.content.empty()) continue;
+        if (a.normalized)
+          t->normalizedTrie.insert(t->normalizer ? t->normalizer(a.content) : a.content, static_cast<int32_t>(i));
+        else
+          t->rawTrie.insert(a.content, static_cast<int32_t>(i));
+        if (a.singleWord && !t->wordChar) t->wordChar = std::make_unique<Regex>(kWordChar, path);
+      }
+    for (const auto& a : t->added) t->idToToken[a.id] = a.content, t->addedById[a.id] = &a;
     t->preTokenizer = makePreTokenizer(j.value("pre_tokenizer", json()), path);
     t->decoder = makeDecoder(j.value("decoder", json()), path);
     const json pp = j.value("post_processor", json());
@@ -1012,16 +1045,25 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool addSpecialT
   const Impl& t = *impl_;
   std::vector<int32_t> ids;
   if (addSpecialTokens) ids = t.before;
-  const auto pieces = t.splitAdded(utf8Lossy(text));
+  // Added tokens in the raw text; the pieces between them normalized, then added tokens
+  // matched there (normalized: true); what is left pre-tokenized ("first": the piece that
+  // starts the text, for Metaspace) and through the model.
+  const auto pieces = t.splitAdded(utf8Lossy(text), t.rawTrie);
   for (const auto& [piece, id] : pieces) {
     if (id >= 0) {
       ids.push_back(id);
       continue;
     }
-    std::vector<std::string> words = {t.normalizer ? t.normalizer(piece) : piece};
-    if (words[0].empty()) continue;
-    if (t.preTokenizer) t.preTokenizer(words, &piece == &pieces.front().first);
-    for (const auto& w : words) t.model->encodeWord(w, ids);
+    const auto subs = t.splitAdded(t.normalizer ? t.normalizer(piece) : piece, t.normalizedTrie);
+    for (const auto& [sub, subId] : subs) {
+      if (subId >= 0) {
+        ids.push_back(subId);
+        continue;
+      }
+      std::vector<std::string> words = {sub};
+      if (t.preTokenizer) t.preTokenizer(words, &piece == &pieces.front().first && &sub == &subs.front().first);
+      for (const auto& w : words) t.model->encodeWord(w, ids);
+    }
   }
   if (addSpecialTokens) ids.insert(ids.end(), t.after.begin(), t.after.end());
   return ids;

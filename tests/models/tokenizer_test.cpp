@@ -63,7 +63,8 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
 
 // The components the four families do not use (WordPiece, Unigram, Metaspace, Digits,
 // Whitespace, Punctuation, BERT's normalizer and pre-tokenizer, Lowercase, Strip,
-// StripAccents, BertProcessing, the WordPiece, Metaspace and BPEDecoder decoders) on small
+// StripAccents, BertProcessing, the WordPiece, Metaspace and BPEDecoder decoders, added
+// tokens with single_word, lstrip, rstrip and normalized) on small
 // tokenizer.json files written here, over lines that reach their corners: capitals
 // whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
 // and NFD, CJK, digits of other scripts, controls, a word past WordPiece's 100
@@ -89,6 +90,12 @@ const std::vector<std::string> kComponentLines = {
     " ",
     "hello world hello",
     "punctuation!?.,;:--()[]{}\"'`~@#$%^&*_+=|\\/<>",
+    // added tokens' flags ("added"): single_word beside letters, punctuation, a combining
+    // mark; lstrip/rstrip over tabs and Unicode spaces; contents matched after lowercasing
+    "<mask> My name <mask> A<mask> <mask>ony <mask>",
+    "<mask>, <mask>- \xE2\x97\x8C\xCC\xB0<mask>",
+    "Hi <mask> there\t<mask>\t<mask>\xE2\x80\x80 end",
+    "[CLS] Yesterday Anthony said HELLO\xC2\xA0quick  quickly[sep] ony",
 };
 
 // Adds token s to a WordPiece or BPE vocabulary with the next id, unless it is there.
@@ -180,6 +187,23 @@ json componentTokenizer(const std::string& name) {
                          : json{{"type", "Sequence"}, {"decoders", json::array({{{"type", "ByteFallback"}}, {{"type", "Fuse"}},
                                                                                   {{"type", "Metaspace"}, {"replacement", sp},
                                                                                    {"prepend_scheme", "always"}, {"split", true}}})}};
+  } else if (name == "added") {  // every added-token flag, over test::byteLevelTokenizerJson's bytes
+    t = json::parse(test::byteLevelTokenizerJson());
+    int id = 256;
+    auto token = [&](const std::string& content, bool special, bool singleWord, bool lstrip, bool rstrip, bool normalized) {
+      t["added_tokens"].push_back({{"id", id++}, {"content", content}, {"single_word", singleWord}, {"lstrip", lstrip},
+                                   {"rstrip", rstrip}, {"normalized", normalized}, {"special", special}});
+    };
+    token("<mask>", true, true, true, true, false);
+    token("[CLS]", true, false, false, false, false);
+    token("[SEP]", true, false, false, true, true);  // matched as "[sep]" in the lowercased text
+    token("hello", false, false, false, false, true);
+    token("yesterday", false, false, true, false, true);
+    token("ony", false, true, false, false, true);
+    token("quick", false, false, true, true, false);
+    t["normalizer"] = {{"type", "Lowercase"}};
+    t["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+    t["decoder"] = t["pre_tokenizer"];
   } else {  // "bpe": CLIP-like words with end-of-word suffixes, split every way but BERT's
     json vocab = {{"<unk>", 0}}, merges = json::array();
     for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, std::string(1, c) + "</w>");
@@ -223,7 +247,7 @@ TEST_P(TokenizerComponents, MatchHuggingFace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe"),
+INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe", "added"),
                          [](const auto& info) { return std::string(info.param == "unigram-first" ? "unigram_first" : info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Families, TokenizerFamilies, ::testing::Values("llama2", "llama3", "qwen3", "gemma3"),
