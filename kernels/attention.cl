@@ -691,32 +691,48 @@ void attention_flash_f32(__global const float* q, __global const KV_T* k, __glob
 #define GQA_QLOADS (GQA_MAXR * GQA_MAXD / GQA_WG)    /* floats of q an item stages */
 #define GQA_FLOATS \
   (GQA_MAXR * GQA_MAXD + GQA_BK * GQA_ROW(GQA_MAXD) + GQA_BK * GQA_MAXD + GQA_MAXR * GQA_BK + 2 * GQA_WG + 3 * GQA_MAXR)
+#define GQA_MERGE (GQA_BK * GQA_MAXD) /* rows x splits the last work-group merges: vs's floats */
 #if ATT_FITS(GQA_FLOATS) && TL_MAX_WG >= GQA_WG
 __kernel __attribute__((reqd_work_group_size(GQA_WG, 1, 1)))
 void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global const KV_T* v,
                        __global const float* mask, __global float* out, __global float* part, ATT_ARGS, int splits,
-                       int chunk, ATT_FRESH_ARGS) {
+                       int chunk, ATT_FRESH_ARGS, __global int* merged) {
   __local float qs[GQA_MAXR * GQA_MAXD], ks[GQA_BK * GQA_ROW(GQA_MAXD)], vs[GQA_BK * GQA_MAXD], sc[GQA_MAXR * GQA_BK];
   __local float redm[GQA_WG], reds[GQA_WG], crow[GQA_MAXR], mrow[GQA_MAXR], lrow[GQA_MAXR];
+  __local int last;
   const int bg = get_group_id(0), split = get_group_id(1), lid = get_local_id(0);
   const int G = H / Hkv, R = G * S, b = bg / Hkv, g = bg % Hkv, off = ATT_OFFSET;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
+  const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D), kq = D / 4, vq = Dv / 4;
+  // A block's keys, then its values, into x (unrolled loops keep it in registers:
+  // scripts/kernel_spills.py). The first block's loads go out before q is staged, and each
+  // next block's as soon as the one before is staged, so they are in flight meanwhile.
+  float4 x[GQA_LOADS];
+#define GQA_LOAD(TB)                                                                              \
+  {                                                                                               \
+    const int nl = min(GQA_BK, t1 - (TB));                                                        \
+    _Pragma("unroll") for (int u = 0; u < GQA_LOADS; ++u) {                                       \
+      const int e = u * GQA_WG + lid, ev = e - nl * kq;                                           \
+      x[u] = ev < 0 ? KV_LD4(e % kq, KV_AT(kb, (long)((TB) + e / kq) * kst))                       \
+             : ev < nl * vq ? KV_LD4(ev % vq, KV_AT(vb, (long)((TB) + ev / vq) * vst)) : 0.0f;     \
+    }                                                                                             \
+  }
+  if (t0 < t1) GQA_LOAD(t0)
   // rows r of the group: query head g * G + r / S, position r % S, its D floats at qs + r * D
   if (xq && split == 0) ATT_FRESH_STORE(b, g, GQA_WG, 0, S)  // early: the blocks use their own copies of those rows
   {
-    float x[GQA_QLOADS];
+    float qx[GQA_QLOADS];
 #pragma unroll
     for (int u = 0; u < GQA_QLOADS; ++u) {
       const int e = u * GQA_WG + lid, r = e / D;
       __global const float* qr = (xq ? xq : q) + b * qsb + (g * G + r / S) * qsh + r % S * qss;
-      x[u] = e >= R * D ? 0.0f : xq ? ATT_ROPE(qr, e % D, b, r % S) : qr[e % D];
+      qx[u] = e >= R * D ? 0.0f : xq ? ATT_ROPE(qr, e % D, b, r % S) : qr[e % D];
     }
 #pragma unroll
     for (int u = 0; u < GQA_QLOADS; ++u)
-      if (u * GQA_WG + lid < R * D) qs[u * GQA_WG + lid] = x[u];
+      if (u * GQA_WG + lid < R * D) qs[u * GQA_WG + lid] = qx[u];
   }
-  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
-  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
-  const int t0 = split * chunk, t1 = min(T, t0 + chunk), KR = GQA_ROW(D), kq = D / 4, vq = Dv / 4;
   // this split's new keys [f0, f1), when the launch has them (ATT_FRESH_ARGS)
   const int f0 = max(t0, off), f1 = xq ? min(t1, off + S) : f0;
   // roles: scoring key sj of rows sr, sr + GQA_SROWS; row mr's max and sum with lane mc;
@@ -727,13 +743,6 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
   for (int i = 0; i < GQA_ACC; ++i) acc[i] = 0.0f;
   for (int tb = t0; tb < t1; tb += GQA_BK) {
     const int nk = min(GQA_BK, t1 - tb);
-    float4 x[GQA_LOADS];  // unrolled loops keep it in registers (scripts/kernel_spills.py)
-#pragma unroll
-    for (int u = 0; u < GQA_LOADS; ++u) {  // the block's keys, then its values
-      const int e = u * GQA_WG + lid, ev = e - nk * kq;
-      x[u] = ev < 0 ? KV_LD4(e % kq, KV_AT(kb, (long)(tb + e / kq) * kst))
-             : ev < nk * vq ? KV_LD4(ev % vq, KV_AT(vb, (long)(tb + ev / vq) * vst)) : 0.0f;
-    }
     barrier(CLK_LOCAL_MEM_FENCE);  // the last block's ks, vs, sc and crow read (and q staged)
 #pragma unroll
     for (int u = 0; u < GQA_LOADS; ++u) {
@@ -752,6 +761,7 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
       else vstore4(y, 0, vs + j * Dv + d);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the block staged
+    if (tb + GQA_BK < t1) GQA_LOAD(tb + GQA_BK)
     {
       float dots[GQA_MAXR / GQA_SROWS] = {0.0f};
       if (sj < nk)
@@ -825,7 +835,62 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
       }
     }
   }
+  // With `merged` (a count per kv head), the kv head's last work-group to finish merges
+  // its rows' splits, as attention_combine_f32 would, with no launch of that: each split's
+  // weight exp(m - max) and sum into local memory (ks and vs, free now; lowering passes
+  // `merged` only where R * splits fits GQA_MERGE), the rows' maxima and sums by GQA_LANES
+  // items a row in a fixed order, then each output as acc's items hold them.
+  if (splits == 1 || !merged || !last_to_finish(merged + bg, splits, lid, &last)) return;
+  __local float *w = ks, *sz = vs;
+  const int n = Dv + 2;
+#define GQA_PART(r) (part + (long)((b * H + g * G + (r) / S) * S + (r) % S) * splits * n)
+  for (int e = lid; e < R * splits; e += GQA_WG) {
+    __global const float* pz = GQA_PART(e / splits) + (e % splits) * n;
+    w[e] = load_past_l1(pz);
+    sz[e] = load_past_l1(pz + 1);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float bm = -INFINITY;
+  if (mr < R)
+    for (int z = mc; z < splits; z += GQA_LANES) bm = fmax(bm, w[mr * splits + z]);
+  redm[lid] = bm;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  bm = -INFINITY;
+  for (int u = 0; u < GQA_LANES; ++u) bm = fmax(bm, redm[mr * GQA_LANES + u]);
+  float ps = 0.0f;
+  if (mr < R)
+    for (int z = mc; z < splits; z += GQA_LANES) {
+      const float mz = w[mr * splits + z], wz = mz == -INFINITY ? 0.0f : exp(mz - bm);
+      w[mr * splits + z] = wz;
+      ps += wz * sz[mr * splits + z];
+    }
+  reds[lid] = ps;
+  barrier(CLK_LOCAL_MEM_FENCE);  // the weights and the rows' part sums written
+  if (mc == 0 && mr < R) {
+    float sum = 0.0f;
+    for (int u = 0; u < GQA_LANES; ++u) sum += reds[mr * GQA_LANES + u];
+    lrow[mr] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+  for (int i = 0; i < GQA_ACC; ++i) {
+    const int r = ar + lanes * i;
+    if (r < R) {
+      __global const float* pr = GQA_PART(r) + 2 + ad;
+      float4 o4 = 0.0f;  // four sums, so that four loads are in flight
+      int z = 0;
+      for (; z + 4 <= splits; z += 4)
+        o4 += vload4(0, w + r * splits + z) * (float4)(load_past_l1(pr + z * n), load_past_l1(pr + (z + 1) * n),
+                                                       load_past_l1(pr + (z + 2) * n), load_past_l1(pr + (z + 3) * n));
+      float o = o4.x + o4.y + o4.z + o4.w;
+      for (; z < splits; ++z) o += w[r * splits + z] * load_past_l1(pr + z * n);
+      const float lr = lrow[r];
+      out[b * osb + (g * G + r / S) * osh + r % S * oss + ad] = zero_rows && !(lr > 0.0f) ? 0.0f : o / lr;
+    }
+  }
+#undef GQA_PART
 }
+#undef GQA_LOAD
 #endif
 
 // GPU family, decode (a few query rows over a cache): a work-group per (query row, split

@@ -135,6 +135,40 @@ WG_REDUCE(wg_max, fmax(a, b))
 WG_REDUCE(wg_min, fmin(a, b))
 WG_REDUCE(wg_prod, a * b)
 
+// Whether this work-group is the last of `n` to finish a shared piece of work (counted in
+// *count, which the last sets back to 0 for the next launch): what the others wrote before
+// they counted is visible to it (fences on both sides of the count; read it through
+// volatile pointers, past L1). `tid` is the item's index in the group; every item must
+// call it. NVIDIA's fence is PTX's membar.gl, device-wide.
+inline int last_to_finish(__global int* count, int n, int tid, __local int* flag) {
+#if defined(TL_PTX) || defined(TL_MMA)
+#define TL_GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
+#define TL_GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+  TL_GLOBAL_FENCE();
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (tid == 0) {
+    *flag = atomic_inc(count) == n - 1;
+    if (*flag) atomic_xchg(count, 0);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  TL_GLOBAL_FENCE();
+#undef TL_GLOBAL_FENCE
+  return *flag;
+}
+// A float another work-group of this launch wrote (after last_to_finish): read past L1.
+// NVIDIA's ld.global.cg is an ordinary load the compiler may batch; a volatile one elsewhere.
+inline float load_past_l1(__global const float* p) {
+#if defined(TL_PTX) || defined(TL_MMA)
+  float v;
+  asm("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+#else
+  return *(__global volatile const float*)p;
+#endif
+}
+
 // A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to
 // C, [N0, N0 + N1) to C1 and the rest to C2, each row-major at its own width, so the
 // merged q/k/v (or gate/up) projection writes three tensors in one kernel. Unsplit: N0 = N.

@@ -241,21 +241,6 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // which it sets back to 0 for the next launch) adds them up in slice order, so that the
 // result does not depend on which one finished last, then stores the tile as usual.
 #define KSPLIT_ARGS int kslice, __global float *KP, __global int *KC
-// Whether this work-group finished its tile last of the `slices`: its items' partial sums
-// made visible device-wide first (the fence before the count), and the others' before it
-// reads them (the fence after; the reads themselves are volatile, past L1). Every item
-// must call it.
-inline int ksplit_last(__global int* count, int slices, int tid, __local int* flag) {
-  asm volatile("membar.gl;" ::: "memory");
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  if (tid == 0) {
-    *flag = atomic_inc(count) == slices - 1;
-    if (*flag) atomic_xchg(count, 0);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  asm volatile("membar.gl;" ::: "memory");
-  return *flag;
-}
 // The tile's sums over the slices (see KSPLIT_ARGS) into acc and ss, or a return from
 // every work-group but the tile's last.
 #define KSPLIT_GATHER(BM)                                                                     \
@@ -267,7 +252,7 @@ inline int ksplit_last(__global int* count, int slices, int tid, __local int* fl
       _Pragma("unroll") for (int j = 0; j < NT; ++j)                                          \
         _Pragma("unroll") for (int x = 0; x < 4; ++x) kp[((i * NT + j) * 4 + x) * GEMM_WG] = acc[i][j][x]; \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) kp[(MT * NT * 4 + s) * GEMM_WG] = ss[s]; \
-    if (!ksplit_last(KC + tile, slices, tid, &klast)) return;                                 \
+    if (!last_to_finish(KC + tile, slices, tid, &klast)) return;                              \
     _Pragma("unroll") for (int i = 0; i < MT; ++i)                                            \
       _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                         \

@@ -4,7 +4,8 @@
 // ([B, Hkv, T, D]) in 8 copies taken in turn, as a step's layers read theirs. KIND dec: a
 // work-group of 64 per query row and split; gqa: 256 per kv head and split; the splits as
 // lowering's keySplit (SPLITS=n: about n), then attention_combine_f32 where there are
-// several (NOCOMBINE=1: not). FRESH=1: the step's RoPE inside (xq, xk, xv), the new key
+// several (NOCOMBINE=1: not; KIND gqam: the gqa kernel's last work-group of a kv head merges
+// them instead). FRESH=1: the step's RoPE inside (xq, xk, xv), the new key
 // written into the cache; outputs then checked against the first kernel's, else against
 // the host. The lab behind docs/tl-bench.md's "decode attention, a lab" (issue 28).
 //   gcc -O2 att_lab.c -lOpenCL -lm, then
@@ -54,12 +55,14 @@ int main(int argc, char **argv) {
   cl_mem OUT = clCreateBuffer(ctx, CL_MEM_READ_WRITE, rows * Dv * 4, 0, &err); CK(err);
   cl_mem PART = clCreateBuffer(ctx, CL_MEM_READ_WRITE, (size_t)rows * 1024 * (Dv + 2) * 4, 0, &err); CK(err);
   cl_kernel comb = clCreateKernel(p, "attention_combine_f32", &err); CK(err);
+  int zeros[1024] = {0};  // gqam's counts, one per kv head (the kernel sets them back to 0)
+  cl_mem DONE = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros, zeros, &err); CK(err);
   float *first = 0;
   printf("H %d Hkv %d D %d T %d fresh %d (%u compute units)\n", H, Hkv, D, T, fresh, cus);
   for (; a < argc; ++a) {
     char name[128], kind[16] = "dec"; sscanf(argv[a], "%127[^:]:%15s", name, kind);
     cl_kernel k = clCreateKernel(p, name, &err); if (err) { printf("%s: no kernel (%d)\n", name, err); continue; }
-    const int gqa = !strcmp(kind, "gqa"), groups = gqa ? B * Hkv : rows, gs = gqa ? 256 : 64;
+    const int merge = !strcmp(kind, "gqam"), gqa = merge || !strcmp(kind, "gqa"), groups = gqa ? B * Hkv : rows, gs = gqa ? 256 : 64;
     int most = 1024 / groups; if (most < 1) most = 1;
     int splits = gqa ? (T + 31) / 32 : T / 64; if (splits < 1) splits = 1; if (splits > most) splits = most;
     int chunk = (T + splits - 1) / splits;
@@ -76,12 +79,13 @@ int main(int argc, char **argv) {
     ARG(nul); ARG(zero); ARG(zero); ARG(nul); ARG(splits); ARG(chunk);
     if (fresh) { ARG(XQ); ARG(XK); ARG(XV); ARG(K[0]); ARG(V[0]); ARG(POS); } else { ARG(nul); ARG(nul); ARG(nul); ARG(nul); ARG(nul); ARG(nul); }
     ARG(pbs); ARG(pss); ARG(INV); ARG(rot); ARG(cs); ARG(ss); ARG(xbshd);
+    if (merge) ARG(DONE); else if (gqa) ARG(nul);
     int ci = 0;
     CK(clSetKernelArg(comb, ci++, sizeof PART, &PART)); CK(clSetKernelArg(comb, ci++, sizeof OUT, &OUT));
     CK(clSetKernelArg(comb, ci++, 4, &H)); CK(clSetKernelArg(comb, ci++, 4, &S)); CK(clSetKernelArg(comb, ci++, 4, &Dv)); CK(clSetKernelArg(comb, ci++, 4, &splits));
     CK(clSetKernelArg(comb, ci++, 4, &osb)); CK(clSetKernelArg(comb, ci++, 4, &osh)); CK(clSetKernelArg(comb, ci++, 4, &oss)); CK(clSetKernelArg(comb, ci++, 4, &zero));
     size_t gl[2] = {(size_t)groups * gs, (size_t)splits}, lo[2] = {(size_t)gs, 1}, cg = (size_t)rows * 64, cl = 64;
-    const int combine = splits > 1 && !getenv("NOCOMBINE");
+    const int combine = splits > 1 && !merge && !getenv("NOCOMBINE");
     float *hc = malloc(rows * Dv * 4);
     CK(clEnqueueNDRangeKernel(q, k, 2, 0, gl, lo, 0, 0, 0));
     if (combine) CK(clEnqueueNDRangeKernel(q, comb, 1, 0, &cg, &cl, 0, 0, 0));
