@@ -137,11 +137,13 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
     : device_(device),
       kvType_(kvType),
       options_(kvType == KvType::F16 ? " -DTL_KV_HALF" : kvType == KvType::Q8 ? " -DTL_KV_Q8" : "") {
-  // fp16 caches on NVIDIA: read 8 bytes at a time through inline PTX (common.cl's TL_PTX),
-  // where that builds; else (and elsewhere) by vload_half.
-  if (kvType == KvType::F16 && nvidia(device)) {
+  // NVIDIA: inline PTX where it builds (common.cl's TL_NV: device-wide fences, loads past
+  // L1), and fp16 caches read 8 bytes at a time through it (TL_PTX); else (and elsewhere)
+  // portable fences and vload_half.
+  if (nvidia(device)) {
+    const std::string ptx = kvType == KvType::F16 ? " -DTL_NV -DTL_PTX" : " -DTL_NV";
     std::string log;
-    if ((program_ = compile(device, kernelSource(), options_ + " -DTL_PTX", log))) options_ += " -DTL_PTX";
+    if ((program_ = compile(device, kernelSource(), options_ + ptx, log))) options_ += ptx;
   }
   if (!program_) program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });

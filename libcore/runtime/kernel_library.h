@@ -39,6 +39,10 @@ class KernelLibrary {
   bool tensorCores() const { return mma_ != nullptr; }
   // The KV cache element the kernels were built for (the constructor's kvType).
   KvType kvType() const { return kvType_; }
+  // A work-group may read what others of the same launch wrote before they counted
+  // (common.cl's last_to_finish): NVIDIA's PTX fences were built in, or the device is a
+  // CPU (coherent caches). Other GPUs keep a separate merge launch.
+  bool crossGroupReads() const { return options_.find("-DTL_NV") != std::string::npos || !device_.info().isGpu; }
   // A kernel built from generated source (tl.Elementwise's programs) with common.cl's
   // helpers in front. `source` is asked for only the first time `name` is wanted. A
   // compile failure shows the build log.
@@ -50,7 +54,7 @@ class KernelLibrary {
  private:
   const Device& device_;
   KvType kvType_;
-  std::string options_;  // build options past the device's own (TL_KV_HALF, TL_KV_Q8, TL_PTX)
+  std::string options_;  // build options past the device's own (TL_KV_HALF, TL_KV_Q8, TL_NV, TL_PTX)
   cl_program program_ = nullptr;
   cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name

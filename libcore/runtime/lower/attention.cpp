@@ -442,7 +442,7 @@ void attentionOp(const LowerNode& n) {
   const int reader = mode == Flash ? -1 : mergeReader(n);
   const bool readerMerges = reader >= 0 && mergesAttention(n.at(static_cast<size_t>(reader)));
   const bool selfMerges = mode == Gqa && p.splits > 1 && p.splits <= kGqaMergeSplits && !readerMerges &&
-                          (H / Hkv) * S * p.splits <= kGqaMerge;
+                          (H / Hkv) * S * p.splits <= kGqaMerge && n.ex.kernels().crossGroupReads();
   const std::string merged = n.proto.name() + "#merged";
   if (selfMerges) n.ex.zeroedScratch(merged, static_cast<size_t>(B * Hkv * 4));
   Launch l = launchVariant(n, *choice.variant);
