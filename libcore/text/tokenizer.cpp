@@ -368,7 +368,7 @@ PreTokenizer splitter(const std::string& regex, const std::string& behavior, boo
 // Rust's char::is_whitespace and the BERT pieces' punctuation (ASCII or P*) as classes;
 // Rust regex's \w (UTS #18), which PCRE2's UCP \w does not match exactly.
 const char* const kWhitespace = "\\p{White_Space}";
-const char* const kWordChar = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
+const std::string kWordClass = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}", kWordChar = "[" + kWordClass + "]";
 const char* const kPunctuation = "[\\p{P}!-/:-@\\[-`{-~]";
 
 PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
@@ -379,8 +379,7 @@ PreTokenizer makePreTokenizer(const json& j, const std::string& file) {
     return splitter(std::shared_ptr<Regex>(pattern(j["pattern"], file)), j.value("behavior", "Isolated"), j.value("invert", false), file);
   if (type == "WhitespaceSplit") return splitter(std::string(kWhitespace) + "+", "Removed", false, file);
   if (type == "Whitespace")  // \w+|[^\w\s]+
-    return splitter(std::string(kWordChar) + "+|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}\\p{White_Space}]+", "Removed",
-                    true, file);
+    return splitter(kWordChar + "+|[^" + kWordClass + kWhitespace + "]+", "Removed", true, file);
   if (type == "Punctuation") return splitter(kPunctuation, j.value("behavior", "Isolated"), false, file);
   if (type == "Digits") return splitter(j.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", "Isolated", false, file);
   if (type == "BertPreTokenizer") {
@@ -906,18 +905,18 @@ struct AddedToken {
   bool special, lstrip, rstrip, singleWord, normalized;
 };
 
-// The first character of s[at, ...) and the last of s[..., at), or -1 at the ends.
+// The first character of s[at, ...), or -1 at the end; where the character before `at`
+// (at > 0) starts.
 int32_t charAt(const std::string& s, size_t at) {
   if (at >= s.size()) return -1;
   utf8proc_int32_t cp = -1;
   utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + at), static_cast<utf8proc_ssize_t>(s.size() - at), &cp);
   return cp;
 }
-int32_t charBefore(const std::string& s, size_t at) {
-  if (at == 0) return -1;
+size_t charStartBefore(const std::string& s, size_t at) {
   size_t i = at - 1;
   while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
-  return charAt(s, i);
+  return i;
 }
 
 }  // namespace
@@ -955,17 +954,17 @@ struct Tokenizer::Impl {
         continue;
       }
       const size_t end = i + best->content.size();
-      if (best->singleWord && (word(charBefore(s, i)) || word(charAt(s, end)))) {
+      if (best->singleWord && ((i > 0 && word(charAt(s, charStartBefore(s, i)))) || word(charAt(s, end)))) {
         i = end;
         continue;
       }
       size_t a = i, b = end;
       if (best->lstrip) {
-        while (a > 0 && isWhitespace(charBefore(s, a))) a -= codepointUtf8(charBefore(s, a)).size();
+        while (a > 0 && isWhitespace(charAt(s, charStartBefore(s, a)))) a = charStartBefore(s, a);
         a = std::max(a, from);
       }
       if (best->rstrip)
-        while (b < s.size() && isWhitespace(charAt(s, b))) b += codepointUtf8(charAt(s, b)).size();
+        while (b < s.size() && isWhitespace(charAt(s, b))) b += charLen(static_cast<unsigned char>(s[b]));
       if (a > from) out.emplace_back(s.substr(from, a - from), -1);
       out.emplace_back(s.substr(a, b - a), best->id);
       from = b;
