@@ -439,7 +439,8 @@ void attentionOp(const LowerNode& n) {
   // Who merges the splits: the GEMV that reads the output, else (Gqa) each kv head's last
   // work-group to finish, counted per kv head (attention_gqa_f32's `merged`), else
   // attention_combine_f32.
-  const int reader = mode == Flash ? -1 : mergeReader(n);
+  const bool splitModes = mode == Dec || mode == Gqa || mode == Wg;  // (the others return after their launch)
+  const int reader = splitModes ? mergeReader(n) : -1;
   const bool readerMerges = reader >= 0 && mergesAttention(n.at(static_cast<size_t>(reader)));
   const bool selfMerges = mode == Gqa && p.splits > 1 && p.splits <= kGqaMergeSplits && !readerMerges &&
                           (H / Hkv) * S * p.splits <= kGqaMerge && n.ex.kernels().crossGroupReads();
@@ -449,7 +450,7 @@ void attentionOp(const LowerNode& n) {
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2));
   if (n.hasIn(3)) l.mem(n.in(3)); else l.nullMem();
   l.mem(n.out(0));
-  if (mode == Dec || mode == Gqa || mode == Wg) {
+  if (splitModes) {
     if (p.splits > 1) l.mem(part); else l.nullMem();
   }
   l.i32(rows).i32(H).i32(Hkv).i32(S).i32(T).i32(D).i32(Dv);
