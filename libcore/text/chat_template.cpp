@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "cli/error.h"
+#include "text/unicode.h"
 
 namespace tl {
 
@@ -228,30 +229,8 @@ bool equal(const Value& a, const Value& b) {
 
 // ---- strings ----
 
-std::vector<int32_t> codepoints(const std::string& s) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < s.size();) {
-    utf8proc_int32_t c = 0;
-    const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s.data() + i), static_cast<utf8proc_ssize_t>(s.size() - i), &c);
-    if (n <= 0) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    out.push_back(c);
-    i += static_cast<size_t>(n);
-  }
-  return out;
-}
-std::string utf8(const std::vector<int32_t>& cps, size_t from = 0, size_t to = std::string::npos) {
-  std::string out;
-  to = std::min(to, cps.size());
-  for (size_t i = from; i < to; ++i) {
-    utf8proc_uint8_t buf[4];
-    out.append(reinterpret_cast<char*>(buf), static_cast<size_t>(utf8proc_encode_char(cps[i], buf)));
-  }
-  return out;
-}
+using text::codepoints;
+using text::utf8;
 // A string's length as JavaScript counts it (UTF-16 units).
 int64_t utf16Length(const std::string& s) {
   int64_t n = 0;
@@ -265,23 +244,17 @@ bool jsSpace(int32_t c) {
 }
 // JavaScript's trim(), trimStart(), trimEnd(): the reference's strip, lstrip and rstrip,
 // which ignore a set of characters given to them (qwen3's strip('\n') strips spaces too).
-std::string stripped(const std::string& s, bool left, bool right) {
-  const auto cps = codepoints(s);
-  size_t a = 0, b = cps.size();
-  while (left && a < b && jsSpace(cps[a])) ++a;
-  while (right && b > a && jsSpace(cps[b - 1])) --b;
-  return utf8(cps, a, b);
-}
+std::string stripped(const std::string& s, bool left, bool right) { return text::strip(s, left, right, jsSpace); }
 // JavaScript's toLowerCase / toUpperCase of a character: full mappings where they are
 // longer than one character (SpecialCasing's unconditional ones: İ; ß, the Latin
 // ligatures, ŉ), else the simple ones.
 std::string caseOf(int32_t c, bool upper) {
-  if (!upper) return c == 0x130 ? std::string("i\xCC\x87") : utf8({utf8proc_tolower(c)});
+  if (!upper) return text::lowerChar(c);
   static const std::map<int32_t, const char*> kUpper = {{0xDF, "SS"},  {0xFB00, "FF"}, {0xFB01, "FI"}, {0xFB02, "FL"},
                                                         {0xFB03, "FFI"}, {0xFB04, "FFL"}, {0xFB05, "ST"}, {0xFB06, "ST"},
                                                         {0x149, "\xCA\xBCN"}};
   if (auto it = kUpper.find(c); it != kUpper.end()) return it->second;
-  return utf8({utf8proc_toupper(c)});
+  return utf8(utf8proc_toupper(c));
 }
 // 0 lower, 1 upper; 2 title: an ASCII word character after a non-word one upper-cased
 // (the reference's /\b\w/g), the rest as it is; 3 capitalize: the first character
@@ -293,7 +266,7 @@ std::string mapCase(const std::string& s, int mode) {
     const bool word = c < 128 && (std::isalnum(c) || c == '_');
     if (mode == 0 || mode == 1) out += caseOf(c, mode == 1);
     else if ((mode == 2 && word && !wordBefore) || (mode == 3 && first)) out += caseOf(c, true);
-    else out += utf8({c});
+    else out += utf8(c);
     wordBefore = word, first = false;
   }
   return out;
@@ -403,7 +376,7 @@ std::vector<Token> lex(const std::string& source) {
           const std::string hex = src.substr(at, len);
           if (hex.size() != len || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
             fail("bad escape \\" + std::string(1, e) + hex);
-          s += utf8({static_cast<int32_t>(std::stoi(hex, nullptr, 16))});
+          s += utf8(static_cast<int32_t>(std::stoi(hex, nullptr, 16)));
           at += len;
         } else if (auto it = kEscapes.find(e); it != kEscapes.end()) {
           s += it->second;

@@ -23,6 +23,7 @@
 #include <unordered_map>
 
 #include "cli/error.h"
+#include "text/unicode.h"
 
 namespace tl {
 
@@ -72,11 +73,6 @@ namespace {
 
 size_t charLen(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
-std::string codepointUtf8(int32_t cp) {
-  utf8proc_uint8_t buf[4];
-  const auto n = utf8proc_encode_char(cp, buf);
-  return std::string(reinterpret_cast<char*>(buf), static_cast<size_t>(n));
-}
 
 // A compiled PCRE2 pattern; matches as (start, end) byte offsets, left to right.
 class Regex {
@@ -207,26 +203,16 @@ bool isChineseChar(int32_t c) {
 // (no final sigma): U+0130 is the one character whose lowercase is two.
 std::string lowercase(const std::string& s) {
   std::string r;
-  forEachChar(s, [&](int32_t c) { r += c == 0x130 ? std::string("i\xCC\x87") : codepointUtf8(utf8proc_tolower(c)); });
+  forEachChar(s, [&](int32_t c) { r += text::lowerChar(c); });
   return r;
 }
 // s without its nonspacing marks (Mn): StripAccents, after NFD in BertNormalizer.
 std::string dropMarks(const std::string& s) {
   std::string r;
   forEachChar(s, [&](int32_t c) {
-    if (category(c) != UTF8PROC_CATEGORY_MN) r += codepointUtf8(c);
+    if (category(c) != UTF8PROC_CATEGORY_MN) r += text::utf8(c);
   });
   return r;
-}
-std::string stripWhitespace(const std::string& s, bool left, bool right) {
-  std::vector<std::pair<size_t, int32_t>> chars;  // (byte offset, code point)
-  size_t at = 0;
-  forEachChar(s, [&](int32_t c) { chars.emplace_back(at, c), at += codepointUtf8(c).size(); });
-  size_t a = 0, b = chars.size();
-  while (left && a < b && isWhitespace(chars[a].second)) ++a;
-  while (right && b > a && isWhitespace(chars[b - 1].second)) --b;
-  const size_t from = a < chars.size() ? chars[a].first : s.size(), to = b < chars.size() ? chars[b].first : s.size();
-  return s.substr(from, to - from);
 }
 
 Normalizer makeNormalizer(const json& j, const std::string& file) {
@@ -250,7 +236,7 @@ Normalizer makeNormalizer(const json& j, const std::string& file) {
   if (type == "StripAccents") return [](const std::string& s) { return dropMarks(s); };
   if (type == "Strip") {
     const bool left = j.at("strip_left").get<bool>(), right = j.at("strip_right").get<bool>();
-    return [left, right](const std::string& s) { return stripWhitespace(s, left, right); };
+    return [left, right](const std::string& s) { return text::strip(s, left, right, isWhitespace); };
   }
   if (type == "BertNormalizer") {
     const bool clean = j.value("clean_text", true), chinese = j.value("handle_chinese_chars", true),
@@ -261,7 +247,7 @@ Normalizer makeNormalizer(const json& j, const std::string& file) {
       forEachChar(s, [&](int32_t c) {
         if (clean && (c == 0 || c == 0xFFFD || (c != '\t' && c != '\n' && c != '\r' && isOther(c)))) return;
         if (clean && (c == '\t' || c == '\n' || c == '\r' || isWhitespace(c))) c = ' ';
-        if (chinese && isChineseChar(c)) r += " " + codepointUtf8(c) + " "; else r += codepointUtf8(c);
+        if (chinese && isChineseChar(c)) r += " " + text::utf8(c) + " "; else r += text::utf8(c);
       });
       if (accents) r = dropMarks(utf8procMap(r, UTF8PROC_DECOMPOSE));
       return lower ? lowercase(r) : r;
@@ -288,7 +274,7 @@ struct ByteChars {
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const int32_t cp = printable ? b : 256 + n++;
-      of[static_cast<size_t>(b)] = codepointUtf8(cp);
+      of[static_cast<size_t>(b)] = text::utf8(cp);
       back[cp] = static_cast<unsigned char>(b);
     }
   }
@@ -944,7 +930,7 @@ struct Tokenizer::Impl {
   // whitespace (\s) beside the token into it, but not what an earlier token took.
   std::vector<std::pair<std::string, int32_t>> splitAdded(const std::string& s, const ByteTrie& trie) const {
     std::vector<std::pair<std::string, int32_t>> out;
-    auto word = [&](int32_t c) { return c >= 0 && !wordChar->findAll(codepointUtf8(c)).empty(); };
+    auto word = [&](int32_t c) { return c >= 0 && !wordChar->findAll(text::utf8(c)).empty(); };
     size_t from = 0;
     for (size_t i = 0; i < s.size();) {
       const AddedToken* best = nullptr;
