@@ -1,14 +1,15 @@
 // Elementwise ops with numpy broadcasting: out[i] = f(a[sa . coords(i)], b[sb . coords(i)]).
 
-#define BINARY(NAME, TA, TOUT, EXPR)                                                              \
-  __kernel void NAME(__global const TA* A, __global const TA* B, __global TOUT* out, int n,       \
+#define BINARY2(NAME, TA, TB, TOUT, EXPR)                                                         \
+  __kernel void NAME(__global const TA* A, __global const TB* B, __global TOUT* out, int n,       \
                      int8 dims, int8 sa, int8 sb) {                                               \
     int i = get_global_id(0);                                                                     \
     if (i >= n) return;                                                                           \
     TA a = A[strided_offset(i, dims, sa)];                                                        \
-    TA b = B[strided_offset(i, dims, sb)];                                                        \
+    TB b = B[strided_offset(i, dims, sb)];                                                        \
     out[i] = (EXPR);                                                                              \
   }
+#define BINARY(NAME, TA, TOUT, EXPR) BINARY2(NAME, TA, TA, TOUT, EXPR)
 
 #define ARITH(T, S)                                   \
   BINARY(add_##S, T, T, a + b)                        \
@@ -31,6 +32,37 @@ BINARY(div_i32, int, int, a / b)
 BINARY(mod_i64, long, long, ((a % b) + b) % b)
 BINARY(mod_i32, int, int, ((a % b) + b) % b)
 BINARY(pow_f32, float, float, b == 2.0f ? a * a : pow(a, b))
+
+// Pow's exponent may have another type than its base (ONNX's T1). Integer exponents go
+// by squaring, exact where the result is representable (pow()'s 16 ulp would turn 729
+// into 728.99994, and an integer result truncates that to 728); integer bases wrap as
+// numpy's integer powers do, and a negative exponent truncates 1 / a^-b toward zero.
+float pow_float_int(float a, long b) {
+  float r = 1.0f;
+  for (ulong e = b < 0 ? -(ulong)b : (ulong)b; e; e >>= 1, a *= a)
+    if (e & 1) r *= a;
+  return b < 0 ? 1.0f / r : r;
+}
+long pow_int_int(long a, long b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  ulong r = 1, x = (ulong)a;  // unsigned: overflow wraps instead of being undefined
+  for (ulong e = (ulong)b; e; e >>= 1, x *= x)
+    if (e & 1) r *= x;
+  return (long)r;
+}
+// An integer base to a float exponent: exact for integral exponents, else through
+// float, truncated toward zero as a cast is.
+long pow_int_float(long a, float b) {
+  return b == floor(b) && fabs(b) < 0x1p62f ? pow_int_int(a, (long)b) : (long)pow((float)a, b);
+}
+BINARY2(pow_f32_i32, float, int, float, pow_float_int(a, b))
+BINARY2(pow_f32_i64, float, long, float, pow_float_int(a, b))
+BINARY(pow_i32, int, int, (int)pow_int_int(a, b))
+BINARY2(pow_i32_i64, int, long, int, (int)pow_int_int(a, b))
+BINARY2(pow_i32_f32, int, float, int, (int)pow_int_float(a, b))
+BINARY(pow_i64, long, long, pow_int_int(a, b))
+BINARY2(pow_i64_i32, long, int, long, pow_int_int(a, b))
+BINARY2(pow_i64_f32, long, float, long, pow_int_float(a, b))
 BINARY(and_u8, uchar, uchar, a && b)
 BINARY(or_u8, uchar, uchar, a || b)
 BINARY(xor_u8, uchar, uchar, (a != 0) != (b != 0))

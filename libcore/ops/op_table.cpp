@@ -144,7 +144,7 @@ std::vector<OpInfo> buildTable() {
     for (const auto& [name, description] : g.ops) onnx(name, g.shape, g.host, kNever, nullptr, g.family, description);
 
   onnx("Identity", "unary", kExact, View::Always, nullptr, kNone, "its input");
-  onnx("Dropout", "unary", kNo, View::NoMask, nullptr, kEw, "its input at inference (a mask output: no kernel)");
+  onnx("Dropout", "unary", kNo, View::NoMask, nullptr, kEw, "its input at inference (a mask output, or training: no kernel)");
   onnx("Cast", "cast", kExact, View::SameType, nullptr, kEw, "convert to another dtype");
   onnx("CastLike", "cast-like", kNo, kNever, nullptr, kNone, "convert to another tensor's dtype");
   onnx("Where", "where", kExact, kNever, nullptr, kEw, "c ? x : y");
@@ -273,7 +273,8 @@ bool isView(const onnx::NodeProto& n, const DTypeOf& dtype) {
   switch (op ? op->view : View::Never) {
     case View::Always: return true;
     case View::SameType: return dtype(n.input(0)) == dtype(n.output(0));
-    case View::NoMask: return n.output_size() == 1 || n.output(1).empty();
+    case View::NoMask:
+      return (n.output_size() == 1 || n.output(1).empty()) && (n.input_size() < 3 || n.input(2).empty());
     case View::Never: case View::AtBinding: return false;
   }
   return false;
@@ -286,7 +287,7 @@ std::string formatOpTable() {
       case View::Never: return "-";
       case View::Always: return "always";
       case View::SameType: return "same dtype";
-      case View::NoMask: return "without mask";
+      case View::NoMask: return "no mask/train";
       case View::AtBinding: return "at some shapes";
     }
     return "?";

@@ -38,7 +38,7 @@ enum class Host { None, Exact, Integer };
 // When the op's output is its input reinterpreted, sharing its buffer:
 // - Always: Reshape, Flatten, Squeeze, Unsqueeze, Identity;
 // - SameType: Cast to the input's own dtype;
-// - NoMask: Dropout without its mask output;
+// - NoMask: Dropout without its mask output and training_mode input;
 // - AtBinding: at some run shapes only (runtime's isRunView: a Transpose that moves dims
 //   of 1 alone, an Expand to its input's shape, a Slice that is a prefix of its input).
 enum class View { Never, Always, SameType, NoMask, AtBinding };

@@ -13,7 +13,15 @@ void binary(const LowerNode& n, const std::string& op, const std::string& a, con
   const int64_t c = elementCount(o);
   Dims sa = broadcastStrides(n.shape(a), o), sb = broadcastStrides(n.shape(b), o), so = contiguousStrides(o);
   collapse(o, {&sa, &sb, &so});
-  n.launch(op + "_" + typeSuffix(n.dtype(a)))
+  // Only Pow's exponent may differ in type from the other operand (its kernels name both).
+  std::string kernel = op + "_" + typeSuffix(n.dtype(a));
+  if (n.dtype(b) != n.dtype(a)) {
+    if (op != "pow")
+      throw Error(std::string("inputs of two types (") + dtypeName(n.dtype(a)) + " and " + dtypeName(n.dtype(b)) + ")",
+                  ExitCode::BadInput);
+    kernel += std::string("_") + typeSuffix(n.dtype(b));
+  }
+  n.launch(kernel)
       .mem(a)
       .mem(b)
       .mem(dst)
@@ -38,9 +46,25 @@ void unary(const LowerNode& n, const std::string& op) {
   n.launch(op + "_" + typeSuffix(n.dtype(n.in(0)))).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
 }
 
+// Dropout runs as a view unless it has a mask output or a training_mode input (op
+// table): then it copies where training_mode is a constant false, and is refused where
+// it trains, since ONNX leaves its random stream to each runtime (no reference to meet).
+void dropoutOp(const LowerNode& n) {
+  if (n.hasOut(1)) throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);
+  const auto& mode = n.ex.analysis().at(n.in(2)).value;
+  const bool inference = mode && [&] {
+    for (int64_t v : n.ex.value(n.in(2)))
+      if (v) return false;
+    return true;
+  }();
+  if (!inference) throw Error("Dropout in training mode has no kernel (its output is random)", ExitCode::BadInput);
+  const Dims& dims = n.shape(n.out(0));
+  copyRegion(n, n.in(0), n.out(0), dims, 0, contiguousStrides(dims), 0, contiguousStrides(dims));
+}
+
 void unaryOp(const LowerNode& n) {
   std::string op = lowerCase(n.proto.op_type());
-  if (op == "dropout") throw Error("Dropout's mask output has no kernel", ExitCode::BadInput);  // without one it is a view
+  if (op == "dropout") return dropoutOp(n);
   if (op == "gelu" && n.attrString("approximate", "none") == "tanh") op = "gelutanh";
   if (op == "isinf" && (!n.attrInt("detect_positive", 1) || !n.attrInt("detect_negative", 1)))
     throw Error("IsInf detecting one sign only has no kernel", ExitCode::BadInput);

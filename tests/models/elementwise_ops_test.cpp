@@ -1,0 +1,147 @@
+// Elementwise ops whose operands' types differ, and Dropout's modes: each computed right
+// against a reference on the host, or refused in one line, never a silently wrong value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cli/error.h"
+#include "cli/test_support.h"
+#include "runtime/executor.h"
+
+namespace tl {
+namespace {
+
+using test::oneNodeModel;
+using test::onBothFamilies;
+
+template <typename T>
+Tensor tensorOf(const char* name, DType dtype, const std::vector<T>& v) {
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.dims = {static_cast<int64_t>(v.size())};
+  t.bytes.resize(v.size() * sizeof(T));
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+void setInputType(Model& m, int input, DType t) {
+  m.proto.mutable_graph()->mutable_input(input)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      static_cast<int32_t>(t));
+}
+
+// Integer powers by repeated multiplication, wrapping in the base's width as numpy's do;
+// a negative exponent truncates 1 / a^-b toward zero.
+int64_t intPower(int64_t a, int64_t b, bool wide) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+  uint64_t r = 1;
+  for (int64_t i = 0; i < b; ++i) r *= static_cast<uint64_t>(a);
+  return wide ? static_cast<int64_t>(r) : static_cast<int32_t>(static_cast<uint32_t>(r));
+}
+
+// Pow(T base, T1 exponent) for every pair of float32, int32 and int64 (ONNX lets the
+// exponent's type differ): results equal the host's, integral ones exactly (the kernels
+// once read an int exponent's bits as a float, and pow()'s error truncated 729 to 728).
+TEST(PowKernel, EveryBaseAndExponentType) {
+  const std::vector<double> bases = {-3, -2, -1, 0, 1, 2, 3, 7, 10, 1.5};
+  const std::vector<double> exps = {0, 1, 2, 3, 5, 6, -1, -2, 11, 0.5};
+  for (DType tb : {DType::Float, DType::Int32, DType::Int64})
+    for (DType te : {DType::Float, DType::Int32, DType::Int64}) {
+      Model m = oneNodeModel("Pow", {{"a", {"10"}}, {"b", {"10"}}}, 0, "");
+      setInputType(m, 0, tb);
+      setInputType(m, 1, te);
+      const auto as = [](DType t, const std::vector<double>& v, const char* name) {
+        std::vector<float> f;
+        std::vector<int32_t> i32;
+        std::vector<int64_t> i64;
+        for (double x : v) {
+          f.push_back(static_cast<float>(x));
+          i32.push_back(static_cast<int32_t>(x));
+          i64.push_back(static_cast<int64_t>(x));
+        }
+        return t == DType::Float ? tensorOf(name, t, f) : t == DType::Int32 ? tensorOf(name, t, i32) : tensorOf(name, t, i64);
+      };
+      // An integer base's negative exponents are left to the float exponent row below
+      // (numpy refuses them for integer exponents); 0 to a negative power is infinite.
+      std::vector<double> b = bases, e = exps;
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (tb != DType::Float) b[i] = std::trunc(b[i]);
+        if (te != DType::Float) e[i] = std::trunc(e[i]);
+        if (b[i] == 0 && e[i] < 0) e[i] = -e[i];
+      }
+      onBothFamilies(m, [&](Executor& ex, bool gpu) {
+        const auto got = ex.run({as(tb, b, "a"), as(te, e, "b")});
+        ASSERT_EQ(got[0].dtype, tb);
+        for (size_t i = 0; i < b.size(); ++i) {
+          const std::string at = std::string(dtypeName(tb)) + "^" + dtypeName(te) + " " + std::to_string(b[i]) + "^" +
+                                 std::to_string(e[i]) + " gpu " + std::to_string(gpu);
+          if (tb == DType::Float) {
+            const double want = std::pow(b[i], e[i]);
+            const float y = reinterpret_cast<const float*>(got[0].bytes.data())[i];
+            EXPECT_NEAR(y, want, 4e-6 * std::fabs(want)) << at;  // pow(): 16 ulp
+            continue;
+          }
+          const int64_t want = e[i] == std::trunc(e[i])
+                                   ? intPower(static_cast<int64_t>(b[i]), static_cast<int64_t>(e[i]), tb == DType::Int64)
+                                   : static_cast<int64_t>(std::pow(b[i], e[i]));
+          const int64_t y = tb == DType::Int64 ? reinterpret_cast<const int64_t*>(got[0].bytes.data())[i]
+                                               : reinterpret_cast<const int32_t*>(got[0].bytes.data())[i];
+          EXPECT_EQ(y, want) << at;
+        }
+      });
+    }
+}
+
+// Binary ops other than Pow take one type: a mix is refused, naming both.
+TEST(BinaryKernel, RefusesOperandsOfTwoTypes) {
+  Model m = oneNodeModel("Add", {{"a", {"3"}}, {"b", {"3"}}}, 0, "");
+  setInputType(m, 1, DType::Int32);
+  try {
+    onBothFamilies(m, [&](Executor& ex, bool) {
+      ex.run({tensorOf<float>("a", DType::Float, {1, 2, 3}), tensorOf<int32_t>("b", DType::Int32, {1, 2, 3})});
+    });
+    ADD_FAILURE() << "a float32 + int32 Add ran";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("inputs of two types (float32 and int32)"), std::string::npos) << err.what();
+  }
+}
+
+// Dropout: a view at inference; with a training_mode input, a copy where that input is a
+// constant false, and refused where it may train (ONNX leaves the random stream to each
+// runtime, so no reference output exists to meet).
+TEST(DropoutKernel, CopiesAtInferenceRefusesTraining) {
+  for (bool constantMode : {false, true}) {
+    Model m = oneNodeModel("Dropout", {{"x", {"4"}}, {"ratio", {}}}, 0, "");
+    auto* g = m.proto.mutable_graph();
+    g->mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();  // a scalar
+    g->mutable_node(0)->add_input("training_mode");
+    if (constantMode) {
+      auto* t = g->add_initializer();
+      t->set_name("training_mode");
+      t->set_data_type(onnx::TensorProto::BOOL);
+      t->add_int32_data(0);
+    } else {
+      auto* in = g->add_input();
+      in->set_name("training_mode");
+      in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+      in->mutable_type()->mutable_tensor_type()->mutable_shape();
+    }
+    try {
+      onBothFamilies(m, [&](Executor& ex, bool) {
+        std::vector<Tensor> inputs = {test::floats("x", {1, -2, 3, 4}, {4}), test::floats("ratio", {0.5f}, {})};
+        if (!constantMode) inputs.push_back(tensorOf<uint8_t>("training_mode", DType::Bool, {1}));
+        if (!constantMode) inputs.back().dims = {};
+        const auto got = ex.run(inputs);
+        EXPECT_EQ(got[0].bytes, inputs[0].bytes);
+      });
+      EXPECT_TRUE(constantMode) << "a Dropout that may train ran";
+    } catch (const Error& err) {
+      EXPECT_FALSE(constantMode) << err.what();
+      EXPECT_NE(std::string(err.what()).find("Dropout in training mode has no kernel"), std::string::npos) << err.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tl
