@@ -10,7 +10,7 @@
 
 namespace tl {
 
-PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt) {
+KvQuality compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt) {
   if (lm.vocab() != 256) throw Error("bits per byte need a byte-level model (vocab 256)");
   if (opt.window < 2 || opt.chunk < 1) throw Error("the window must be at least 2 tokens and the chunk at least 1", ExitCode::Usage);
   const std::vector<std::string> probs = opt.mode == KvMode::Tolerance ? attentionProbabilities(ex) : std::vector<std::string>{};
@@ -18,8 +18,9 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
     throw Error("tolerance-aware compression reads the attention probabilities: give the unfused model");
   std::vector<std::string> wanted = {"logits"};
   wanted.insert(wanted.end(), probs.begin(), probs.end());
-  PerplexityResult r;
-  double bits = 0;
+  KvQuality r;
+  double bits = 0, chunkBits = 0;
+  int64_t chunkReads = 0;
   for (size_t at = 0; at + 1 < text.size(); at += static_cast<size_t>(opt.window)) {
     const int64_t len = static_cast<int64_t>(std::min(text.size() - at, static_cast<size_t>(opt.window)));
     std::vector<int64_t> toks(static_cast<size_t>(len));
@@ -36,6 +37,8 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
       ContextKv past = emptyContextKv(lm);
       if (opt.mode == KvMode::Fp32) {
         past = exact;
+        chunkBits += 32.0 * static_cast<double>(p / opt.chunk);
+        chunkReads += p / opt.chunk;
       } else {
         read.resize(stored.size());
         readBits.resize(stored.size(), 0);
@@ -45,6 +48,8 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
             readBits[c] = kept[c];
           }
           appendChunk(past, read[c], stored[c].tokens);
+          chunkBits += readBits[c];
+          ++chunkReads;
         }
       }
       const ContextRun run = runContext(ex, lm, toks, p, n, past, wanted);
@@ -68,6 +73,7 @@ PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::st
   }
   if (!r.scored) throw Error("the text has fewer than 2 bytes");
   r.bitsPerByte = bits / static_cast<double>(r.scored);
+  r.meanBits = chunkReads ? chunkBits / static_cast<double>(chunkReads) : 0;
   return r;
 }
 

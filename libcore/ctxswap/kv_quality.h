@@ -29,6 +29,11 @@ struct KvQualityOptions {
 // so far (the model's Softmax outputs over keys, [batch, heads, rows, keys], so an
 // unfused model) and each is rebuilt from its 8-bit copy. Throws tl::Error for a model
 // that is not byte-level, or Tolerance on a model without such Softmax outputs.
-PerplexityResult compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt);
+// `meanBits` is the width the past's chunks were read at, over every chunk of every run's
+// past (32 for Fp32's rows), so what a mode saves is measured, not assumed.
+struct KvQuality : PerplexityResult {
+  double meanBits = 0;
+};
+KvQuality compressedBitsPerByte(Executor& ex, CausalLm& lm, const std::string& text, const KvQualityOptions& opt);
 
 }  // namespace tl

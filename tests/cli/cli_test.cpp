@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
 #include <set>
 #include <sys/wait.h>
 
@@ -193,6 +194,24 @@ TEST(TlShapeCli, HelpAndVersion) {
 }
 
 // docs/ops.md's operator table is the op table as it is (scripts/ops_doc.sh writes it).
+// The tests run the tools' binaries: building the tests builds every tool in tools/, so
+// none is older than the library it links (a tool left out of the tests' dependencies ran
+// stale after a change built with `make tl_model_tests`).
+TEST(TlToolsCli, EveryToolIsBuiltWithTheTests) {
+  const std::filesystem::path bin(TL_BIN_DIR), lib = bin.parent_path() / "libcore/libtlcore.a";
+  ASSERT_TRUE(std::filesystem::exists(lib)) << lib;
+  int tools = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::sourceDir() / "tools")) {
+    if (e.path().extension() != ".cpp") continue;
+    ++tools;
+    const auto tool = bin / e.path().stem();
+    ASSERT_TRUE(std::filesystem::exists(tool)) << tool;
+    EXPECT_GE(std::filesystem::last_write_time(tool), std::filesystem::last_write_time(lib))
+        << tool << " is older than the library: tests/CMakeLists.txt's add_dependencies must name it";
+  }
+  EXPECT_GE(tools, 7);
+}
+
 TEST(TlShapeCli, OpsDocMatchesTheTable) {
   const auto r = runTool("tl-shape", "--list-ops");
   ASSERT_EQ(r.exitCode, 0);

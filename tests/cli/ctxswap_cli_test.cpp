@@ -219,13 +219,18 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   // every byte is a token, those past 0x7f too (UTF-8 text): 4 more, then 4 generated
   EXPECT_EQ(callThrough(s.socket, "", std::stoll(id), "caf\xc3\xa9", 4).size(), 4u);
   EXPECT_NE(s.run("ls").out.find(id + "\t37\t"), std::string::npos);  // 28 + 5 + 4
-  // sampling: the same seed on the same context text gives the same reply
+  // sampling: the same seed on the same context text gives the same reply, another seed
+  // another, and neither is the greedy reply (a sampler ignoring the seed or the
+  // temperature fails)
   std::vector<std::string> sampled;
-  for (int k = 0; k < 2; ++k) {
+  for (const char* how : {"--temperature 1.5 --seed 7", "--temperature 1.5 --seed 7", "--temperature 1.5 --seed 8", ""}) {
     const std::string other = s.run("new --system '# fib'").out;
-    sampled.push_back(s.run("call " + other.substr(0, other.find('\n')) + " 'def fib(n):' -n 24 --temperature 1.5 --seed 7").out);
+    sampled.push_back(s.run("call " + other.substr(0, other.find('\n')) + " 'def fib(n):' -n 24 " + how).out);
   }
   EXPECT_EQ(sampled[0], sampled[1]);
+  EXPECT_NE(sampled[0], sampled[2]);
+  EXPECT_NE(sampled[0], sampled[3]);
+  EXPECT_NE(sampled[2], sampled[3]);
   EXPECT_EQ(sampled[0].size(), 25u);
   expectOneLineError(s.run("call " + id + " x --temperature 0.5 --top-p 0"), 1, "0 < top_p <= 1");
   EXPECT_EQ(s.run("ls --app other").out.find(id + "\t"), std::string::npos);

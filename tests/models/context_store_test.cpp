@@ -3,6 +3,7 @@
 // file and a foreign or deleted context do.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -83,8 +84,24 @@ Replay replay(Engine& e, Policy policy, size_t budget, const fs::path& dir, cons
   return r;
 }
 
+// Of the tokens of `replies`, the share that lies in the prefix each shares with the
+// matching reply of `reference` (greedy decoding: once a reply leaves the reference, what
+// follows answers another text).
+double agreement(const std::vector<std::vector<int64_t>>& replies, const std::vector<std::vector<int64_t>>& reference) {
+  size_t same = 0, all = 0;
+  for (size_t i = 0; i < replies.size() && i < reference.size(); ++i) {
+    size_t k = 0;
+    while (k < replies[i].size() && k < reference[i].size() && replies[i][k] == reference[i][k]) ++k;
+    same += k;
+    all += reference[i].size();
+  }
+  return all ? static_cast<double>(same) / static_cast<double>(all) : 0;
+}
+
 // The uncompressed policies swap or recompute and answer exactly as with memory to spare;
-// the compressed ones answer every call; none holds more than its budget.
+// the compressed ones answer every call, mostly as with memory to spare (their loss is
+// bounded: at least 0.9 of the reply tokens agree, measured 1.000 for vllm-s-q and llms on
+// PoCL); none holds more than its budget.
 TEST(ContextStore, PoliciesUnderABudgetOfTwoContexts) {
   Engine e;
   const Replay roomy = replay(e, Policy::VllmS, size_t{1} << 30, freshDir("roomy"));
@@ -109,6 +126,9 @@ TEST(ContextStore, PoliciesUnderABudgetOfTwoContexts) {
         EXPECT_EQ(r.replies[i], roomy.replies[i]) << policyName(p) << ", call " << i;
       }
     }
+    const double agree = agreement(r.replies, roomy.replies);
+    std::printf("%s: %.3f of the reply tokens as with memory to spare\n", policyName(p), agree);
+    EXPECT_GE(agree, 0.9) << policyName(p);
   }
 }
 

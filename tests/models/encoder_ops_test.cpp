@@ -84,7 +84,11 @@ TEST(ArgMaxKernel, FirstOrLastMaximum) {
     setAttr(m, "select_last_index", last);
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
       std::vector<float> x(24);
-      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 5);  // ties along the axis
+      // ties along the axis (j): columns 0 and 1 hold their maximum at two j, column 2 at all four
+      for (size_t i = 0; i < x.size(); ++i) {
+        const size_t j = i / 3 % 4, c = i % 3;
+        x[i] = c == 2 ? 1.0f : static_cast<float>((j + c) % 2) + static_cast<float>(i / 12);
+      }
       auto got = ex.run({floats("x", x, {2, 4, 3})});
       ASSERT_EQ(got[0].dtype, DType::Int64);
       const int64_t* y = reinterpret_cast<const int64_t*>(got[0].bytes.data());

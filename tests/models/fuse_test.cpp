@@ -147,6 +147,7 @@ TEST_P(FuseModels, MatchesReferenceOutputs) {
       std::vector<std::string> names;
       for (const auto& t : set.outputs) names.push_back(t.name);
       auto got = ex.run(set.inputs, names);
+      ASSERT_EQ(got.size(), set.outputs.size());
       for (size_t j = 0; j < got.size(); ++j) {
         auto cmp = compareTensors(got[j], set.outputs[j], 1e-4, 1e-3);
         EXPECT_TRUE(cmp.pass()) << set.dir << " " << cmp.name << " gpu " << gpuKernels << ": max abs " << cmp.maxAbs;

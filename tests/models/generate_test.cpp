@@ -162,35 +162,73 @@ TEST(Generate, HostMaskMovesToTheDeviceAndBack) {
   }
 }
 
-TEST(Sampler, SeededAndFiltered) {
-  std::vector<float> logits{0.0f, 2.0f, 1.0f, -1.0f, 1.9f};
+// Draws land on each token as often as the filters and the temperature say: over 20,000
+// draws of each setting, no token outside the set the filters keep, and a chi-squared
+// statistic against softmax(logits / T) over that set below its 1e-4 critical value (the
+// seeds are fixed, so this never flakes; a sampler that ignores the temperature, a filter
+// or the random stream fails it). The kept sets are worked out by hand from p = softmax:
+// token 1 0.407, 4 0.368, 2 0.150, 0 0.055, 3 0.020; entropy 1.257 nats, so typical
+// sampling ranks 4, 1, 2, 0, 3.
+TEST(Sampler, DrawsFollowTheFilteredDistribution) {
+  const std::vector<float> logits{0.0f, 2.0f, 1.0f, -1.0f, 1.9f};
   EXPECT_EQ(Sampler(SamplingOptions{}).sample(logits), 1);
+  EXPECT_EQ(Sampler(SamplingOptions{}).sample({0.5f, 3.0f, 3.0f}), 1);  // ties: the first maximum
+  struct Setting {
+    const char* name;
+    float temperature;
+    int topK;
+    float topP, minP, typical;
+    std::vector<int64_t> kept;
+  };
+  const std::vector<Setting> settings = {
+      {"T 1", 1.0f, 0, 1, 0, 1, {0, 1, 2, 3, 4}},
+      {"T 0.5", 0.5f, 0, 1, 0, 1, {0, 1, 2, 3, 4}},
+      {"T 2, top-k 2", 2.0f, 2, 1, 0, 1, {1, 4}},
+      {"min-p 0.1", 1.0f, 0, 1, 0.1f, 1, {0, 1, 2, 4}},
+      {"top-p 0.9", 1.0f, 0, 0.9f, 0, 1, {1, 2, 4}},
+      {"T 0.8, top-p 0.95", 0.8f, 0, 0.95f, 0, 1, {0, 1, 2, 4}},
+      {"top-k 3, min-p 0.5", 1.0f, 3, 1, 0.5f, 1, {1, 4}},
+      {"typical 0.8", 1.0f, 0, 1, 0, 0.8f, {1, 2, 4}},
+      {"typical 0.2", 1.0f, 0, 1, 0, 0.2f, {4}},
+  };
+  // chi-squared at 1 - 1e-4 by degrees of freedom (one kept token: every draw is it)
+  const double critical[] = {1e-9, 15.14, 18.42, 21.11, 23.51};
+  const int draws = 20000;
+  for (const auto& st : settings) {
+    SamplingOptions o;
+    o.temperature = st.temperature;
+    o.topK = st.topK;
+    o.topP = st.topP;
+    o.minP = st.minP;
+    o.typical = st.typical;
+    o.seed = 11;
+    Sampler sampler(o);
+    std::vector<int> count(logits.size(), 0);
+    for (int i = 0; i < draws; ++i) ++count[static_cast<size_t>(sampler.sample(logits))];
+    double z = 0;
+    for (int64_t t : st.kept) z += std::exp(logits[static_cast<size_t>(t)] / st.temperature);
+    double chi2 = 0;
+    int inSet = 0;
+    for (int64_t t : st.kept) {
+      const double expected = draws * std::exp(logits[static_cast<size_t>(t)] / st.temperature) / z;
+      const double d = count[static_cast<size_t>(t)] - expected;
+      chi2 += d * d / expected;
+      inSet += count[static_cast<size_t>(t)];
+    }
+    EXPECT_EQ(inSet, draws) << st.name << ": drew a token the filters drop";
+    EXPECT_LT(chi2, critical[st.kept.size() - 1]) << st.name;
+  }
+  // The seed keys the stream: the same seed repeats it, another gives another.
   SamplingOptions o;
   o.temperature = 1.0f;
-  o.seed = 7;
-  Sampler a(o), b(o);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
-  o.topK = 2;
-  Sampler k(o);
-  for (int i = 0; i < 200; ++i) {
-    auto t = k.sample(logits);
-    EXPECT_TRUE(t == 1 || t == 4) << t;
+  std::vector<int64_t> runs[3];
+  for (uint64_t k = 0; k < 3; ++k) {
+    o.seed = k < 2 ? 7 : 8;
+    Sampler s(o);
+    for (int i = 0; i < 64; ++i) runs[k].push_back(s.sample(logits));
   }
-  o.topK = 0;
-  o.minP = 0.5f;  // p(4)/p(1) = e^-0.1 > 0.5, p(2)/p(1) = e^-1 < 0.5
-  Sampler mp(o);
-  for (int i = 0; i < 200; ++i) {
-    auto t = mp.sample(logits);
-    EXPECT_TRUE(t == 1 || t == 4) << t;
-  }
-  o.minP = 0;
-  o.topP = 0.3f;  // the top token alone holds over 0.3
-  Sampler tp(o);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(tp.sample(logits), 1);
-  o.topP = 1;
-  o.typical = 0.2f;
-  Sampler ty(o);
-  for (int i = 0; i < 50; ++i) EXPECT_NE(ty.sample(logits), 3);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_NE(runs[0], runs[2]);
   EXPECT_NEAR(negLog2Prob(logits.data(), 5, 1), -std::log2(std::exp(2.0) / (1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0) + std::exp(1.9))), 1e-6);
 }
 

@@ -108,6 +108,7 @@ void checkPlanned(const std::filesystem::path& dir, bool fused, KvLayout layout 
       std::vector<std::string> names;
       for (const auto& t : set.outputs) names.push_back(t.name);
       auto got = ex.run(set.inputs, names);
+      ASSERT_EQ(got.size(), set.outputs.size());
       for (size_t j = 0; j < got.size(); ++j) {
         auto c = compareTensors(got[j], set.outputs[j], atol, rtol);
         EXPECT_TRUE(c.pass()) << set.dir << " " << c.name << (gpu ? " gpu" : " cpu") << (fused ? " fused" : "")
