@@ -83,7 +83,10 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
       maxErr = std::max(maxErr, std::fabs(g[static_cast<size_t>(i)] - want.data()[i]));
       maxRef = std::max(maxRef, double(std::fabs(want.data()[i])));
     }
-    EXPECT_LT(maxErr, 1e-4 * std::max(1.0, maxRef)) << schemeName(c.scheme) << " M=" << M << " K=" << c.K << " N=" << c.N;
+    // NVIDIA's tensor-core rows take A in f16: 2.7e-4 to 3.5e-4 of the largest output
+    // against the fp32 path (docs/tl-bench.md); every other row is fp32 throughout.
+    const double tol = c.gpuKernels && ex.kernels().tensorCores() ? 1e-3 : 1e-4;
+    EXPECT_LT(maxErr, tol * std::max(1.0, maxRef)) << schemeName(c.scheme) << " M=" << M << " K=" << c.K << " N=" << c.N;
   }
 }
 
