@@ -15,6 +15,7 @@
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
+#include "ops/op_table.h"
 #include "check/reference_check.h"
 #include "graph/attributes.h"
 #include "fuse/fuse.h"
@@ -193,6 +194,23 @@ TEST(PlanMemory, ArenaAllocatedAtStartAndReported) {
   EXPECT_GT(m.constants, 0u);
 }
 
+// The batch is the leading symbol of an input of rank 2 or more: an export with a fixed
+// batch ([1, N] ids) has none, and its N is a sequence, bounded by --max-seq (planned
+// here at 32 tokens: 10 logits of 4 bytes each), not taken for the batch (1).
+TEST(PlanMemory, FixedBatchLeavesTheSequenceBounded) {
+  Model model = loadModel(test::writeTinyCacheModel(test::tempDir("plan_fixed_batch")).string());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 32;
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  int logits = -1;
+  for (const auto& t : plan.tensors)
+    if (t.name == "logits") logits = t.buffer;
+  ASSERT_GE(logits, 0);
+  EXPECT_GE(plan.buffers[static_cast<size_t>(logits)].capacity, 10 * 4 * 32);
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
@@ -291,6 +309,46 @@ std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays 
 // Greedy decoding through the in-place cache, 500 tokens across buckets of 64 (and exact
 // lengths, and the heads-first layout), equals decoding through the copying path, byte for
 // byte, in both kernel families; steps within a bucket replay their launches.
+// A tl.RoPE marked in_attention launches nothing: its attention reads the RoPE's inputs
+// (q, k, v: inputs 0, 3, 6) at its own step, so the memory plan keeps each alive until
+// then, or another tensor could take its bytes before the attention reads them.
+TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
+  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  runFusePasses(model, {});
+  const KvPlan kv = planKvCache(model, KvLayout::Sequence, 16, std::nullopt);
+  annotateKvPlan(model.proto, kv);
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 256;
+  for (const auto& p : kv.pairs) opt.outside.insert(p.present);
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  std::map<std::string, int> last;
+  for (const auto& t : plan.tensors) last[t.name] = t.last;
+  std::map<size_t, int> step;  // schedule positions, as the plan counts them
+  int at = 0;
+  for (size_t i : graph.topoOrder())
+    if (analysis.nodeClass[i] == NodeClass::Tensor) step[i] = at++;
+  int ropes = 0;
+  for (size_t i = 0; i < graph.nodeCount(); ++i) {
+    const auto& n = graph.node(i);
+    if (n.op_type() != "RoPE" || !attrInt(n, "in_attention").value_or(0)) continue;
+    ++ropes;
+    int attention = -1;  // the last reader of the RoPE's outputs
+    for (size_t j = 0; j < graph.nodeCount(); ++j)
+      for (const auto& in : graph.node(j).input())
+        for (const auto& out : n.output())
+          if (!out.empty() && in == out && step.count(j)) attention = std::max(attention, step[j]);
+    ASSERT_GT(attention, step[i]);
+    for (int k : {0, 3, 6}) {  // a view's bytes are its root's
+      const std::string root = producerThroughViews(graph, n.input(k), analysis.dtypeOf()).tensors.back();
+      ASSERT_TRUE(last.count(root)) << root << " is not planned";
+      EXPECT_GE(last[root], attention) << n.input(k) << ", input " << k << " of " << n.name();
+    }
+  }
+  EXPECT_EQ(ropes, 4);  // one a layer
+}
+
 TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
   Model plain = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(plain, {});

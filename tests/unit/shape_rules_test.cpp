@@ -68,6 +68,24 @@ class OneNode {
     return r;
   }
   std::string out() { return outputs(1)[0]; }
+  // The output's tracked value as text ("[0, 1]"), or "none".
+  std::string value() {
+    node_->add_output("out0");
+    model_.proto.mutable_graph()->add_output()->set_name("out0");
+    Graph g(model_.proto.graph());
+    ShapeAnalysis a = inferShapes(model_, g);
+    const auto& v = a.at("out0").value;
+    return v ? str(*v) : "none";
+  }
+  // The message inference fails with ("" when it does not).
+  std::string failure() {
+    try {
+      out();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
 
  private:
   Model model_;
@@ -149,6 +167,21 @@ TEST(ShapeRules, PadTileRangeExpand) {
   EXPECT_EQ(OneNode("Pad").input("x", {"B", "N"}).ints("p", {0, 1, 0, 2}).out(), "[B, N + 3]");
   EXPECT_EQ(OneNode("Tile").input("x", {"B", "N"}).ints("r", {1, 4}).out(), "[B, 4*N]");
   EXPECT_EQ(OneNode("Expand").input("x", {"N", "1"}).ints("s", {2, 1, 8}).out(), "[2, N, 8]");
+}
+
+TEST(ShapeRules, CastToBoolKeepsTruth) {
+  EXPECT_EQ(OneNode("Cast").ints("x", {0, 3, -2}).attr("to", onnx::TensorProto::BOOL).value(), "[0, 1, 1]");
+  EXPECT_EQ(OneNode("Cast").ints("x", {0, 3, -2}).attr("to", onnx::TensorProto::INT32).value(), "[0, 3, -2]");
+}
+
+TEST(ShapeRules, ConvSpatialDims) {
+  EXPECT_EQ(OneNode("Conv").input("x", {"B", "3", "L"}).input("w", {"8", "3", "1"}).out(), "[B, 8, L]");
+  for (const std::vector<std::string>& x : {std::vector<std::string>{"B", "3"}, {"B", "3", "2", "2", "2", "2"}}) {
+    std::vector<std::string> w = x;
+    w[0] = "8";
+    EXPECT_NE(OneNode("Conv").input("x", x).input("w", w).failure().find("with 1 to 3 spatial dims"), std::string::npos)
+        << x.size() - 2 << " spatial dims";
+  }
 }
 
 }  // namespace
