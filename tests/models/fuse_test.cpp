@@ -16,6 +16,7 @@
 #include "cli/error.h"
 #include "cli/test_support.h"
 #include "fuse/fuse.h"
+#include "graph/attributes.h"
 #include "graph/graph.h"
 #include "graph/tl_ops.h"
 #include "lm/causal_lm.h"
@@ -641,6 +642,22 @@ TEST(ElementwiseKernel, BadProgramIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tl.Elementwise: unknown op 'bogus'"), std::string::npos) << e.what();
   }
+}
+
+// GPT-2's MLP computes GELU's tanh form: each fused tl.Gelu says so (approximate =
+// "tanh"), or the kernel would compute the erf form, within --check's tolerance on the
+// tiny model's small activations but not on a real model's.
+TEST(FuseGelu, TanhFormKeepsItsApproximation) {
+  Model model = loadModel((test::sharedModels() / "gpt2-past/model.onnx").string());
+  runFusePasses(model, {"gelu"});
+  int tanh = 0, gelus = 0;
+  for (const auto& n : model.proto.graph().node()) {
+    if (n.op_type() != "Gelu" || n.domain() != "tl") continue;
+    ++gelus;
+    tanh += attrString(n, "approximate").value_or("none") == "tanh";
+  }
+  EXPECT_EQ(gelus, 2);  // one a layer
+  EXPECT_EQ(tanh, gelus);
 }
 
 // Greedy generation from the fused bytellama equals the unfused, byte for byte.

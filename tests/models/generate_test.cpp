@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "fuse/fuse.h"
 #include "graph/graph.h"
@@ -217,6 +219,26 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
     }
     EXPECT_EQ(inSet, draws) << st.name << ": drew a token the filters drop";
     EXPECT_LT(chi2, critical[st.kept.size() - 1]) << st.name;
+  }
+  // Options outside their ranges are usage errors (exit 2), each naming its flag.
+  for (const auto& [flag, set] : std::vector<std::pair<std::string, std::function<void(SamplingOptions&)>>>{
+           {"--top-k", [](SamplingOptions& x) { x.topK = -1; }},
+           {"--top-p", [](SamplingOptions& x) { x.topP = 0; }},
+           {"--top-p", [](SamplingOptions& x) { x.topP = 1.5f; }},
+           {"--min-p", [](SamplingOptions& x) { x.minP = 1; }},
+           {"--min-p", [](SamplingOptions& x) { x.minP = -0.1f; }},
+           {"--typical", [](SamplingOptions& x) { x.typical = 0; }},
+           {"--typical", [](SamplingOptions& x) { x.typical = 1.5f; }}}) {
+    SamplingOptions bad;
+    bad.temperature = 1.0f;
+    set(bad);
+    try {
+      Sampler s(bad);
+      ADD_FAILURE() << flag << " out of range was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::Usage);
+      EXPECT_EQ(std::string(e.what()).rfind(flag + " must be", 0), 0u) << e.what();
+    }
   }
   // The seed keys the stream: the same seed repeats it, another gives another.
   SamplingOptions o;

@@ -174,6 +174,16 @@ TEST(ShapeRules, CastToBoolKeepsTruth) {
   EXPECT_EQ(OneNode("Cast").ints("x", {0, 3, -2}).attr("to", onnx::TensorProto::INT32).value(), "[0, 3, -2]");
 }
 
+// Values are tracked for small tensors only (kMaxValueElements): a Range of 1025 is data.
+TEST(ShapeRules, ValuesOfSmallTensorsOnly) {
+  EXPECT_EQ(OneNode("Range").ints("s", {0}).ints("l", {4}).ints("d", {1}).value(), "[0, 1, 2, 3]");
+  EXPECT_EQ(OneNode("Range").ints("s", {0}).ints("l", {kMaxValueElements + 1}).ints("d", {1}).value(), "none");
+  EXPECT_EQ(OneNode("Expand").ints("x", {7}).ints("s", {kMaxValueElements + 1}).value(), "none");
+  EXPECT_EQ(OneNode("Tile").ints("x", {7}).ints("r", {kMaxValueElements + 1}).value(), "none");
+  const std::vector<int64_t> half(kMaxValueElements / 2 + 1, 3);
+  EXPECT_EQ(OneNode("Concat").ints("a", half).ints("b", half).attr("axis", 0).value(), "none");
+}
+
 TEST(ShapeRules, ConvSpatialDims) {
   EXPECT_EQ(OneNode("Conv").input("x", {"B", "3", "L"}).input("w", {"8", "3", "1"}).out(), "[B, 8, L]");
   for (const std::vector<std::string>& x : {std::vector<std::string>{"B", "3"}, {"B", "3", "2", "2", "2", "2"}}) {
