@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -59,6 +61,20 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHeadWhenAsked) {
   }
   EXPECT_EQ(q, 28);
   EXPECT_EQ(mm, 1);
+  int tlImports = 0;  // the tl ops' domain declared once, so other ONNX tools read the file
+  for (const auto& o : m.opset_import()) tlImports += o.domain() == "tl" && o.version() == 1;
+  EXPECT_EQ(tlImports, 1);
+  // The summary's size is the stored codes, scales and offsets, to the MiB's hundredth.
+  size_t stored = 0;
+  for (const auto& t : m.graph().initializer()) {
+    const std::string& n = t.name();
+    for (const char* suffix : {".qweight", ".qscale", ".qoffset"})
+      if (n.size() > std::strlen(suffix) && n.compare(n.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+        stored += t.raw_data().size();
+  }
+  char summary[64];
+  std::snprintf(summary, sizeof summary, "-> %.2f MiB\n", static_cast<double>(stored) / 1048576.0);
+  EXPECT_NE(r.err.find(summary), std::string::npos) << summary << r.err;
   expectOneLineError(runTool("tl-quant", out + " --scheme e0m4 -o /dev/null"), "already quantized");
   // The quantized model still runs and shapes.
   r = runTool("tl-shape", out + " --emit text");
