@@ -703,8 +703,24 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
   EXPECT_NE(r.out.find("norm-matmul: 5 rewritten"), std::string::npos) << r.out;  // every norm into a projection
   EXPECT_EQ(r.out.find("| tl.RMSNorm |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tl.MatMul | 0 | 9 |"), std::string::npos) << r.out;  // q/k/v, o, gate/up, down; lm_head
-  // An exponent of 3 is no RMSNorm, a softmax over the heads no attention: left alone, and -v says why.
+  // An exponent of 3 is no RMSNorm, a softmax over the heads no attention, rotary angles
+  // that are no Concat(f, f) no RoPE table: left alone, and -v says why.
   Model m = loadModel(llama);
+  {
+    auto* g = m.proto.mutable_graph();
+    std::string angles;
+    for (const auto& n : g->node())
+      if (n.op_type() == "Cos") angles = n.input(0);
+    for (auto& n : *g->mutable_node())
+      if (n.output(0) == angles && n.op_type() == "Concat" && n.input_size() == 2) {
+        auto* neg = g->add_node();
+        neg->set_op_type("Neg");
+        neg->set_name("negated_angles");
+        neg->add_input(n.input(1));
+        neg->add_output("negated_angles_output");
+        n.set_input(1, "negated_angles_output");
+      }
+  }
   for (auto& n : *m.proto.mutable_graph()->mutable_node()) {
     if (n.op_type() == "Softmax" && n.name() == "/m/model/layers.0/self_attn/Softmax") n.mutable_attribute(0)->set_i(1);
     if (n.op_type() != "Constant" || n.output(0) != "/m/model/layers.0/input_layernorm/Constant_output_0") continue;
@@ -722,6 +738,8 @@ TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("attention: 1 rewritten, 1 near misses"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rope-positions: 0 rewritten, 2 near misses"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(tl.RoPE): cos: the angles are no Concat(f, f)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("near miss: node '/m/model/layers.0/self_attn/Softmax' (Softmax): it is not over the last axis"),
             std::string::npos)
       << r.out;
