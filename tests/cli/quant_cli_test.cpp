@@ -198,6 +198,31 @@ TEST(TlQuantCli, BadInput) {
     if (n.op_type() == "MatMul" && n.input(1).find("Transpose") != std::string::npos) act = n.input(1);
   ASSERT_FALSE(act.empty());
   expectOneLineError(runTool("tl-quant", kByte + " --only '" + act + "' -o /dev/null"), "is not constant");
+  // A constant weight that is no 2-D float32 matrix: a [2, 4, 5] one of a batched MatMul,
+  // a [4, 5] one of int32 (reshaped and retyped from bytellama's first weight).
+  for (const bool batched : {true, false}) {
+    onnx::ModelProto w = m;
+    std::string name;
+    for (const auto& n : w.graph().node())
+      if (n.op_type() == "MatMul" && n.input(1).rfind("onnx::MatMul", 0) == 0 && name.empty()) name = n.input(1);
+    for (auto& t : *w.mutable_graph()->mutable_initializer()) {
+      if (t.name() != name) continue;
+      t.clear_dims();
+      if (batched) {
+        for (int64_t d : {2, 4, 5}) t.add_dims(d);
+        t.set_raw_data(std::string(2 * 4 * 5 * 4, '\0'));
+      } else {
+        for (int64_t d : {4, 5}) t.add_dims(d);
+        t.set_data_type(onnx::TensorProto::INT32);
+        t.set_raw_data(std::string(4 * 5 * 4, '\0'));
+      }
+      t.clear_external_data();
+    }
+    const auto path = test::tempDir("quant_bad_weight") / (batched ? "batched.onnx" : "int32.onnx");
+    test::writeFile(path, w.SerializeAsString());
+    expectOneLineError(runTool("tl-quant", path.string() + " --only '" + name + "' -o /dev/null"),
+                       "is not a 2-D float32 matrix");
+  }
 }
 
 }  // namespace
