@@ -311,7 +311,8 @@ std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays 
 // byte, in both kernel families; steps within a bucket replay their launches.
 // A tl.RoPE marked in_attention launches nothing: its attention reads the RoPE's inputs
 // (q, k, v: inputs 0, 3, 6) at its own step, so the memory plan keeps each alive until
-// then, or another tensor could take its bytes before the attention reads them.
+// then, or another tensor could take its bytes before the attention reads them. The
+// caches in place (present.*) are none of the arena's.
 TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(model, {});
@@ -324,7 +325,10 @@ TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
   for (const auto& p : kv.pairs) opt.outside.insert(p.present);
   const MemoryPlan plan = planMemory(graph, analysis, opt);
   std::map<std::string, int> last;
-  for (const auto& t : plan.tensors) last[t.name] = t.last;
+  for (const auto& t : plan.tensors) {
+    last[t.name] = t.last;
+    EXPECT_FALSE(opt.outside.count(t.name)) << t.name << ": the caches in place live outside the arena";
+  }
   std::map<size_t, int> step;  // schedule positions, as the plan counts them
   int at = 0;
   for (size_t i : graph.topoOrder())

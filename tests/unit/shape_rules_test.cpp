@@ -18,6 +18,14 @@ class OneNode {
     node_->set_op_type(op);
     node_->set_name(op + "_0");
   }
+  // The node in tl's domain (docs/ops.md), its opset imported.
+  OneNode& tl() {
+    node_->set_domain("tl");
+    auto* o = model_.proto.add_opset_import();
+    o->set_domain("tl");
+    o->set_version(1);
+    return *this;
+  }
   // A graph input with dims given as strings ("N", "past + N", "4").
   OneNode& input(const std::string& name, std::vector<std::string> dims, int dtype = onnx::TensorProto::FLOAT) {
     auto* in = model_.proto.mutable_graph()->add_input();
@@ -77,19 +85,21 @@ class OneNode {
     const auto& v = a.at("out0").value;
     return v ? str(*v) : "none";
   }
-  // The message inference fails with ("" when it does not).
+  // The message inference fails with ("" when it does not: shape() then has the output's).
   std::string failure() {
     try {
-      out();
+      shape_ = out();
     } catch (const Error& e) {
       return e.what();
     }
     return "";
   }
+  const std::string& shape() const { return shape_; }
 
  private:
   Model model_;
   onnx::NodeProto* node_;
+  std::string shape_;
 };
 
 TEST(ShapeRules, SliceSymbolicAndOpenBounds) {
@@ -182,6 +192,21 @@ TEST(ShapeRules, ValuesOfSmallTensorsOnly) {
   EXPECT_EQ(OneNode("Tile").ints("x", {7}).ints("r", {kMaxValueElements + 1}).value(), "none");
   const std::vector<int64_t> half(kMaxValueElements / 2 + 1, 3);
   EXPECT_EQ(OneNode("Concat").ints("a", half).ints("b", half).attr("axis", 0).value(), "none");
+}
+
+// tl.Attention's float mask broadcasts to the scores [B, H, S, T]: up to rank 4.
+TEST(ShapeRules, AttentionMaskUpToRankFour) {
+  // the output's shape, or the failure's message
+  const auto attention = [](const std::vector<std::string>& mask) {
+    OneNode n("Attention");
+    n.tl().input("q", {"B", "4", "S", "16"}).input("k", {"B", "2", "T", "16"}).input("v", {"B", "2", "T", "16"});
+    n.input("m", mask);
+    const std::string failed = n.failure();
+    return failed.empty() ? n.shape() : failed;
+  };
+  EXPECT_EQ(attention({"B", "1", "S", "T"}), "[B, 4, S, 16]");
+  EXPECT_EQ(attention({"S", "T"}), "[B, 4, S, 16]");
+  EXPECT_NE(attention({"1", "B", "1", "S", "T"}).find("mask must broadcast to [B, H, S, T]"), std::string::npos);
 }
 
 TEST(ShapeRules, ConvSpatialDims) {
