@@ -4,6 +4,7 @@
 // of every tensor in its own buffer.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include <fstream>
@@ -216,6 +217,14 @@ TEST(TlPlanCli, TextArtifactAndBadInput) {
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("arena/naive"), std::string::npos) << r.out;
+  {  // the summary's figures agree: arena / naive is the ratio printed, all finite
+    const size_t a = r.out.find(": arena "), n = r.out.find(", naive "), q = r.out.find("arena/naive ");
+    ASSERT_TRUE(a != std::string::npos && n != std::string::npos && q != std::string::npos) << r.out;
+    const double arena = std::stod(r.out.substr(a + 8)), naive = std::stod(r.out.substr(n + 8)),
+                 ratio = std::stod(r.out.substr(q + 12));
+    EXPECT_TRUE(std::isfinite(arena) && std::isfinite(naive) && arena > 0 && naive >= arena) << r.out;
+    EXPECT_NEAR(arena / naive, ratio, 0.001) << r.out;
+  }
   const auto dir = test::tempDir("tl_plan_cli");
   r = test::runTool("tl-plan", model.string() + " --max-seq 1024 -o " + (dir / "planned.onnx").string());
   ASSERT_EQ(r.exitCode, 0) << r.err;

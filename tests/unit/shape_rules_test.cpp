@@ -209,6 +209,18 @@ TEST(ShapeRules, AttentionMaskUpToRankFour) {
   EXPECT_NE(attention({"1", "B", "1", "S", "T"}).find("mask must broadcast to [B, H, S, T]"), std::string::npos);
 }
 
+// tl.RoPE's x_bshd input is read as [B, S, H, D]: the output is [B, H, S, D]; only rank 4.
+TEST(ShapeRules, RopeOfBshdInput) {
+  const auto rope = [](const std::vector<std::string>& x) {
+    OneNode n("RoPE");
+    n.tl().input("x", x).input("cos", {"S", "8"}).input("sin", {"S", "8"}).attr("x_bshd", 1);
+    const std::string failed = n.failure();
+    return failed.empty() ? n.shape() : failed;
+  };
+  EXPECT_EQ(rope({"B", "S", "4", "8"}), "[B, 4, S, 8]");
+  EXPECT_NE(rope({"S", "4", "8"}).find("tl.RoPE's x_bshd input must be of rank 4"), std::string::npos);
+}
+
 TEST(ShapeRules, ConvSpatialDims) {
   EXPECT_EQ(OneNode("Conv").input("x", {"B", "3", "L"}).input("w", {"8", "3", "1"}).out(), "[B, 8, L]");
   for (const std::vector<std::string>& x : {std::vector<std::string>{"B", "3"}, {"B", "3", "2", "2", "2", "2"}}) {
