@@ -65,12 +65,7 @@ class OneNode {
   }
   // Runs inference; returns each output's shape as text.
   std::vector<std::string> outputs(int n = 1) {
-    for (int i = 0; i < n; ++i) {
-      node_->add_output("out" + std::to_string(i));
-      model_.proto.mutable_graph()->add_output()->set_name("out" + std::to_string(i));
-    }
-    Graph g(model_.proto.graph());
-    ShapeAnalysis a = inferShapes(model_, g);
+    const ShapeAnalysis a = analyze(n);
     std::vector<std::string> r;
     for (int i = 0; i < n; ++i) r.push_back(str(a.at("out" + std::to_string(i)).dims));
     return r;
@@ -78,10 +73,7 @@ class OneNode {
   std::string out() { return outputs(1)[0]; }
   // The output's tracked value as text ("[0, 1]"), or "none".
   std::string value() {
-    node_->add_output("out0");
-    model_.proto.mutable_graph()->add_output()->set_name("out0");
-    Graph g(model_.proto.graph());
-    ShapeAnalysis a = inferShapes(model_, g);
+    const ShapeAnalysis a = analyze(1);
     const auto& v = a.at("out0").value;
     return v ? str(*v) : "none";
   }
@@ -97,6 +89,15 @@ class OneNode {
   const std::string& shape() const { return shape_; }
 
  private:
+  // Names the node's first n outputs (graph outputs too) and runs inference.
+  ShapeAnalysis analyze(int n) {
+    for (int i = 0; i < n; ++i) {
+      node_->add_output("out" + std::to_string(i));
+      model_.proto.mutable_graph()->add_output()->set_name("out" + std::to_string(i));
+    }
+    Graph g(model_.proto.graph());
+    return inferShapes(model_, g);
+  }
   Model model_;
   onnx::NodeProto* node_;
   std::string shape_;
