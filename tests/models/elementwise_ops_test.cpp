@@ -1,6 +1,8 @@
-// Elementwise ops whose operands' types differ, and Dropout's modes: each computed right
-// against a reference on the host, or refused in one line, never a silently wrong value.
+// Elementwise ops whose operands' types differ, Range in each type, and Dropout's modes:
+// each computed right against a reference on the host, or refused in one line, never a
+// silently wrong value.
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 
 #include <cmath>
 #include <cstring>
@@ -91,6 +93,42 @@ TEST(PowKernel, EveryBaseAndExponentType) {
         }
       });
     }
+}
+
+// Range of each type whose length is only known at run time (limit from x's shape), so
+// that a kernel computes it: start and delta reach it in the output's own type.
+TEST(RangeKernel, EachTypeFromItsOwnArguments) {
+  for (const auto& [type, code] : {std::pair<DType, int>{DType::Float, 1}, {DType::Int32, 6}, {DType::Int64, 7}}) {
+    const std::string to = "<to = " + std::to_string(code) + ">";
+    const std::string text = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[N] x) => (y) {
+  zero = Constant <value = int64 {0}> ()
+  three = Constant <value = int64 {3}> ()
+  seven = Constant <value = int64 {7}> ()
+  shape = Shape (x)
+  n = Gather <axis = 0> (shape, zero)
+  steps = Mul (n, three)
+  end = Add (steps, seven)
+  start = Cast )" + to + R"( (seven)
+  limit = Cast )" + to + R"( (end)
+  delta = Cast )" + to + R"( (three)
+  y = Range (start, limit, delta)
+})";
+    Model m;
+    const auto status = onnx::OnnxParser::Parse(m.proto, text.c_str());
+    ASSERT_TRUE(status.IsOK()) << status.ErrorMessage();
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto got = ex.run({test::floats("x", {0, 0, 0, 0, 0}, {5})});
+      ASSERT_EQ(got[0].dtype, type);
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{5}));
+      for (int64_t i = 0; i < 5; ++i) {
+        const double y = type == DType::Float   ? reinterpret_cast<const float*>(got[0].bytes.data())[i]
+                         : type == DType::Int32 ? reinterpret_cast<const int32_t*>(got[0].bytes.data())[i]
+                                                : reinterpret_cast<const int64_t*>(got[0].bytes.data())[i];
+        EXPECT_EQ(y, 7 + 3 * i) << dtypeName(type) << " element " << i << " gpu " << gpu;
+      }
+    });
+  }
 }
 
 // Binary ops other than Pow take one type: a mix is refused, naming both.

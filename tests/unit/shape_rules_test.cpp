@@ -63,6 +63,13 @@ class OneNode {
     a->set_i(v);
     return *this;
   }
+  OneNode& attr(const std::string& name, const std::string& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+    return *this;
+  }
   // Runs inference; returns each output's shape as text.
   std::vector<std::string> outputs(int n = 1) {
     const ShapeAnalysis a = analyze(n);
@@ -149,6 +156,15 @@ TEST(ShapeRules, MatMulGemmBroadcast) {
   EXPECT_EQ(OneNode("Add").input("a", {"B", "1", "N", "1"}).input("b", {"N", "T"}).out(), "[B, 1, N, T]");
   EXPECT_EQ(OneNode("Where").input("c", {"N", "1"}, onnx::TensorProto::BOOL).input("x", {"1"}).input("y", {"1", "T"}).out(),
             "[N, T]");
+}
+
+// tl.MatMul's glu epilogue halves N (g and u side by side); an odd N has no halves.
+TEST(ShapeRules, MatMulGluHalvesAnEvenN) {
+  EXPECT_EQ(OneNode("MatMul").tl().input("a", {"N", "64"}).input("w", {"64", "8"}).attr("glu", "silu").out(), "[N, 4]");
+  EXPECT_NE(OneNode("MatMul").tl().input("a", {"N", "64"}).input("w", {"64", "9"}).attr("glu", "silu").failure().find(
+                "glu needs an even N"),
+            std::string::npos);
+  EXPECT_EQ(OneNode("MatMul").tl().input("a", {"N", "64"}).input("w", {"64", "10"}).out(), "[N, 10]");
 }
 
 TEST(ShapeRules, ConcatUnifiesAndSums) {
