@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/test_support.h"
+#include "graph/attributes.h"
 
 namespace tl {
 namespace {
@@ -64,16 +65,20 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHeadWhenAsked) {
   int tlImports = 0;  // the tl ops' domain declared once, so other ONNX tools read the file
   for (const auto& o : m.opset_import()) tlImports += o.domain() == "tl" && o.version() == 1;
   EXPECT_EQ(tlImports, 1);
-  // The summary's size is the stored codes, scales and offsets, to the MiB's hundredth.
-  size_t stored = 0;
+  // The summary: the weights quantized, their fp32 bytes (K x N x 4 each), and the stored
+  // codes, scales and offsets, to the MiB's hundredth.
+  size_t stored = 0, floats = 0;
   for (const auto& t : m.graph().initializer()) {
     const std::string& n = t.name();
     for (const char* suffix : {".qweight", ".qscale", ".qoffset"})
       if (n.size() > std::strlen(suffix) && n.compare(n.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
         stored += t.raw_data().size();
   }
-  char summary[64];
-  std::snprintf(summary, sizeof summary, "-> %.2f MiB\n", static_cast<double>(stored) / 1048576.0);
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "QMatMul") floats += static_cast<size_t>(*attrInt(n, "K") * *attrInt(n, "N") * 4);
+  char summary[96];
+  std::snprintf(summary, sizeof summary, "tl-quant: %d weights, %.2f MiB -> %.2f MiB\n", q,
+                static_cast<double>(floats) / 1048576.0, static_cast<double>(stored) / 1048576.0);
   EXPECT_NE(r.err.find(summary), std::string::npos) << summary << r.err;
   expectOneLineError(runTool("tl-quant", out + " --scheme e0m4 -o /dev/null"), "already quantized");
   // The quantized model still runs and shapes.

@@ -212,6 +212,33 @@ TEST(PlanMemory, FixedBatchLeavesTheSequenceBounded) {
   EXPECT_GE(plan.buffers[static_cast<size_t>(logits)].capacity, 10 * 4 * 32);
 }
 
+// A tensor lives from the schedule position of the node that writes it to that of its last
+// reader, positions counted from 0 (tl-plan --emit text prints them); a graph output is
+// read one past the last node, after the run.
+TEST(PlanMemory, LiveRangesAreSchedulePositions) {
+  Model model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 4] y) {
+  a = Relu (x)
+  b = Neg (a)
+  c = Exp (b)
+  d = Add (a, c)
+  y = Sigmoid (d)
+}
+)ONNX").IsOK());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 16;
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  std::map<std::string, std::pair<int, int>> live;
+  for (const auto& t : plan.tensors) live[t.name] = {t.first, t.last};
+  const std::map<std::string, std::pair<int, int>> want = {
+      {"a", {0, 3}}, {"b", {1, 2}}, {"c", {2, 3}}, {"d", {3, 4}}, {"y", {4, 5}}};
+  EXPECT_EQ(live, want);
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
