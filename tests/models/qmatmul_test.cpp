@@ -260,25 +260,30 @@ TEST(MatMulExtras, MatchUnfusedMath) {
       }
 }
 
-// The GPU family's prefill rows from 512 rows: on NVIDIA's tensor cores prep_f16_* makes
+// The GPU family's prefill rows from 256 rows: on NVIDIA's tensor cores prep_f16_* makes
 // the weights and the normed rows fp16 and qgemm_mma_f16's cp.async tiles multiply them
-// (enough 128-wide tiles for 132 compute units at N = 2048; M = 600 and K = 520 leave
-// ragged tiles and a ragged last slice of k); elsewhere the portable tiles.
+// (enough 128-wide tiles for half of 132 compute units: N = 2048 at M = 600, 2816 at M =
+// 300; K = 520 and those M leave ragged tiles and a ragged last slice of k); elsewhere the
+// portable tiles.
 TEST(MatMulExtras, ManyRowsMatchUnfusedMath) {
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}, Extras{false, true, false, ""}})
-    for (const char* scheme : {"e0m4", "q8"}) expectUnfusedMath(scheme, 520, 2048, e, {600}, {true}, "qgemm_mma_f16");
+    for (const char* scheme : {"e0m4", "q8"}) {
+      expectUnfusedMath(scheme, 520, 2048, e, {600}, {true}, "qgemm_mma_f16");
+      expectUnfusedMath(scheme, 520, 2816, e, {300}, {true}, "qgemm_mma_f16");
+    }
 }
 
 // Few tiles over a long K: on NVIDIA's tensor cores the in-tile rows split K (matmul.cpp's
 // QCase::kSlice), each tile's last work-group adding the slices' sums in order. K = 2056
 // leaves a ragged last slice, N = 200 ragged tiles; one executor runs M = 100, 64 and 100
 // again, so a launch finds the tile counters as the one before left them (at zero). 64-row
-// tiles up to 128 rows; from 129 rows, 128 x 128 tiles where 66 of them fill half the H100.
+// tiles up to 128 rows; from 129 rows to 255, 128 x 128 tiles where 66 of them fill half
+// the H100.
 TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
     for (const char* scheme : {"e0m4", "q8"}) {
       expectUnfusedMath(scheme, 2056, 200, e, {100, 64, 100}, {true}, (std::string("qgemm64_mma_") + scheme).c_str());
-      expectUnfusedMath(scheme, 1032, 4224, e, {256}, {true}, (std::string("qgemm_mma_") + scheme).c_str());
+      expectUnfusedMath(scheme, 1032, 4224, e, {200}, {true}, (std::string("qgemm_mma_") + scheme).c_str());
     }
 }
 

@@ -313,8 +313,12 @@ struct QCase {
   // 18,067 -> 16,470 tok/s; docs/tl-bench.md).
   bool mma128() const { return gemm() && M > 128 && tiles128() * 2 >= computeUnits; }
   // ... and from kHalvesRows rows, over the weights dequantized once into fp16 first: each
-  // weight is then read by M / 128 tiles as halves, not dequantized by each.
-  static constexpr int64_t kHalvesRows = 512;
+  // weight is then read by M / 128 tiles as halves, not dequantized by each. H100, e0m4,
+  // M = 256, the 128-tile shapes of TinyLlama, Qwen2-0.5B and Llama-2-7B: 2048 x 11264
+  // 0.161 -> 0.117 ms, 896 x 9728 0.082 -> 0.060, 4096 x 12288 0.304 -> 0.220, 4096 x
+  // 22016 0.454 -> 0.420; at 128 rows the in-tile tiles win at three of those four
+  // (docs/tl-bench.md).
+  static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return mma128() && M >= kHalvesRows; }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
   // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
@@ -410,7 +414,7 @@ const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, 
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
 const char* const kMmaHalvesWhy =
-    "GPU prefill from 512 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
+    "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
