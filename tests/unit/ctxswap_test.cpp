@@ -257,6 +257,36 @@ TEST(ChunkFile, RoundTripAndEveryDefectDetected) {
   std::filesystem::remove_all(dir);
 }
 
+// Every width a chunk is stored at reads back as written; a header that names another width
+// (3 bits, its sizes and checksum consistent with it) is corrupt, not read at that width.
+TEST(ChunkFile, EveryStoredWidthAndNoOther) {
+  const auto v = chunkValues(16, 24, 11);
+  const std::string dir = tempDir("widths"), path = dir + "/chunk-0.kv";
+  const ChunkId id{5, 1, 0, 0};
+  std::string error;
+  KvChunk back;
+  for (int bits : {32, 8, 4, 2}) {
+    const KvChunk c = compressChunk(v.data(), 16, 24, bits);
+    ASSERT_TRUE(writeChunkFile(path, id, c, &error)) << error;
+    ASSERT_EQ(readChunkFile(path, id, &back), ChunkRead::Ok) << bits << " bits";
+    EXPECT_EQ(back.bits, bits);
+    EXPECT_EQ(decompressChunk(back), decompressChunk(c)) << bits << " bits";
+  }
+  ASSERT_TRUE(writeChunkFile(path, id, compressChunk(v.data(), 16, 24, 4), &error)) << error;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const uint32_t codeBytes = (16 * 24 * 3 + 7) / 8, header = 56 + 8 * 24;  // kHeader, then lo and step
+  b.resize(header + codeBytes);  // the codes cut to 3 bits' size, the checksum made again below
+  for (int i = 0; i < 4; ++i) {
+    b[44 + i] = static_cast<uint8_t>(3u >> (8 * i));  // bits
+    b[48 + i] = b[52 + i] = static_cast<uint8_t>(codeBytes >> (8 * i));  // code bytes, stored
+  }
+  ASSERT_TRUE(writeDurably(path, b, &error)) << error;
+  EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt);
+  std::filesystem::remove_all(dir);
+}
+
 // zstd where the caller says it pays: an fp32 chunk of a smooth signal is written as a
 // zstd frame of its codes, reads back the same and is smaller; told it never pays, the same
 // chunk is written raw. A frame that does not give the codes is corrupt even under a
