@@ -107,9 +107,12 @@ TEST(Generate, GreedyOnTheDeviceEqualsTheHostArgmax) {
   }
 }
 
-// Rows that make the reduction's order matter: equal maxima (the first wins), a row of
-// -inf (index 0, as std::max_element), NaN (never wins), lengths around the group size.
-TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
+// The device's argmax of a row (kernels/reduce.cl's argmax_row_f32, greedy decoding's next
+// token), on rows that make the reduction's order matter: equal maxima (the first wins), a
+// row of -inf (index 0, as std::max_element), NaN (never wins), lengths around the group
+// size, and one peak at each position an item of the 256 holds first or last, or the
+// reduction's halves meet (0, 127, 128, 255, 256, the last).
+TEST(ArgmaxRowKernel, TakesTheFirstOfEquals) {
   for (int64_t n : {1, 7, 255, 256, 257, 1000, 151936}) {
     std::vector<float> v(static_cast<size_t>(n));
     std::mt19937 rng(static_cast<uint32_t>(n));
@@ -124,6 +127,12 @@ TEST(Generate, DeviceArgmaxTakesTheFirstOfEquals) {
       nan[0] = nan[n / 2] = std::numeric_limits<float>::quiet_NaN();
       rows.push_back(nan);
     }
+    for (int64_t p : {int64_t{0}, int64_t{127}, int64_t{128}, int64_t{255}, int64_t{256}, n - 1})
+      if (p < n && n < 100000) {
+        auto peak = v;
+        peak[static_cast<size_t>(p)] = 9.f;
+        rows.push_back(peak);
+      }
     rows.push_back(std::vector<float>(static_cast<size_t>(n), -std::numeric_limits<float>::infinity()));
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto& row = rows[r];
