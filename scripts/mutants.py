@@ -47,7 +47,9 @@ AREAS = {
               [("tl_unit_tests", "ShapeRules.*"),
                ("tl_model_tests", "AllModels/ShapeModels.*:ShapeText/Golden.*:ShapeModelsPresent.*:TlShapeCli.*")]),
     "fuse": (["libcore/fuse/*.cpp"],
-             [("tl_model_tests", "Fuse*.*:MergeSlices.*:FoldConstants.*:TlFuseCli.*:AllModels/FuseModels.*/*_all"),
+             [("tl_model_tests", "Fuse*.*:MergeSlices.*:FoldConstants.*:TlFuseCli.*:CausalMask.*:RopeKernel.*:RmsNormKernel.*:"
+                                 "SwiGluKernel.*:GeGluKernel.*:AttentionKernel.*:ConcatKernel.*:ElementwiseKernel.*:"
+                                 "AllModels/FuseModels.*/*_all"),
               ("tl_model_tests", "AllModels/FuseModels.*")]),
     "plan": (["libcore/plan/memory_plan.cpp"],
              [("tl_model_tests", "PlanMemory.*:TlPlanCli.*:AllModels/PlanModels.*")]),

@@ -165,6 +165,9 @@ TEST(Tolerance, DensityIsMassOverTheRowsThatSeeEachToken) {
   EXPECT_DOUBLE_EQ(d[0], (8.0 / (2 * 4) + 6.0 / (2 * 3)) / 2);
   EXPECT_DOUBLE_EQ(d[1], (4.0 / (2 * 2) + 2.0 / (2 * 1)) / 2);
   EXPECT_EQ(chunkDensities(mass, 3, 1, 1).size(), 2u);  // a short last chunk
+  const auto each = chunkDensities(mass, 1, 1, 1);  // chunks of one token: each its own density
+  ASSERT_EQ(each.size(), 4u);
+  EXPECT_DOUBLE_EQ(each[1], 6.0 / 3);
   EXPECT_THROW(chunkDensities(mass, 0, 1, 1), Error);
 }
 
