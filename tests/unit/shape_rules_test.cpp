@@ -167,6 +167,14 @@ TEST(ShapeRules, MatMulGluHalvesAnEvenN) {
   EXPECT_EQ(OneNode("MatMul").tl().input("a", {"N", "64"}).input("w", {"64", "10"}).out(), "[N, 10]");
 }
 
+// tl.SwiGLU's g and u: one shape, the output's; ranks that differ are refused.
+TEST(ShapeRules, GluTakesGAndUOfOneShape) {
+  EXPECT_EQ(OneNode("SwiGLU").tl().input("g", {"N", "8"}).input("u", {"N", "8"}).out(), "[N, 8]");
+  EXPECT_NE(OneNode("SwiGLU").tl().input("g", {"N", "8"}).input("u", {"1", "N", "8"}).failure().find(
+                "needs g and u of one shape"),
+            std::string::npos);
+}
+
 TEST(ShapeRules, ConcatUnifiesAndSums) {
   EXPECT_EQ(OneNode("Concat").input("a", {"B", "2", "past", "16"}).input("b", {"B", "2", "N", "16"}).attr("axis", 2).out(),
             "[B, 2, N + past, 16]");
