@@ -817,16 +817,19 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
     lrow[mr] = l;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+  // Row r's splits in `part`, each n floats (its maximum, its sum, its Dv outputs).
+  const int n = Dv + 2;
+#define GQA_PART(r) (part + (long)((b * H + g * G + (r) / S) * S + (r) % S) * splits * n)
 #pragma unroll
   for (int i = 0; i < GQA_ACC; ++i) {
     const int r = ar + lanes * i;
     if (r < R) {
-      const int h = g * G + r / S, s = r % S, row = (b * H + h) * S + s;
+      const int h = g * G + r / S, s = r % S;
       const float lr = lrow[r];
       if (splits == 1) {
         out[b * osb + h * osh + s * oss + ad] = zero_rows && !(lr > 0.0f) ? 0.0f : acc[i] / lr;
       } else {
-        __global float* pp = part + ((long)row * splits + split) * (Dv + 2);
+        __global float* pp = GQA_PART(r) + split * n;
         pp[2 + ad] = acc[i];
         if (ad == 0) {
           pp[0] = mrow[r];
@@ -842,8 +845,6 @@ void attention_gqa_f32(__global const float* q, __global const KV_T* k, __global
   // items a row in a fixed order, then each output as acc's items hold them.
   if (splits == 1 || !merged || !last_to_finish(merged + bg, splits, lid, &last)) return;
   __local float *w = ks, *sz = vs;
-  const int n = Dv + 2;
-#define GQA_PART(r) (part + (long)((b * H + g * G + (r) / S) * S + (r) % S) * splits * n)
   for (int e = lid; e < R * splits; e += GQA_WG) {
     __global const float* pz = GQA_PART(e / splits) + (e % splits) * n;
     w[e] = load_past_l1(pz);
