@@ -131,6 +131,34 @@ g (float[N] x) => (y) {
   }
 }
 
+// The comparisons on equal operands, where each differs from its strict or loose twin:
+// float32, int32 and int64, elementwise against the host.
+TEST(ComparisonKernel, EqualOperandsDecideEachOp) {
+  const std::vector<double> a = {1, 2, 3, -4, 0, 7}, b = {1, 3, 2, -4, 0, -7};
+  for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+    for (DType t : {DType::Float, DType::Int32, DType::Int64}) {
+      Model m = oneNodeModel(op, {{"a", {"6"}}, {"b", {"6"}}}, 0, "");
+      setInputType(m, 0, t);
+      setInputType(m, 1, t);
+      const auto as = [&](const std::vector<double>& v, const char* name) {
+        std::vector<float> f(v.begin(), v.end());
+        std::vector<int32_t> i32(v.begin(), v.end());
+        std::vector<int64_t> i64(v.begin(), v.end());
+        return t == DType::Float ? tensorOf(name, t, f) : t == DType::Int32 ? tensorOf(name, t, i32) : tensorOf(name, t, i64);
+      };
+      const std::string o = op;
+      onBothFamilies(m, [&](Executor& ex, bool gpu) {
+        const auto got = ex.run({as(a, "a"), as(b, "b")});
+        ASSERT_EQ(got[0].dtype, DType::Bool);
+        for (size_t i = 0; i < a.size(); ++i) {
+          const bool want = o == "Equal" ? a[i] == b[i] : o == "Less" ? a[i] < b[i] : o == "LessOrEqual" ? a[i] <= b[i]
+                            : o == "Greater" ? a[i] > b[i] : a[i] >= b[i];
+          EXPECT_EQ(got[0].bytes[i] != 0, want) << o << " " << dtypeName(t) << " " << a[i] << ", " << b[i] << " gpu " << gpu;
+        }
+      });
+    }
+}
+
 // Binary ops other than Pow take one type: a mix is refused, naming both.
 TEST(BinaryKernel, RefusesOperandsOfTwoTypes) {
   Model m = oneNodeModel("Add", {{"a", {"3"}}, {"b", {"3"}}}, 0, "");

@@ -239,6 +239,32 @@ g (float[N, 4] x) => (float[N, 4] y) {
   EXPECT_EQ(live, want);
 }
 
+// Buffers are shared between tensors whose sizes are provably proportional (16 N and 32 N
+// bytes, N a sequence: the one grows), not only between sizes a constant apart: a's
+// buffer, free once b is written, takes c; b's takes y. Two buffers.
+TEST(PlanMemory, ProportionalSizesShareABuffer) {
+  Model model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, N, 4] x) => (float[1, N, 8] y) {
+  a = Relu (x)
+  b = Concat <axis = 2> (a, a)
+  c = Relu (b)
+  y = Relu (c)
+}
+)ONNX").IsOK());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 16;
+  const MemoryPlan plan = planMemory(graph, analysis, opt);
+  std::map<std::string, int> buffer;
+  for (const auto& t : plan.tensors) buffer[t.name] = t.buffer;
+  EXPECT_EQ(plan.buffers.size(), 2u);
+  EXPECT_EQ(buffer["c"], buffer["a"]);
+  EXPECT_EQ(buffer["y"], buffer["b"]);
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
@@ -269,6 +295,9 @@ TEST(TlPlanCli, TextArtifactAndBadInput) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   r = test::runTool("tl-plan", model.string() + " --max-seq 0 --emit text");
   EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --align 48 --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--align must be a power of two"), std::string::npos) << r.err;
   r = test::runTool("tl-plan", "- --max-seq 64 --emit text", model.string());  // stdin
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("N=63"), std::string::npos) << r.out;

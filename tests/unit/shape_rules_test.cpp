@@ -234,6 +234,13 @@ TEST(ShapeRules, AttentionMaskUpToRankFour) {
   EXPECT_NE(attention({"1", "B", "1", "S", "T"}).find("mask must broadcast to [B, H, S, T]"), std::string::npos);
 }
 
+// Mod's values: the sign of the divisor's (Python's) by default, of the dividend's with fmod.
+TEST(ShapeRules, ModValuesEitherSign) {
+  EXPECT_EQ(OneNode("Mod").ints("a", {7, -7}).ints("b", {3, 3}).value(), "[1, 2]");
+  EXPECT_EQ(OneNode("Mod").ints("a", {7, -7}).ints("b", {3, 3}).attr("fmod", 1).value(), "[1, -1]");
+  EXPECT_EQ(OneNode("Mod").ints("a", {7}).ints("b", {0}).value(), "none");
+}
+
 // tl.RoPE's x_bshd input is read as [B, S, H, D]: the output is [B, H, S, D]; only rank 4.
 TEST(ShapeRules, RopeOfBshdInput) {
   const auto rope = [](const std::vector<std::string>& x) {
