@@ -121,6 +121,9 @@ TEST(ShapeRules, SliceSymbolicAndOpenBounds) {
   EXPECT_EQ(OneNode("Slice").input("x", {"16"}).ints("s", {kMax}).ints("e", {INT64_MIN}).ints("a", {0}).ints("st", {-1}).out(),
             "[16]");
   EXPECT_EQ(OneNode("Slice").input("x", {"16"}).ints("s", {1}).ints("e", {15}).skip().ints("st", {3}).out(), "[5]");
+  // a backward slice from past the end starts at the last element (clamped to dim - 1)
+  EXPECT_EQ(OneNode("Slice").input("x", {"16"}).ints("s", {20}).ints("e", {-100}).ints("a", {0}).ints("st", {-1}).out(),
+            "[16]");
 }
 
 TEST(ShapeRules, SplitSizesAndNumOutputs) {
