@@ -647,6 +647,31 @@ TEST(ElementwiseKernel, BadProgramIsAnError) {
 // GPT-2's MLP computes GELU's tanh form: each fused tl.Gelu says so (approximate =
 // "tanh"), or the kernel would compute the erf form, within --check's tolerance on the
 // tiny model's small activations but not on a real model's.
+// k' made by a plain Reshape (no repeat_kv's Expand before it) is the cache itself: the
+// attention is fused reading the Reshape's output as k.
+TEST(FuseAttention, PlainReshapeOfKIsTheCacheItself) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
+  shape = Constant <value = int64[4] {1, 2, -1, 8}> ()
+  k = Reshape (kin, shape)
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  o = MatMul (p, v)
+}
+)ONNX").IsOK());
+  const auto r = runFusePasses(m, {"attention"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
+  const onnx::NodeProto* attention = nullptr;
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "Attention") attention = &n;
+  ASSERT_NE(attention, nullptr);
+  EXPECT_EQ(attention->input(1), "k");
+}
+
 TEST(FuseGelu, TanhFormKeepsItsApproximation) {
   Model model = loadModel((test::sharedModels() / "gpt2-past/model.onnx").string());
   runFusePasses(model, {"gelu"});
