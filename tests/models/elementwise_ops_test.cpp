@@ -1,6 +1,6 @@
-// Elementwise ops whose operands' types differ, Range in each type, and Dropout's modes:
-// each computed right against a reference on the host, or refused in one line, never a
-// silently wrong value.
+// Elementwise ops whose operands' types differ, comparisons of equal operands, Range in
+// each type, MatMul of vectors, and Dropout's modes: each computed right against a
+// reference on the host, or refused in one line, never a silently wrong value.
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
@@ -157,6 +157,40 @@ TEST(ComparisonKernel, EqualOperandsDecideEachOp) {
         }
       });
     }
+}
+
+// MatMul with a 1-D operand (ONNX: a vector is a matrix of one row or one column, that
+// axis dropped from the output): [M, K] x [K] -> [M], [K] x [K, N] -> [N], against the host.
+TEST(MatMulKernel, VectorOperands) {
+  const int64_t M = 5, K = 7, N = 3;
+  std::vector<float> a(static_cast<size_t>(M * K)), v(static_cast<size_t>(K)), b(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i % 11) - 5) * 0.25f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 3.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 7) - 2) * 0.5f;
+  {
+    Model m = oneNodeModel("MatMul", {{"a", {"5", "7"}}, {"b", {"7"}}}, 0, "");
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto got = ex.run({test::floats("a", a, {M, K}), test::floats("b", v, {K})});
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M}));
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (int64_t m = 0; m < M; ++m) {
+        double want = 0;
+        for (int64_t k = 0; k < K; ++k) want += a[static_cast<size_t>(m * K + k)] * v[static_cast<size_t>(k)];
+        EXPECT_NEAR(y[m], want, 1e-5) << "row " << m << " gpu " << gpu;
+      }
+    });
+  }
+  Model m = oneNodeModel("MatMul", {{"a", {"7"}}, {"b", {"7", "3"}}}, 0, "");
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    const auto got = ex.run({test::floats("a", v, {K}), test::floats("b", b, {K, N})});
+    ASSERT_EQ(got[0].dims, (std::vector<int64_t>{N}));
+    const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+    for (int64_t n = 0; n < N; ++n) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) want += v[static_cast<size_t>(k)] * b[static_cast<size_t>(k * N + n)];
+      EXPECT_NEAR(y[n], want, 1e-5) << "column " << n << " gpu " << gpu;
+    }
+  });
 }
 
 // Binary ops other than Pow take one type: a mix is refused, naming both.
