@@ -111,6 +111,25 @@ TEST(CausalMask, NegatedWhereAndGatherNdAreRead) {
   EXPECT_EQ(r.rewrites, 1) << (r.nearMisses.empty() ? "" : r.nearMisses[0]);
 }
 
+// A key index read from a Concat of (b, t) pairs at a position past its pieces (index 2 of
+// 2: invalid, as ONNX Runtime would say at run time) is a near miss naming the piece, not a
+// read past the Concat's inputs.
+TEST(CausalMask, PiecePastTheConcatIsANearMiss) {
+  Model m = variant("picked = Gather <axis = 0> \\(flat, at\\)",
+                    "ax4 = Constant <value = int64[1] {4}> ()\n"
+                    "  shp = Shape (at)\n"
+                    "  bx = Expand (bb, shp)\n  kx = Expand (kk, shp)\n"
+                    "  b5 = Unsqueeze (bx, ax4)\n  k5 = Unsqueeze (kx, ax4)\n"
+                    "  pairs = Concat <axis = -1> (b5, k5)\n"
+                    "  beyond = Constant <value = int64 {2}> ()\n"
+                    "  kbeyond = Gather <axis = -1> (pairs, beyond)\n"
+                    "  picked = Gather <axis = 0> (flat, kbeyond)");
+  const PassResult r = recognize(m);
+  EXPECT_EQ(r.rewrites, 0);
+  ASSERT_EQ(r.nearMisses.size(), 1u);
+  EXPECT_NE(r.nearMisses[0].find("piece 2 is not one of its 2"), std::string::npos) << r.nearMisses[0];
+}
+
 // Anything else is left alone, with the reason: a strict comparison (the diagonal hidden),
 // padding joined by Or, a row offset other than T - S, a key mask read at key 0 for every key.
 TEST(CausalMask, OtherMasksAreNearMisses) {
