@@ -672,6 +672,44 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float
   EXPECT_EQ(attention->input(1), "k");
 }
 
+// A tl.RoPE that already rotates part of its input (rotary_dim) is not absorbed again by
+// the Slices around it: partial rotary of a partial rotary is two rotary dims, not one.
+// (The rope pass looks for partial rotary once it has fused a rotate-half: z's here.)
+TEST(FuseRope, PartialRotaryAbsorbedOnce) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[1, 2, N, 16] x, float[N, 4] cos, float[N, 4] sin, float[1, 2, N, 4] z) => (float[1, 2, N, 16] y, float[1, 2, N, 4] w) {
+  zero = Constant <value = int64[1] {0}> ()
+  two = Constant <value = int64[1] {2}> ()
+  four = Constant <value = int64[1] {4}> ()
+  eight = Constant <value = int64[1] {8}> ()
+  end = Constant <value = int64[1] {16}> ()
+  last = Constant <value = int64[1] {-1}> ()
+  xr = Slice (x, zero, eight, last)
+  xp = Slice (x, eight, end, last)
+  yr = tl.RoPE <rotary_dim = 4> (xr, cos, sin)
+  y = Concat <axis = -1> (yr, xp)
+  z1 = Slice (z, zero, two, last)
+  z2 = Slice (z, two, four, last)
+  zn = Neg (z2)
+  zh = Concat <axis = -1> (zn, z1)
+  zc = Mul (z, cos)
+  zs = Mul (zh, sin)
+  w = Add (zc, zs)
+}
+)ONNX").IsOK());
+  ASSERT_EQ(runFusePasses(m, {"rope"})[0].rewrites, 1);
+  const onnx::NodeProto* rope = nullptr;
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "RoPE" && n.input(0) != "z") rope = &n;
+  ASSERT_NE(rope, nullptr);
+  EXPECT_EQ(rope->input(0), "xr");
+  int dims = 0;
+  for (const auto& a : rope->attribute()) dims += a.name() == "rotary_dim";
+  EXPECT_EQ(dims, 1);
+}
+
 TEST(FuseGelu, TanhFormKeepsItsApproximation) {
   Model model = loadModel((test::sharedModels() / "gpt2-past/model.onnx").string());
   runFusePasses(model, {"gelu"});
