@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -43,6 +44,18 @@ TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
     ++rows;
   }
   EXPECT_EQ(rows, 29);  // 4 layers x 7 projections + lm_head
+  r = runTool("tl-quant", kByte + " --report --report-format md");  // every row as many cells as the header
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  {
+    std::istringstream md(r.out);
+    std::string header;
+    std::getline(md, header);
+    const auto cells = std::count(header.begin(), header.end(), '|');
+    int mdRows = 0;
+    for (std::string line; std::getline(md, line); ++mdRows)
+      EXPECT_EQ(std::count(line.begin(), line.end(), '|'), cells) << line;
+    EXPECT_EQ(mdRows, 30);  // the separator and 29 weights
+  }
   r = runTool("tl-quant", kByte + " --report --report-format json");
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_NE(r.out.find("\"e0m4_over_int4\""), std::string::npos);

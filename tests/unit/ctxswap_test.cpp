@@ -196,6 +196,20 @@ TEST(Tolerance, AllocationMeetsTheRatioWithTheLeastError) {
             EXPECT_GE(bits[i], bits[j]) << "denser chunk with fewer bits";
           }
         }
+      // the least loss of every allocation by rank (the densest chunks the most bits)
+      // that keeps to the ratio, each loss summed chunk by chunk
+      std::vector<size_t> rank(d.size());
+      std::iota(rank.begin(), rank.end(), size_t{0});
+      std::stable_sort(rank.begin(), rank.end(), [&](size_t a, size_t b) { return d[a] > d[b]; });
+      double least = -1;
+      for (size_t c8 = 0; c8 <= d.size(); ++c8)
+        for (size_t c4 = 0; c8 + c4 <= d.size(); ++c4) {
+          std::vector<int> b(d.size(), 2);
+          for (size_t i = 0; i < c8 + c4; ++i) b[rank[i]] = i < c8 ? 8 : 4;
+          if (std::accumulate(b.begin(), b.end(), 0.0) > ratio * 8.0 * static_cast<double>(d.size()) + 1e-9) continue;
+          if (least < 0 || loss(d, b) < least) least = loss(d, b);
+        }
+      EXPECT_NEAR(loss(d, bits), least, 1e-12) << "trial " << trial << " ratio " << ratio;
       for (int w : {8, 4, 2}) {
         if (w / 8.0 <= ratio + 1e-9) {
           EXPECT_LE(loss(d, bits), loss(d, std::vector<int>(d.size(), w)) + 1e-12);
