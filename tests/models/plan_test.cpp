@@ -215,9 +215,19 @@ TEST(PlanMemory, FixedBatchLeavesTheSequenceBounded) {
 // A tensor lives from the schedule position of the node that writes it to that of its last
 // reader, positions counted from 0 (tl-plan --emit text prints them); a graph output is
 // read one past the last node, after the run.
-TEST(PlanMemory, LiveRangesAreSchedulePositions) {
+// The plan of a model written in ONNX's text form, at --max-seq 16.
+MemoryPlan planOf(const char* text) {
   Model model;
-  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+  EXPECT_TRUE(onnx::OnnxParser::Parse(model.proto, text).IsOK());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 16;
+  return planMemory(graph, analysis, opt);
+}
+
+TEST(PlanMemory, LiveRangesAreSchedulePositions) {
+  const MemoryPlan plan = planOf(R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[N, 4] x) => (float[N, 4] y) {
   a = Relu (x)
@@ -226,12 +236,7 @@ g (float[N, 4] x) => (float[N, 4] y) {
   d = Add (a, c)
   y = Sigmoid (d)
 }
-)ONNX").IsOK());
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  PlanOptions opt;
-  opt.maxSeq = 16;
-  const MemoryPlan plan = planMemory(graph, analysis, opt);
+)ONNX");
   std::map<std::string, std::pair<int, int>> live;
   for (const auto& t : plan.tensors) live[t.name] = {t.first, t.last};
   const std::map<std::string, std::pair<int, int>> want = {
@@ -243,8 +248,7 @@ g (float[N, 4] x) => (float[N, 4] y) {
 // bytes, N a sequence: the one grows), not only between sizes a constant apart: a's
 // buffer, free once b is written, takes c; b's takes y. Two buffers.
 TEST(PlanMemory, ProportionalSizesShareABuffer) {
-  Model model;
-  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+  const MemoryPlan plan = planOf(R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[1, N, 4] x) => (float[1, N, 8] y) {
   a = Relu (x)
@@ -252,12 +256,7 @@ g (float[1, N, 4] x) => (float[1, N, 8] y) {
   c = Relu (b)
   y = Relu (c)
 }
-)ONNX").IsOK());
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  PlanOptions opt;
-  opt.maxSeq = 16;
-  const MemoryPlan plan = planMemory(graph, analysis, opt);
+)ONNX");
   std::map<std::string, int> buffer;
   for (const auto& t : plan.tensors) buffer[t.name] = t.buffer;
   EXPECT_EQ(plan.buffers.size(), 2u);
