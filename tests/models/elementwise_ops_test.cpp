@@ -28,6 +28,13 @@ Tensor tensorOf(const char* name, DType dtype, const std::vector<T>& v) {
   return t;
 }
 
+// v's values in dtype t (float32, int32 or int64).
+Tensor typedTensor(const char* name, DType t, const std::vector<double>& v) {
+  if (t == DType::Float) return tensorOf(name, t, std::vector<float>(v.begin(), v.end()));
+  if (t == DType::Int32) return tensorOf(name, t, std::vector<int32_t>(v.begin(), v.end()));
+  return tensorOf(name, t, std::vector<int64_t>(v.begin(), v.end()));
+}
+
 void setInputType(Model& m, int input, DType t) {
   m.proto.mutable_graph()->mutable_input(input)->mutable_type()->mutable_tensor_type()->set_elem_type(
       static_cast<int32_t>(t));
@@ -53,17 +60,6 @@ TEST(PowKernel, EveryBaseAndExponentType) {
       Model m = oneNodeModel("Pow", {{"a", {"10"}}, {"b", {"10"}}}, 0, "");
       setInputType(m, 0, tb);
       setInputType(m, 1, te);
-      const auto as = [](DType t, const std::vector<double>& v, const char* name) {
-        std::vector<float> f;
-        std::vector<int32_t> i32;
-        std::vector<int64_t> i64;
-        for (double x : v) {
-          f.push_back(static_cast<float>(x));
-          i32.push_back(static_cast<int32_t>(x));
-          i64.push_back(static_cast<int64_t>(x));
-        }
-        return t == DType::Float ? tensorOf(name, t, f) : t == DType::Int32 ? tensorOf(name, t, i32) : tensorOf(name, t, i64);
-      };
       // An integer base's negative exponents are left to the float exponent row below
       // (numpy refuses them for integer exponents); 0 to a negative power is infinite.
       std::vector<double> b = bases, e = exps;
@@ -73,7 +69,7 @@ TEST(PowKernel, EveryBaseAndExponentType) {
         if (b[i] == 0 && e[i] < 0) e[i] = -e[i];
       }
       onBothFamilies(m, [&](Executor& ex, bool gpu) {
-        const auto got = ex.run({as(tb, b, "a"), as(te, e, "b")});
+        const auto got = ex.run({typedTensor("a", tb, b), typedTensor("b", te, e)});
         ASSERT_EQ(got[0].dtype, tb);
         for (size_t i = 0; i < b.size(); ++i) {
           const std::string at = std::string(dtypeName(tb)) + "^" + dtypeName(te) + " " + std::to_string(b[i]) + "^" +
@@ -121,12 +117,9 @@ g (float[N] x) => (y) {
       const auto got = ex.run({test::floats("x", {0, 0, 0, 0, 0}, {5})});
       ASSERT_EQ(got[0].dtype, type);
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{5}));
-      for (int64_t i = 0; i < 5; ++i) {
-        const double y = type == DType::Float   ? reinterpret_cast<const float*>(got[0].bytes.data())[i]
-                         : type == DType::Int32 ? reinterpret_cast<const int32_t*>(got[0].bytes.data())[i]
-                                                : reinterpret_cast<const int64_t*>(got[0].bytes.data())[i];
-        EXPECT_EQ(y, 7 + 3 * i) << dtypeName(type) << " element " << i << " gpu " << gpu;
-      }
+      const auto y = got[0].toDouble();
+      for (size_t i = 0; i < y.size(); ++i)
+        EXPECT_EQ(y[i], 7.0 + 3.0 * static_cast<double>(i)) << dtypeName(type) << " element " << i << " gpu " << gpu;
     });
   }
 }
@@ -140,15 +133,9 @@ TEST(ComparisonKernel, EqualOperandsDecideEachOp) {
       Model m = oneNodeModel(op, {{"a", {"6"}}, {"b", {"6"}}}, 0, "");
       setInputType(m, 0, t);
       setInputType(m, 1, t);
-      const auto as = [&](const std::vector<double>& v, const char* name) {
-        std::vector<float> f(v.begin(), v.end());
-        std::vector<int32_t> i32(v.begin(), v.end());
-        std::vector<int64_t> i64(v.begin(), v.end());
-        return t == DType::Float ? tensorOf(name, t, f) : t == DType::Int32 ? tensorOf(name, t, i32) : tensorOf(name, t, i64);
-      };
       const std::string o = op;
       onBothFamilies(m, [&](Executor& ex, bool gpu) {
-        const auto got = ex.run({as(a, "a"), as(b, "b")});
+        const auto got = ex.run({typedTensor("a", t, a), typedTensor("b", t, b)});
         ASSERT_EQ(got[0].dtype, DType::Bool);
         for (size_t i = 0; i < a.size(); ++i) {
           const bool want = o == "Equal" ? a[i] == b[i] : o == "Less" ? a[i] < b[i] : o == "LessOrEqual" ? a[i] <= b[i]
