@@ -239,8 +239,8 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
     for (int64_t x = 1, top = largest(limits, base, seq[0], opt.maxSeq); x <= top; ++x) {
       SymbolValues v = base;
       v[seq[0]] = x;
-      v[seq[1]] = largest(limits, v, seq[1], opt.maxSeq);
-      if (v[seq[1]] >= 1) consider(v);
+      v[seq[1]] = largest(limits, v, seq[1], opt.maxSeq);  // >= 1: (x, 1) is within, as (top, 1) is
+      consider(v);
     }
   }
   for (const auto& b : plan.buffers) {
