@@ -184,6 +184,18 @@ TEST(ShapeRules, ConcatUnifiesAndSums) {
   EXPECT_THROW(OneNode("Concat").input("a", {"3", "2"}).input("b", {"4", "2"}).attr("axis", 1).out(), Error);
 }
 
+// An axis attribute is taken in [-rank, rank): one past either end is refused, naming both.
+TEST(ShapeRules, AxesPastTheRankAreRefused) {
+  EXPECT_EQ(OneNode("ArgMax").input("x", {"B", "N", "256"}).attr("axis", 2).out(), "[B, N, 1]");
+  EXPECT_EQ(OneNode("ArgMax").input("x", {"B", "N", "256"}).attr("axis", -3).out(), "[1, N, 256]");
+  EXPECT_NE(OneNode("ArgMax").input("x", {"B", "N", "256"}).attr("axis", 3).failure().find(
+                "axis 3 is out of range for rank 3"),
+            std::string::npos);
+  EXPECT_NE(OneNode("Concat").input("a", {"N", "2"}).input("b", {"N", "2"}).attr("axis", -3).failure().find(
+                "axis -3 is out of range for rank 2"),
+            std::string::npos);
+}
+
 TEST(ShapeRules, ReductionsAndNorms) {
   EXPECT_EQ(OneNode("ReduceMean", 17).input("x", {"B", "N", "64"}).attr("keepdims", 1).out(), "[1, 1, 1]");
   EXPECT_EQ(OneNode("ReduceSum").input("x", {"B", "N", "64"}).ints("a", {-1}).attr("keepdims", 0).out(), "[B, N]");
