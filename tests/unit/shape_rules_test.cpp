@@ -70,6 +70,13 @@ class OneNode {
     a->set_s(v);
     return *this;
   }
+  OneNode& attr(const std::string& name, const std::vector<float>& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOATS);
+    for (float x : v) a->add_floats(x);
+    return *this;
+  }
   // Runs inference; returns each output's shape as text.
   std::vector<std::string> outputs(int n = 1) {
     const ShapeAnalysis a = analyze(n);
@@ -193,6 +200,14 @@ TEST(ShapeRules, AxesPastTheRankAreRefused) {
             std::string::npos);
   EXPECT_NE(OneNode("Concat").input("a", {"N", "2"}).input("b", {"N", "2"}).attr("axis", -3).failure().find(
                 "axis -3 is out of range for rank 2"),
+            std::string::npos);
+}
+
+// Constant's value attributes each give their shape; one tl does not read is refused by name.
+TEST(ShapeRules, ConstantOfEachValueAttribute) {
+  EXPECT_EQ(OneNode("Constant").attr("value_floats", std::vector<float>{1, 2, 3}).out(), "[3]");
+  EXPECT_EQ(OneNode("Constant").attr("value_int", 7).value(), "[7]");
+  EXPECT_NE(OneNode("Constant").attr("value_string", "x").failure().find("Constant attribute 'value_string' is not supported"),
             std::string::npos);
 }
 
