@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/error.h"
+#include "quant/quantize_model.h"
 
 namespace tl {
 namespace {
@@ -98,6 +99,23 @@ TEST(Quant, ConstantGroupsAndBadArguments) {
   EXPECT_THROW(quantize(w.data(), 64, 1, QuantScheme::Q3H, 15), Error);
   EXPECT_THROW(parseScheme("fp3"), Error);
   EXPECT_EQ(parseScheme("e0m4"), QuantScheme::E0M4);
+}
+
+// The smallest group is one weight: its own scale and offset, so every weight comes back
+// exactly; zero or fewer is refused.
+TEST(Quant, GroupsOfOneKeepEveryWeight) {
+  auto w = normalMatrix(8, 3, 5);
+  for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8}) {
+    QuantOptions opt;
+    opt.scheme = s;
+    opt.group = 1;
+    EXPECT_NO_THROW(checkOptions(opt)) << schemeName(s);
+    auto d = dequantize(quantize(w.data(), 8, 3, s, 1));
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(d[i], w[i], 1e-7f) << schemeName(s);
+  }
+  QuantOptions zero;
+  zero.group = 0;
+  EXPECT_THROW(checkOptions(zero), Error);
 }
 
 }  // namespace
