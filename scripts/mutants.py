@@ -45,14 +45,15 @@ AREAS = {
     "kernels": (["kernels/*.cl"], KERNEL_TESTS),
     "shape": (["libcore/shape/rules.cpp", "libcore/shape/rule_context.cpp"],
               [("tl_unit_tests", "ShapeRules.*"),
-               ("tl_model_tests", "AllModels/ShapeModels.*:ShapeText/Golden.*:ShapeModelsPresent.*:TlShapeCli.*")]),
+               ("tl_model_tests", "AllModels/ShapeModels.*:ShapeText/Golden.*:ShapeModelsPresent.*:TlShapeCli.*:"
+                                 "PipelineGolden.*")]),
     "fuse": (["libcore/fuse/*.cpp"],
              [("tl_model_tests", "Fuse*.*:MergeSlices.*:FoldConstants.*:TlFuseCli.*:CausalMask.*:RopeKernel.*:RmsNormKernel.*:"
-                                 "SwiGluKernel.*:GeGluKernel.*:AttentionKernel.*:ConcatKernel.*:ElementwiseKernel.*:"
+                                 "PipelineGolden.*:SwiGluKernel.*:GeGluKernel.*:AttentionKernel.*:ConcatKernel.*:ElementwiseKernel.*:"
                                  "AllModels/FuseModels.*/*_all"),
               ("tl_model_tests", "AllModels/FuseModels.*")]),
     "plan": (["libcore/plan/memory_plan.cpp"],
-             [("tl_model_tests", "PlanMemory.*:TlPlanCli.*:AllModels/PlanModels.*")]),
+             [("tl_model_tests", "PlanMemory.*:TlPlanCli.*:PipelineGolden.*:AllModels/PlanModels.*")]),
     "ctxswap": (["libcore/ctxswap/kv_chunk.cpp", "libcore/ctxswap/chunk_file.cpp", "libcore/ctxswap/tolerance.cpp"],
                 [("tl_unit_tests", "KvChunk.*:ChunkFile.*:Tolerance.*"),
                  ("tl_model_tests", "KvQuality.*:ContextStore.PoliciesUnderABudgetOfTwoContexts")]),
