@@ -285,14 +285,15 @@ TEST(RopeKernel, PairRotatesBothInputs) {
 
 // tl.RoPE with cache_axis: q rotated; k rotated and appended to past_k; v appended to past_v
 // (axis 2 of [B, H, T, D]), against the same math on the host; and with q, k and v stored
-// [B, N, H, D] (rope-bshd's x_bshd, x2_bshd, x3_bshd), the same outputs.
+// [B, N, H, D] (rope-bshd's x_bshd, x2_bshd, x3_bshd), the same outputs; and with tables of
+// one angle a position (cos and sin [B, 1, N, 1], broadcast along the head's dims).
 TEST(RopeKernel, CacheAppendsRotatedKAndV) {
   std::mt19937 rng(17);
   std::normal_distribution<float> normal;
   const int64_t B = 2, N = 3, P = 5, D = 8, Hq = 4, Hk = 2;
-  for (bool bshd : {false, true}) {
+  for (auto [bshd, TD] : {std::pair<bool, int64_t>{false, 8}, {true, 8}, {false, 1}}) {
     auto dims = [&](const char* H) { return bshd ? std::vector<std::string>{"B", "N", H, "8"} : std::vector<std::string>{"B", H, "N", "8"}; };
-    Model m = oneNodeModel("RoPE", {{"q", dims("4")}, {"cos", {"B", "1", "N", "8"}}, {"sin", {"B", "1", "N", "8"}},
+    Model m = oneNodeModel("RoPE", {{"q", dims("4")}, {"cos", {"B", "1", "N", std::to_string(TD)}}, {"sin", {"B", "1", "N", std::to_string(TD)}},
                                     {"k", dims("2")}, {"pk", {"B", "2", "P", "8"}}, {"pv", {"B", "2", "P", "8"}},
                                     {"v", dims("2")}});
     auto* node = m.proto.mutable_graph()->mutable_node(0);
@@ -315,22 +316,22 @@ TEST(RopeKernel, CacheAppendsRotatedKAndV) {
     };
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
       std::vector<float> q(static_cast<size_t>(B * Hq * N * D)), k(static_cast<size_t>(B * Hk * N * D)), v(k.size()),
-          pk(static_cast<size_t>(B * Hk * P * D)), pv(pk.size()), c(static_cast<size_t>(B * N * D)), sn(c.size());
+          pk(static_cast<size_t>(B * Hk * P * D)), pv(pk.size()), c(static_cast<size_t>(B * N * TD)), sn(c.size());
       for (auto* x : {&q, &k, &v, &pk, &pv, &c, &sn})
         for (auto& f : *x) f = normal(rng);
-      auto got = ex.run({stored("q", q, Hq), floats("cos", c, {B, 1, N, D}), floats("sin", sn, {B, 1, N, D}),
+      auto got = ex.run({stored("q", q, Hq), floats("cos", c, {B, 1, N, TD}), floats("sin", sn, {B, 1, N, TD}),
                          stored("k", k, Hk), floats("pk", pk, {B, Hk, P, D}), floats("pv", pv, {B, Hk, P, D}),
                          stored("v", v, Hk)},
                         {"y", "K", "V"});
       auto rope = [&](const std::vector<float>& x, int64_t H, int64_t i) {
-        const int64_t d = i % D, n = i / D % N, b = i / (D * N * H), cs = (b * N + n) * D + d;
+        const int64_t d = i % D, n = i / D % N, b = i / (D * N * H), cs = (b * N + n) * TD + d % TD;
         const float rot = d < D / 2 ? -x[i + D / 2] : x[i - D / 2];
         return x[i] * c[cs] + rot * sn[cs];
       };
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{B, Hq, N, D}));
       const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
       for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i)
-        ASSERT_NEAR(y[i], rope(q, Hq, i), 1e-5f) << "gpu " << gpu << " bshd " << bshd;
+        ASSERT_NEAR(y[i], rope(q, Hq, i), 1e-5f) << "gpu " << gpu << " bshd " << bshd << " tables " << TD;
       ASSERT_EQ(got[1].dims, (std::vector<int64_t>{B, Hk, P + N, D}));
       for (int t = 1; t <= 2; ++t) {
         const float* cat = reinterpret_cast<const float*>(got[static_cast<size_t>(t)].bytes.data());
