@@ -684,6 +684,36 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float
   EXPECT_EQ(attention->input(1), "k");
 }
 
+// Gemma 2's soft-capped scores, c * tanh(s / c) before the Softmax, become the fused
+// node's softcap (the kernels apply it: AttentionKernel), not a plain attention.
+TEST(FuseAttention, SoftCappedScoresKeepTheirCap) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
+  inv = Constant <value = float {0.02}> ()
+  cap = Constant <value = float {50.0}> ()
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+  x = Mul (s, inv)
+  t = Tanh (x)
+  y = Mul (t, cap)
+  p = Softmax <axis = -1> (y)
+  o = MatMul (p, v)
+}
+)ONNX").IsOK());
+  const auto r = runFusePasses(m, {"attention"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
+  const onnx::NodeProto* attention = nullptr;
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "Attention") attention = &n;
+  ASSERT_NE(attention, nullptr);
+  const auto* cap = findAttr(*attention, "softcap");
+  ASSERT_NE(cap, nullptr);
+  EXPECT_FLOAT_EQ(cap->f(), 50.0f);
+}
+
 // A tl.RoPE that already rotates part of its input (rotary_dim) is not absorbed again by
 // the Slices around it: partial rotary of a partial rotary is two rotary dims, not one.
 // (The rope pass looks for partial rotary once it has fused a rotate-half: z's here.)
