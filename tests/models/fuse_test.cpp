@@ -656,14 +656,24 @@ TEST(ElementwiseKernel, BadProgramIsAnError) {
   }
 }
 
-// GPT-2's MLP computes GELU's tanh form: each fused tl.Gelu says so (approximate =
-// "tanh"), or the kernel would compute the erf form, within --check's tolerance on the
-// tiny model's small activations but not on a real model's.
+// `graph` (ONNX text) through the attention pass alone, which must fuse it once: its
+// tl.Attention node, or nullptr.
+const onnx::NodeProto* fuseOneAttention(Model& m, const char* graph) {
+  EXPECT_TRUE(onnx::OnnxParser::Parse(m.proto, graph).IsOK());
+  const auto r = runFusePasses(m, {"attention"});
+  EXPECT_EQ(r.size(), 1u);
+  if (r.size() != 1) return nullptr;
+  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "Attention") return &n;
+  return nullptr;
+}
+
 // k' made by a plain Reshape (no repeat_kv's Expand before it) is the cache itself: the
 // attention is fused reading the Reshape's output as k.
 TEST(FuseAttention, PlainReshapeOfKIsTheCacheItself) {
   Model m;
-  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+  const onnx::NodeProto* attention = fuseOneAttention(m, R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
   shape = Constant <value = int64[4] {1, 2, -1, 8}> ()
@@ -673,13 +683,7 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float
   p = Softmax <axis = -1> (s)
   o = MatMul (p, v)
 }
-)ONNX").IsOK());
-  const auto r = runFusePasses(m, {"attention"});
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
-  const onnx::NodeProto* attention = nullptr;
-  for (const auto& n : m.proto.graph().node())
-    if (n.op_type() == "Attention") attention = &n;
+)ONNX");
   ASSERT_NE(attention, nullptr);
   EXPECT_EQ(attention->input(1), "k");
 }
@@ -688,7 +692,7 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float
 // node's softcap (the kernels apply it: AttentionKernel), not a plain attention.
 TEST(FuseAttention, SoftCappedScoresKeepTheirCap) {
   Model m;
-  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+  const onnx::NodeProto* attention = fuseOneAttention(m, R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
   inv = Constant <value = float {0.02}> ()
@@ -701,13 +705,7 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2
   p = Softmax <axis = -1> (y)
   o = MatMul (p, v)
 }
-)ONNX").IsOK());
-  const auto r = runFusePasses(m, {"attention"});
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
-  const onnx::NodeProto* attention = nullptr;
-  for (const auto& n : m.proto.graph().node())
-    if (n.op_type() == "Attention") attention = &n;
+)ONNX");
   ASSERT_NE(attention, nullptr);
   const auto* cap = findAttr(*attention, "softcap");
   ASSERT_NE(cap, nullptr);
@@ -752,6 +750,9 @@ g (float[1, 2, N, 16] x, float[N, 4] cos, float[N, 4] sin, float[1, 2, N, 4] z) 
   EXPECT_EQ(dims, 1);
 }
 
+// GPT-2's MLP computes GELU's tanh form: each fused tl.Gelu says so (approximate =
+// "tanh"), or the kernel would compute the erf form, within --check's tolerance on the
+// tiny model's small activations but not on a real model's.
 TEST(FuseGelu, TanhFormKeepsItsApproximation) {
   Model model = loadModel((test::sharedModels() / "gpt2-past/model.onnx").string());
   runFusePasses(model, {"gelu"});
