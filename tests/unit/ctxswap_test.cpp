@@ -304,6 +304,31 @@ TEST(ChunkFile, EveryStoredWidthAndNoOther) {
   std::filesystem::remove_all(dir);
 }
 
+// A header's sizes must agree with each other: the codes' bytes are what tokens x channels
+// x bits make, and the stored bytes at most that. Code and stored byte counts one off
+// together, the file as long as they say (the checksum made again), are corrupt.
+TEST(ChunkFile, HeaderSizesAgree) {
+  const auto v = chunkValues(16, 24, 11);
+  const std::string dir = tempDir("sizes"), path = dir + "/chunk-0.kv";
+  const ChunkId id{5, 1, 0, 0};
+  std::string error;
+  KvChunk back;
+  ASSERT_TRUE(writeChunkFile(path, id, compressChunk(v.data(), 16, 24, 4), &error)) << error;
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  ASSERT_EQ(readChunkFile(path, id, &back), ChunkRead::Ok);
+  for (int delta : {1, -1}) {
+    std::vector<uint8_t> b = good;
+    const uint32_t codeBytes = (16 * 24 * 4 + 7) / 8 + delta;  // code bytes at 48, stored at 52
+    for (int i = 0; i < 4; ++i) b[48 + i] = b[52 + i] = static_cast<uint8_t>(codeBytes >> (8 * i));
+    b.resize(56 + 8 * 24 + codeBytes);  // kHeader, lo and step, the codes (the old checksum cut)
+    ASSERT_TRUE(writeDurably(path, b, &error)) << error;
+    EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt) << "code bytes off by " << delta;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // zstd where the caller says it pays: an fp32 chunk of a smooth signal is written as a
 // zstd frame of its codes, reads back the same and is smaller; told it never pays, the same
 // chunk is written raw. A frame that does not give the codes is corrupt even under a
