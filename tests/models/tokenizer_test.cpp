@@ -253,6 +253,24 @@ TEST_P(TokenizerComponents, MatchHuggingFace) {
   }
 }
 
+// BPEDecoder replaces each occurrence of its suffix in the original token once, left to
+// right, by a space (by nothing in the last token), as Rust's str::replace does: a
+// replacement that makes the suffix again (" x" over "a xx") is not replaced again.
+TEST(TokenizerDecoders, BpeSuffixReplacedOnceEachPlace) {
+  json t = componentTokenizer("bpe");
+  t["added_tokens"] = json::array();
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = nullptr;
+  t["model"]["vocab"] = {{"<unk>", 0}, {"a xx", 1}, {"b", 2}};
+  t["model"]["merges"] = json::array();
+  t["decoder"]["suffix"] = " x";
+  const auto file = test::tempDir("tokenizer-bpe-suffix") / "tokenizer.json";
+  test::writeFile(file, t.dump());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  EXPECT_EQ(tok.decode({1, 2}, false), "a xb");
+  EXPECT_EQ(tok.decode({2, 1}, false), "bax");
+}
+
 INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe", "added"),
                          [](const auto& info) { return std::string(info.param == "unigram-first" ? "unigram_first" : info.param); });
 
