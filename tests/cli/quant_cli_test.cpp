@@ -11,6 +11,8 @@
 
 #include "cli/test_support.h"
 #include "graph/attributes.h"
+#include "graph/graph.h"
+#include "quant/quantize_model.h"
 
 namespace tl {
 namespace {
@@ -59,6 +61,28 @@ TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
   r = runTool("tl-quant", kByte + " --report --report-format json");
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_NE(r.out.find("\"e0m4_over_int4\""), std::string::npos);
+}
+
+// Where INT4 quantizes a weight exactly (here all zeros: every scheme does), the E0M4/INT4
+// ratio has no value and the report says 0, as docs/tl-quant.md states.
+TEST(TlQuantCli, ReportRatioIsZeroWhereInt4IsExact) {
+  const std::vector<float> zeros(64 * 8, 0.0f);
+  Model m = matmulModel(zeros.data(), 64, 8);
+  Graph g(m.proto.graph());
+  QuantOptions opt;
+  opt.group = 32;
+  opt.quantizeLmHead = true;
+  const std::string csv = errorReport(m, g, opt, ReportFormat::Csv);
+  std::istringstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  ASSERT_TRUE(std::getline(in, row)) << csv;
+  std::vector<std::string> f;
+  std::stringstream ss(row);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  ASSERT_GE(f.size(), 9u) << row;
+  EXPECT_EQ(f[4], "0") << row;  // int4's error
+  EXPECT_EQ(f[8], "0") << row;  // the ratio
 }
 
 TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHeadWhenAsked) {
