@@ -28,6 +28,14 @@ void expectOneLineError(const test::RunResult& r, const std::string& fragment) {
   EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
 }
 
+// A line of tl-quant's csv report, cut at its commas.
+std::vector<std::string> csvFields(const std::string& line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  return f;
+}
+
 TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
   auto r = runTool("tl-quant", kByte + " --report --report-format csv --group 128");
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -37,9 +45,7 @@ TEST(TlQuantCli, E0M4BeatsInt4OnEveryBytellamaMatrix) {
   EXPECT_EQ(line.rfind("weight,K,N,e0m4_mae,int4_mae,w4a8_mae,q8_mae,q3h_mae,e0m4_over_int4", 0), 0u) << line;
   int rows = 0;
   while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    const auto f = csvFields(line);
     ASSERT_GE(f.size(), 9u);
     EXPECT_LT(std::stod(f[3]), std::stod(f[4])) << line;  // e0m4 MAE < int4 MAE
     EXPECT_LT(std::stod(f[8]), 1.0) << line;
@@ -77,9 +83,7 @@ TEST(TlQuantCli, ReportRatioIsZeroWhereInt4IsExact) {
   std::string header, row;
   std::getline(in, header);
   ASSERT_TRUE(std::getline(in, row)) << csv;
-  std::vector<std::string> f;
-  std::stringstream ss(row);
-  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  const auto f = csvFields(row);
   ASSERT_GE(f.size(), 9u) << row;
   EXPECT_EQ(f[4], "0") << row;  // int4's error
   EXPECT_EQ(f[8], "0") << row;  // the ratio

@@ -56,8 +56,9 @@ TEST(PipelineGolden, FuseAndPlanOfEveryModel) {
     auto r = test::runTool("tl-fuse", "-v " + model + " -o " + fused);
     ASSERT_EQ(r.exitCode, 0) << r.err;
     text += r.err + "-- each pass alone\n";
+    const Model loaded = loadModel(model);
     for (const auto& p : fusePasses()) {
-      Model m = loadModel(model);
+      Model m = loaded;
       for (const auto& res : runFusePasses(m, {p.name}))
         text += res.pass + ": " + std::to_string(res.rewrites) + " " + res.counts + ", " +
                 std::to_string(res.nearMisses.size()) + " near misses\n";

@@ -212,9 +212,6 @@ TEST(PlanMemory, FixedBatchLeavesTheSequenceBounded) {
   EXPECT_GE(plan.buffers[static_cast<size_t>(logits)].capacity, 10 * 4 * 32);
 }
 
-// A tensor lives from the schedule position of the node that writes it to that of its last
-// reader, positions counted from 0 (tl-plan --emit text prints them); a graph output is
-// read one past the last node, after the run.
 // The plan of a model written in ONNX's text form, at --max-seq 16.
 MemoryPlan planOf(const char* text) {
   Model model;
@@ -226,6 +223,9 @@ MemoryPlan planOf(const char* text) {
   return planMemory(graph, analysis, opt);
 }
 
+// A tensor lives from the schedule position of the node that writes it to that of its last
+// reader, positions counted from 0 (tl-plan --emit text prints them); a graph output is
+// read one past the last node, after the run.
 TEST(PlanMemory, LiveRangesAreSchedulePositions) {
   const MemoryPlan plan = planOf(R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
