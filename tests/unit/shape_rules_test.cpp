@@ -264,6 +264,24 @@ TEST(ShapeRules, AttentionMaskUpToRankFour) {
   EXPECT_NE(attention({"1", "B", "1", "S", "T"}).find("mask must broadcast to [B, H, S, T]"), std::string::npos);
 }
 
+// tl.Attention's operands agree where the product needs them to: q, k and v one batch, k and
+// v one head count and length, q and k one head dim. Each pair that disagrees fails.
+TEST(ShapeRules, AttentionOperandsAgree) {
+  const auto attention = [](std::vector<std::string> q, std::vector<std::string> k, std::vector<std::string> v) {
+    OneNode n("Attention");
+    n.tl().input("q", q).input("k", k).input("v", v);
+    return n.failure();
+  };
+  const std::vector<std::string> q = {"2", "4", "S", "16"}, k = {"2", "2", "6", "16"}, v = {"2", "2", "6", "8"};
+  EXPECT_EQ(attention(q, k, v), "");
+  const auto with = [](std::vector<std::string> d, size_t i, const char* x) { d[i] = x; return d; };
+  EXPECT_NE(attention(q, with(k, 0, "3"), v), "") << "q's batch against k's";
+  EXPECT_NE(attention(q, k, with(v, 0, "3")), "") << "q's batch against v's";
+  EXPECT_NE(attention(q, k, with(v, 1, "1")), "") << "k's heads against v's";
+  EXPECT_NE(attention(q, k, with(v, 2, "5")), "") << "k's length against v's";
+  EXPECT_NE(attention(with(q, 3, "8"), k, v), "") << "q's head dim against k's";
+}
+
 // Mod's values: the sign of the divisor's (Python's) by default, of the dividend's with fmod.
 TEST(ShapeRules, ModValuesEitherSign) {
   EXPECT_EQ(OneNode("Mod").ints("a", {7, -7}).ints("b", {3, 3}).value(), "[1, 2]");
