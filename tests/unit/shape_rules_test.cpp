@@ -1,6 +1,8 @@
 // Shape rules on one-node graphs: symbolic dims in, exact expressions out.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "cli/error.h"
 #include "graph/graph.h"
 #include "onnx/model_io.h"
@@ -32,6 +34,7 @@ class OneNode {
     in->set_name(name);
     auto* tt = in->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(dtype);
+    tt->mutable_shape();  // declared even with no dims: a scalar
     for (const auto& d : dims) {
       auto* dim = tt->mutable_shape()->add_dim();
       if (d.find_first_not_of("0123456789") == std::string::npos) {
@@ -70,6 +73,23 @@ class OneNode {
     a->set_s(v);
     return *this;
   }
+  OneNode& attrInts(const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+    return *this;
+  }
+  // A float tensor attribute [v.size()] (ConstantOfShape's value).
+  OneNode& attrTensor(const std::string& name, const std::vector<float>& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(static_cast<int64_t>(v.size()));
+    for (float x : v) a->mutable_t()->add_float_data(x);
+    return *this;
+  }
   OneNode& attr(const std::string& name, const std::vector<float>& v) {
     auto* a = node_->add_attribute();
     a->set_name(name);
@@ -92,9 +112,9 @@ class OneNode {
     return v ? str(*v) : "none";
   }
   // The message inference fails with ("" when it does not: shape() then has the output's).
-  std::string failure() {
+  std::string failure(int outputs = 1) {
     try {
-      shape_ = out();
+      shape_ = this->outputs(outputs)[0];
     } catch (const Error& e) {
       return e.what();
     }
@@ -280,6 +300,164 @@ TEST(ShapeRules, AttentionOperandsAgree) {
   EXPECT_NE(attention(q, k, with(v, 1, "1")), "") << "k's heads against v's";
   EXPECT_NE(attention(q, k, with(v, 2, "5")), "") << "k's length against v's";
   EXPECT_NE(attention(with(q, 3, "8"), k, v), "") << "q's head dim against k's";
+}
+
+// Every refusal of a rule names its cause, at the input that just crosses its line (a
+// rank one short or past, one entry too many, a fourth output where three is the most).
+TEST(ShapeRules, EachRefusalSaysWhy) {
+  using N = OneNode;
+  const auto i64 = onnx::TensorProto::INT64;
+  const std::vector<std::pair<std::function<std::string()>, const char*>> cases = {
+      {[] { return N("Add").skip().skip().failure(); }, "needs at least one input"},
+      {[] { return N("Cast").input("x", {"2"}).failure(); }, "attribute 'to' is missing"},
+      {[] { return N("Reshape", 4).input("x", {"2"}).failure(); }, "attribute 'shape' is missing"},
+      {[] { return N("Squeeze").input("x", {"N", "1"}).failure(); }, "cannot tell whether dimension N is 1"},
+      {[] { return N("Squeeze").input("x", {"2", "3"}).ints("a", {-1}).failure(); }, "cannot squeeze axis -1 of size 3"},
+      {[] { return N("Unsqueeze").input("x", {"2"}).failure(); }, "axes are missing"},
+      {[] { return N("Transpose").input("x", {"2", "3"}).attrInts("perm", {0}).failure(); }, "perm has 1 entries for rank 2"},
+      {[] { return N("Transpose").input("x", {"2", "3"}).attrInts("perm", {1, -1}).failure(); }, "perm repeats axis -1"},
+      {[] { return N("Concat").input("a", {"2"}).failure(); }, "attribute 'axis' is missing"},
+      {[] { return N("Concat").skip().attr("axis", 0).failure(); }, "needs at least one input"},
+      {[] { return N("Concat").input("a", {"2", "3"}).input("b", {"4", "5"}).attr("axis", 0).failure(); },
+       "inputs differ in dimension 1: 3 vs 5"},
+      {[] { return N("Split").input("x", {"4"}).attr("num_outputs", 0).failure(); }, "num_outputs must be positive"},
+      {[] { return N("Split").input("x", {"5"}).failure(2); }, "cannot split dimension 5 into 2 equal parts"},
+      {[] { return N("Split").input("x", {"N"}).failure(2); }, "cannot prove that dimension N splits into 2 equal parts"},
+      {[] { return N("Split").input("x", {"6"}).ints("s", {2, 4}).failure(3); }, "split gives 2 sizes for 3 outputs"},
+      {[] { return N("Slice").input("x", {"8"}).ints("s", {0}).ints("e", {1, 2}).failure(); },
+       "starts and ends differ in length"},
+      {[] { return N("Slice").input("x", {"8", "8"}).ints("s", {0}).ints("e", {1}).ints("a", {0, 1}).failure(); },
+       "starts, ends, axes and steps differ in length"},
+      {[] { return N("Slice").input("x", {"8"}).ints("s", {0}).ints("e", {1}).ints("a", {0}).ints("t", {1, 1}).failure(); },
+       "starts, ends, axes and steps differ in length"},
+      {[] { return N("Slice").input("x", {"8"}).ints("s", {0}).ints("e", {1}).ints("a", {0}).ints("t", {0}).failure(); },
+       "slice step is 0"},
+      {[=] { return N("GatherElements").input("x", {"2", "3"}).input("i", {"2"}, i64).failure(); },
+       "data and indices differ in rank"},
+      {[=] { return N("GatherND").input("x", {"2"}).input("i", {}, i64).failure(); }, "indices must have rank >= 1"},
+      {[=] { return N("GatherND").input("x", {"2"}).input("i", {"N"}, i64).failure(); },
+       "the last dimension of indices must be constant, not N"},
+      {[=] { return N("GatherND").input("x", {"2", "3"}).input("i", {"1", "3"}, i64).failure(); },
+       "indices address more dimensions than data has"},
+      {[=] { return N("GatherND").input("x", {"2", "3"}).input("i", {"2", "2"}, i64).attr("batch_dims", 1).failure(); },
+       "indices address more dimensions than data has"},
+      {[] { return N("Tile").input("x", {"2", "3"}).ints("r", {2}).failure(); }, "repeats has 1 entries for rank 2"},
+      {[] { return N("Range").ints("s", {0}).ints("l", {5}).ints("d", {0}).failure(); }, "delta is 0"},
+      {[] { return N("MatMul").input("a", {}).input("b", {"2"}).failure(); }, "MatMul inputs must have rank >= 1"},
+      {[] { return N("MatMul").input("a", {"2"}).input("b", {}).failure(); }, "MatMul inputs must have rank >= 1"},
+      {[] { return N("MatMul").input("a", {"2", "3"}).input("b", {"4", "5"}).failure(); }, "inner dimensions differ: [2, 3] x [4, 5]"},
+      {[] { return N("Gemm").input("a", {"2"}).input("b", {"2", "3"}).failure(); }, "Gemm inputs must be 2-D"},
+      {[] { return N("Gemm").input("a", {"2", "3"}).input("b", {"2", "3", "1"}).failure(); }, "Gemm inputs must be 2-D"},
+      {[] { return N("Gemm").input("a", {"2", "3"}).input("b", {"4", "5"}).failure(); }, "inner dimensions differ: 3 vs 4"},
+      {[] { return N("Gemm").input("a", {"2", "3"}).input("b", {"3", "4"}).input("c", {"1", "2", "4"}).failure(); },
+       "C does not broadcast to [M, N]"},
+      {[] { return N("Conv").input("x", {"1", "3", "8"}).input("w", {"4", "3", "K"}).failure(); },
+       "Conv needs a weight of constant spatial shape"},
+      {[] { return N("Conv").input("x", {"1", "3", "8"}).input("w", {"4", "3", "3"}).attr("auto_pad", "FULL").failure(); },
+       "Conv's auto_pad 'FULL' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER"},
+      {[] { return N("QMatMul").tl().input("x", {"2", "8"}).attr("N", 4).failure(); }, "tl.QMatMul needs attributes K and N"},
+      {[] { return N("QMatMul").tl().input("x", {"2", "8"}).attr("K", 8).failure(); }, "tl.QMatMul needs attributes K and N"},
+      {[] { return N("QMatMul").tl().input("x", {}).attr("K", 8).attr("N", 4).failure(); }, "tl.QMatMul input must have rank >= 1"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).input("b", {"1", "4"}).failure(); },
+       "a (Q)MatMul's bias must be 1-D [N]"},
+      {[] {
+         return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).skip().skip().input("s", {"1", "8"}).failure();
+       },
+       "a (Q)MatMul's norm scale must be 1-D [K]"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).skip().input("r", {"4"}).failure(); },
+       "a (Q)MatMul's residual must be shaped like its one output"},
+      {[] {
+         return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).skip().input("r", {"2", "4"}).attrInts("split", {2, 2}).failure(2);
+       },
+       "a (Q)MatMul's residual must be shaped like its one output"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).attrInts("split", {1, 1, 1, 1}).failure(4); },
+       "split must give each of at most 3 outputs its width, summing to N = 4"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).attrInts("split", {1, 2}).failure(2); },
+       "split must give each of at most 3 outputs its width, summing to N = 4"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).attrInts("split", {1, 3}).failure(1); },
+       "split must give each of at most 3 outputs its width, summing to N = 4"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "N"}).failure(); },
+       "tl.MatMul needs A of rank >= 1 and W [K, N], N constant"},
+      {[] { return N("MatMul").tl().input("a", {}).input("w", {"8", "4"}).failure(); },
+       "tl.MatMul needs A of rank >= 1 and W [K, N], N constant"},
+      {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8"}).failure(); },
+       "tl.MatMul needs A of rank >= 1 and W [K, N], N constant"},
+      {[] { return N("RMSNorm").tl().input("x", {}).input("s", {"8"}).failure(); }, "tl.RMSNorm input must have rank >= 1"},
+      {[] { return N("RMSNorm").tl().input("x", {"2", "8"}).input("s", {"1", "8"}).failure(); }, "tl.RMSNorm scale must have rank 1, not 2"},
+      {[] { return N("RMSNorm").tl().input("x", {"2", "8"}).input("s", {"8"}).input("r", {"8"}).failure(); },
+       "tl.RMSNorm's residual must have x's shape"},
+      {[] { return N("RoPE").tl().input("x", {"1", "2", "3", "5"}).input("c", {"3", "2"}).input("s", {"3", "2"}).failure(); },
+       "tl.RoPE needs x whose last dimension is a constant even number"},
+      {[] { return N("RoPE").tl().input("x", {"1", "2", "3", "D"}).input("c", {"3", "2"}).input("s", {"3", "2"}).failure(); },
+       "tl.RoPE needs x whose last dimension is a constant even number"},
+      {[] {
+         return N("RoPE").tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "2"}).input("s", {"3", "2"}).attr("rotary_dim", 3).failure();
+       },
+       "tl.RoPE's rotary_dim must be even and at most x's last dimension"},
+      {[] {
+         return N("RoPE").tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "2"}).input("s", {"3", "2"}).attr("rotary_dim", 10).failure();
+       },
+       "tl.RoPE's rotary_dim must be even and at most x's last dimension"},
+      {[] {
+         return N("RoPE").tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "2"}).input("s", {"3", "2"}).attr("rotary_dim", 0).failure();
+       },
+       "tl.RoPE's rotary_dim must be even and at most x's last dimension"},
+      {[] { return N("RoPE").tl().input("x", {"2", "3", "8"}).input("c", {"1", "1", "3", "8"}).input("s", {"3", "8"}).failure(); },
+       "tl.RoPE's cos and sin must broadcast to x"},
+      {[] { return N("RoPE").tl().input("x", {"2", "3", "8"}).input("c", {"3", "8"}).input("s", {"1", "1", "3", "8"}).failure(); },
+       "tl.RoPE's cos and sin must broadcast to x"},
+      {[] {
+         return N("RoPE").tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "8"}).input("s", {"3", "8"}).input("k", {"2", "3", "8"}).failure(2);
+       },
+       "tl.RoPE's second input must have x's rank"},
+      {[] {
+         return N("RoPE").tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "8"}).input("s", {"3", "8"}).input("k", {"1", "2", "3", "8"})
+             .attr("cache_axis", 2).failure(3);
+       },
+       "tl.RoPE with cache_axis takes 7 inputs and gives 3 outputs"},
+      {[] {
+         N n("RoPE");
+         n.tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "8"}).input("s", {"3", "8"}).input("k", {"1", "2", "3", "8"});
+         n.input("pk", {"1", "2", "4", "8"}).input("pv", {"1", "2", "4", "8"}).input("v", {"1", "2", "3", "8"}).attr("cache_axis", 3);
+         return n.failure(3);
+       },
+       "tl.RoPE's cache_axis must come before the last axis"},
+      {[] {
+         N n("RoPE");
+         n.tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "8"}).input("s", {"3", "8"}).input("k", {"1", "2", "3", "8"});
+         n.input("pk", {"2", "4", "8"}).input("pv", {"1", "2", "4", "8"}).input("v", {"1", "2", "3", "8"}).attr("cache_axis", 2);
+         return n.failure(3);
+       },
+       "tl.RoPE's caches and new entries must have x2's rank"},
+      {[] {
+         N n("RoPE");
+         n.tl().input("x", {"1", "2", "3", "8"}).input("c", {"3", "8"}).input("s", {"3", "8"}).input("k", {"1", "2", "3", "8"});
+         n.input("pk", {"1", "2", "4", "8"}).input("pv", {"1", "2", "4", "8"}).input("v", {"2", "3", "8"}).attr("cache_axis", 2);
+         return n.failure(3);
+       },
+       "tl.RoPE's caches and new entries must have x2's rank"},
+      {[] { return N("Attention").tl().input("q", {"1", "H", "3", "8"}).input("k", {"1", "2", "5", "8"}).input("v", {"1", "2", "5", "8"}).failure(); },
+       "tl.Attention needs constant head counts, q's a multiple of k's"},
+      {[] { return N("Attention").tl().input("q", {"1", "3", "3", "8"}).input("k", {"1", "2", "5", "8"}).input("v", {"1", "2", "5", "8"}).failure(); },
+       "tl.Attention needs constant head counts, q's a multiple of k's"},
+      {[] { return N("Attention").tl().input("q", {"1", "4", "3", "8"}).input("k", {"1", "0", "5", "8"}).input("v", {"1", "0", "5", "8"}).failure(); },
+       "tl.Attention needs constant head counts, q's a multiple of k's"},
+      {[] { return N("Attention").tl().input("q", {"4", "3", "8"}).input("k", {"1", "2", "5", "8"}).input("v", {"1", "2", "5", "8"}).failure(); },
+       "tl.Attention needs q, k and v of rank 4"},
+      {[] {
+         return N("Attention").tl().input("q", {"1", "4", "3", "8"}).input("k", {"1", "2", "5", "8"}).input("v", {"1", "2", "5", "8"}).skip()
+             .input("km", {"5"}).failure();
+       },
+       "tl.Attention's key_mask must be [B, T]"},
+      {[] { return N("Elementwise").tl().failure(); }, "tl.Elementwise needs inputs"},
+      {[] { return N("Constant").failure(); }, "Constant needs exactly one value attribute"},
+      {[] { return N("Constant").attr("value_int", 1).attrInts("value_ints", {1}).failure(); }, "Constant needs exactly one value attribute"},
+      {[] { return N("ConstantOfShape").ints("s", {2}).attrTensor("value", {1, 2}).failure(); }, "value must hold one element"},
+  };
+  for (const auto& [fails, says] : cases) {
+    const std::string got = fails();
+    EXPECT_NE(got.find(says), std::string::npos) << "wanted: " << says << "\ngot: " << (got.empty() ? "(no failure)" : got);
+  }
 }
 
 // Mod's values: the sign of the divisor's (Python's) by default, of the dividend's with fmod.
