@@ -236,6 +236,18 @@ TEST(TlQuantCli, BadInput) {
                      "a power of two >= 16 (MatMulNBits' block_size), not 96");
   expectOneLineError(runTool("tl-quant", kByte + " --scheme e0m4 --format ort -o /dev/null"),
                      "--format ort writes int4 (MatMulNBits), not e0m4");
+  // Each line at its edge: 8 is a power of two under MatMulNBits' 16, and 16 is taken; the
+  // lm-head's scheme is held to the same rules as --scheme.
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --group 8 --format ort -o /dev/null"),
+                     "a power of two >= 16 (MatMulNBits' block_size), not 8");
+  EXPECT_EQ(runTool("tl-quant", kByte + " --scheme int4 --group 16 --format ort -o /dev/null").exitCode, 0);
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --quantize-lm-head --lm-head-scheme q8 --format ort -o /dev/null"),
+                     "--format ort writes int4 (MatMulNBits), not q8");
+  expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --quantize-lm-head --lm-head-scheme q3h --group 63 -o /dev/null"),
+                     "--group must be even");
+  const auto format = runTool("tl-quant", kByte + " --report --report-format xml");
+  EXPECT_EQ(format.exitCode, 2);  // a usage error
+  EXPECT_NE(format.err.find("--report-format must be md, csv or json"), std::string::npos) << format.err;
   // A MatMul by an activation (attention's q x k) is no constant weight.
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromString(test::readFile(kByte)));
