@@ -55,6 +55,21 @@ class OneNode {
     node_->add_input(name);
     return *this;
   }
+  // An int64 initializer of the given dims holding v.
+  OneNode& intsShaped(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+    ints(name, std::move(v));
+    auto* t = model_.proto.mutable_graph()->mutable_initializer(model_.proto.graph().initializer_size() - 1);
+    t->clear_dims();
+    for (auto d : dims) t->add_dims(d);
+    return *this;
+  }
+  OneNode& attrFloat(const std::string& name, float v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+    return *this;
+  }
   OneNode& skip() {
     node_->add_input("");
     return *this;
@@ -106,8 +121,8 @@ class OneNode {
   }
   std::string out() { return outputs(1)[0]; }
   // The output's tracked value as text ("[0, 1]"), or "none".
-  std::string value() {
-    const ShapeAnalysis a = analyze(1);
+  std::string value(int outputs = 1) {
+    const ShapeAnalysis a = analyze(outputs);
     const auto& v = a.at("out0").value;
     return v ? str(*v) : "none";
   }
@@ -458,6 +473,88 @@ TEST(ShapeRules, EachRefusalSaysWhy) {
     const std::string got = fails();
     EXPECT_NE(got.find(says), std::string::npos) << "wanted: " << says << "\ngot: " << (got.empty() ? "(no failure)" : got);
   }
+}
+
+// Values tracked through each op that computes them (shape arithmetic folded away), and
+// none where an element cannot be decided.
+TEST(ShapeRules, ValuesThroughEachOp) {
+  using N = OneNode;
+  EXPECT_EQ(N("Pow").ints("a", {2, 3, 5}).ints("b", {3, 2, 0}).value(), "[8, 9, 1]");
+  EXPECT_EQ(N("Pow").ints("a", {2, 3}).ints("b", {-1, 2}).value(), "none");
+  EXPECT_EQ(N("Pow").ints("a", {2}).ints("b", {63}).value(), "none");
+  EXPECT_EQ(N("Div").ints("a", {7, -7}).ints("b", {2, 2}).value(), "[3, -3]");  // C's, as ONNX Runtime's
+  EXPECT_EQ(N("Div").ints("a", {7}).ints("b", {0}).value(), "none");
+  EXPECT_EQ(N("Sub").ints("a", {7, 1}).ints("b", {2}).value(), "[5, -1]");
+  EXPECT_EQ(N("Max").ints("a", {7, 1}).ints("b", {2, 3}).value(), "[7, 3]");
+  EXPECT_EQ(N("Min").ints("a", {7, 1}).ints("b", {2, 3}).value(), "[2, 1]");
+  EXPECT_EQ(N("And").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 0, 0, 1]");
+  EXPECT_EQ(N("Or").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 1, 1, 1]");
+  EXPECT_EQ(N("Xor").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 1, 1, 0]");
+  EXPECT_EQ(N("Less").ints("a", {1, 2, 3}).ints("b", {2}).value(), "[1, 0, 0]");
+  EXPECT_EQ(N("GreaterOrEqual").ints("a", {1, 2, 3}).ints("b", {2}).value(), "[0, 1, 1]");
+  EXPECT_EQ(N("Not").ints("a", {0, 3}).value(), "[1, 0]");
+  EXPECT_EQ(N("Abs").ints("a", {-3, 4}).value(), "[3, 4]");
+  EXPECT_EQ(N("Neg").ints("a", {-3, 4}).value(), "[3, -4]");
+  EXPECT_EQ(N("Sign").ints("a", {-5, 0, 7}).value(), "[-1, 0, 1]");
+  EXPECT_EQ(N("CastLike").ints("a", {1, 2}).input("t", {"1"}).value(), "[1, 2]");
+  EXPECT_EQ(N("Size").input("x", {"2", "N"}).value(), "[2*N]");
+  EXPECT_EQ(N("Transpose").intsShaped("x", {2, 3}, {1, 2, 3, 4, 5, 6}).value(), "[1, 4, 2, 5, 3, 6]");
+  EXPECT_EQ(N("Transpose").intsShaped("x", {2, 3}, {1, 2, 3, 4, 5, 6}).attrInts("perm", {1, 0}).out(), "[3, 2]");
+  EXPECT_EQ(N("ReduceProd").ints("x", {2, 3, 4}).value(), "[24]");
+  EXPECT_EQ(N("ReduceSum").ints("x", {2, 3, 4}).value(), "[9]");
+  EXPECT_EQ(N("ReduceMax").ints("x", {2, 7, 4}).value(), "[7]");
+  EXPECT_EQ(N("ReduceMin").ints("x", {2, 7, 1}).value(), "[1]");
+  EXPECT_EQ(N("ReduceMean").ints("x", {2, 4}).value(), "none");
+  EXPECT_EQ(N("Split").ints("x", {1, 2, 3, 4}).ints("s", {1, 3}).value(2), "[1]");
+  EXPECT_EQ(N("Slice").ints("x", {1, 2, 3, 4, 5}).ints("s", {4}).ints("e", {0}).ints("a", {0}).ints("t", {-2}).value(), "[5, 3]");
+  EXPECT_EQ(N("Constant").attrInts("value_ints", {4, 5}).value(), "[4, 5]");
+  EXPECT_EQ(N("Constant").attrFloat("value_float", 2.0f).value(), "[2]");
+  EXPECT_EQ(N("Constant").attrFloat("value_float", 2.5f).value(), "none");
+}
+
+// Rules the bundled models never reach, each at an ordinary input.
+TEST(ShapeRules, OpsTheModelsDoNotReach) {
+  using N = OneNode;
+  const auto i64 = onnx::TensorProto::INT64;
+  EXPECT_EQ(N("Reshape", 4).input("x", {"2", "3"}).attrInts("shape", {3, 2}).out(), "[3, 2]");
+  EXPECT_NE(N("Reshape").input("x", {"6"}).ints("s", {0, 0}).failure().find("copies dimension 1 (0) but the input has rank 1"),
+            std::string::npos);
+  EXPECT_NE(N("Reshape").input("x", {"6"}).ints("s", {-2, -3}).failure().find("has a negative dimension"), std::string::npos);
+  EXPECT_NE(N("Reshape").input("x", {"6"}).input("s", {"1"}, i64).failure().find(
+                "target shape (input 's') is not computable from shapes and constants"),
+            std::string::npos);
+  EXPECT_NE(N("Concat").input("a", {"2", "3"}).input("b", {"3"}).attr("axis", 0).failure().find("input 'b' has rank 1, expected 2"),
+            std::string::npos);
+  EXPECT_EQ(N("Concat").input("a", {"2", "N"}).input("b", {"3", "4"}).attr("axis", 0).out(), "[5, 4]");
+  EXPECT_EQ(N("Split", 11).input("x", {"6"}).attrInts("split", {2, 4}).outputs(2), (std::vector<std::string>{"[2]", "[4]"}));
+  EXPECT_EQ(N("Split", 11).input("x", {"N"}).attrInts("split", {2, 3}).outputs(2), (std::vector<std::string>{"[2]", "[3]"}));
+  EXPECT_NE(N("Split", 11).input("x", {"6"}).attrInts("split", {2, 3}).failure(2).find("split sizes [2, 3] do not add up to dimension 6"),
+            std::string::npos);
+  EXPECT_EQ(N("Slice", 9).input("x", {"8", "4"}).attrInts("starts", {2}).attrInts("ends", {5}).attrInts("axes", {0}).out(), "[3, 4]");
+  EXPECT_EQ(N("GatherElements").input("x", {"2", "3"}).input("i", {"2", "5"}, i64).attr("axis", 1).out(), "[2, 5]");
+  EXPECT_EQ(N("ScatterND").input("x", {"4", "5"}).input("i", {"2", "1"}, i64).input("u", {"2", "5"}).out(), "[4, 5]");
+  EXPECT_EQ(N("Pad", 10).input("x", {"2", "3"}).attrInts("pads", {1, 0, 1, 2}).out(), "[4, 5]");
+  EXPECT_EQ(N("Pad").input("x", {"2", "3"}).ints("p", {1, 2}).skip().ints("a", {1}).out(), "[2, 6]");
+  EXPECT_EQ(N("MatMul").input("a", {"2", "K"}).input("b", {"3", "4"}).out(), "[2, 4]");
+  EXPECT_EQ(N("Gemm").input("a", {"2", "K"}).input("b", {"3", "4"}).out(), "[2, 4]");
+  EXPECT_EQ(N("TopK").input("x", {"B", "9"}).ints("k", {3}).outputs(2), (std::vector<std::string>{"[B, 3]", "[B, 3]"}));
+  EXPECT_EQ(N("TopK", 9).input("x", {"B", "9"}).attr("k", 4).attr("axis", 0).out(), "[4, 9]");
+  EXPECT_EQ(N("QMatMul").tl().input("x", {"N", "8"}).attr("K", 8).attr("N", 6).out(), "[N, 6]");
+  EXPECT_EQ(N("QMatMul").tl().input("x", {"N", "K"}).attr("K", 8).attr("N", 6).out(), "[N, 6]");
+  EXPECT_NE(N("QMatMul").tl().input("x", {"N", "7"}).attr("K", 8).attr("N", 6).failure().find("inner dimension 7 is not K = 8"),
+            std::string::npos);
+  EXPECT_EQ(N("Conv").input("x", {"1", "3", "9"}).input("w", {"4", "3", "3"}).attrInts("strides", {2}).attr("auto_pad", "SAME_UPPER").out(),
+            "[1, 4, 5]");
+  EXPECT_EQ(N("Conv").input("x", {"1", "3", "9"}).input("w", {"4", "3", "3"}).attrInts("strides", {2}).attr("auto_pad", "VALID").out(),
+            "[1, 4, 4]");
+  EXPECT_NE(N("Concat").tl().input("a", {"2"}).input("b", {"3"}).failure().find("tl.Concat takes two pairs of inputs and gives two outputs"),
+            std::string::npos);
+  EXPECT_NE(N("KvAppend").tl().input("a", {"2"}).input("b", {"3"}).input("c", {"3"}).failure().find(
+                "tl.KvAppend takes one or two pairs of inputs, an output each"),
+            std::string::npos);
+  EXPECT_NE(N("KvAppend").tl().input("a", {"2", "3"}).input("b", {"3"}).failure().find("tl.KvAppend's pair 0 differs in rank"),
+            std::string::npos);
+  EXPECT_EQ(N("KvAppend").tl().input("a", {"1", "past", "4"}).input("b", {"1", "N", "4"}).attr("axis", 1).out(), "[1, N + past, 4]");
 }
 
 // Mod's values: the sign of the divisor's (Python's) by default, of the dividend's with fmod.
