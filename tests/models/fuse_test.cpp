@@ -712,6 +712,30 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2
   EXPECT_FLOAT_EQ(cap->f(), 50.0f);
 }
 
+// A Softmax with no axis attribute is over the last axis from opset 13 on (before it
+// flattened from axis 1): fused at 13, a near miss at 12.
+TEST(FuseAttention, SoftmaxDefaultAxisByOpset) {
+  for (const int opset : {12, 13}) {
+    Model m;
+    const std::string graph = "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + R"ONNX(]>
+g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+  p = Softmax (s)
+  o = MatMul (p, v)
+}
+)ONNX";
+    ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, graph.c_str()).IsOK());
+    const auto r = runFusePasses(m, {"attention"});
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].rewrites, opset >= 13 ? 1 : 0) << "opset " << opset;
+    if (opset < 13) {
+      ASSERT_EQ(r[0].nearMisses.size(), 1u);
+      EXPECT_NE(r[0].nearMisses[0].find("it is not over the last axis"), std::string::npos) << r[0].nearMisses[0];
+    }
+  }
+}
+
 // A tl.RoPE that already rotates part of its input (rotary_dim) is not absorbed again by
 // the Slices around it: partial rotary of a partial rotary is two rotary dims, not one.
 // (The rope pass looks for partial rotary once it has fused a rotate-half: z's here.)
