@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "text/tokenizer.h"
 
@@ -71,7 +73,8 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
 // Whitespace, Punctuation, BERT's normalizer and pre-tokenizer, Lowercase, Strip,
 // StripAccents, BertProcessing, the WordPiece, Metaspace and BPEDecoder decoders, added
 // tokens with single_word, lstrip, rstrip and normalized) on small
-// tokenizer.json files written here, over lines that reach their corners: capitals
+// tokenizer.json files written here, over lines that reach their corners (a Split whose
+// runs of "l" and of the rest stay whole: Contiguous): capitals
 // whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
 // and NFD, CJK, digits of other scripts, controls, a word past WordPiece's 100
 // characters, special tokens in the text, characters no piece covers.
@@ -220,7 +223,9 @@ json componentTokenizer(const std::string& name) {
                        {"normalizers", json::array({{{"type", "NFD"}}, {{"type", "StripAccents"}}, {{"type", "Lowercase"}},
                                                     {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}}})}};
     t["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}}, {{"type", "Punctuation"}, {"behavior", "Isolated"}},
+                          {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}},
+                                                         {{"type", "Split"}, {"pattern", {{"String", "l"}}}, {"behavior", "Contiguous"}, {"invert", false}},
+                                                         {{"type", "Punctuation"}, {"behavior", "Isolated"}},
                                                          {{"type", "Digits"}, {"individual_digits", true}}, {{"type", "Whitespace"}}})}};
     t["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"continuing_subword_prefix", nullptr},
                   {"end_of_word_suffix", "</w>"}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab}, {"merges", merges}};
@@ -269,6 +274,44 @@ TEST(TokenizerDecoders, BpeSuffixReplacedOnceEachPlace) {
   const Tokenizer tok = Tokenizer::fromFile(file.string());
   EXPECT_EQ(tok.decode({1, 2}, false), "a xb");
   EXPECT_EQ(tok.decode({2, 1}, false), "bax");
+}
+
+// A tokenizer.json tl cannot read as its authors meant is refused, naming the part (the
+// tools name the file): components of a type tl does not know, a pattern neither String nor Regex, a
+// regex PCRE2 will not compile, a merge of tokens the vocabulary lacks.
+TEST(TokenizerFiles, EachRefusalNamesItsCause) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& t) { t["pre_tokenizer"] = {{"type", "Bogus"}}; }, "pre-tokenizer 'Bogus' is not one tl knows"},
+      {[](json& t) { t["decoder"] = {{"type", "Bogus"}}; }, "decoder 'Bogus' is not one tl knows"},
+      {[](json& t) { t["post_processor"] = {{"type", "Bogus"}}; }, "post-processor 'Bogus' is not one tl knows"},
+      {[](json& t) {
+         t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Joined"}, {"invert", false}};
+       },
+       "Split behavior 'Joined' is not one tl knows"},
+      {[](json& t) {
+         t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Glob", "-"}}}, {"behavior", "Isolated"}, {"invert", false}};
+       },
+       "pattern {\"Glob\":\"-\"} is neither String nor Regex"},
+      {[](json& t) {
+         t["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(a"}}}, {"behavior", "Isolated"}, {"invert", false}};
+       },
+       "regex '(a' at 2: "},
+      {[](json& t) { t["model"]["merges"].push_back("Q Z"); }, "merge 'Q Z' names a token outside the vocabulary"},
+  };
+  const auto dir = test::tempDir("tokenizer-refusals");
+  for (const auto& [edit, says] : cases) {
+    json t = componentTokenizer("bpe");
+    edit(t);
+    const auto file = dir / "tokenizer.json";
+    test::writeFile(file, t.dump());
+    try {
+      Tokenizer::fromFile(file.string());
+      ADD_FAILURE() << "taken: " << says;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe", "added"),
