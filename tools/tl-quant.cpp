@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
                 "--format ort keeps it in float (MatMulNBits is int4). Embeddings are Gathers and stay.\n\n"
                 "  tl-quant model.onnx --scheme e0m4 --group 128 -o model.q.onnx\n"
                 "  tl-quant model.onnx --scheme e0m4 --lm-head-scheme float -o model.q.onnx\n"
+                "  tl-quant model.onnx --skip mlp --emit text     (each weight's scheme, or why it is kept)\n"
                 "  tl-quant model.onnx --report --report-format md\n");
   std::string scheme = "e0m4", format = "md";
   tl::QuantOptions opt;
@@ -76,8 +77,13 @@ int main(int argc, char** argv) {
       data = tl::externalDataBeside(tool.output(), model);
       opt.externalData = data.get();
     }
+    const auto eligible = tl::findWeights(tl::Graph(model.proto.graph()), opt);
     auto done = tl::quantizeModel(model, opt, true);
     if (done.empty()) throw tl::Error("no MatMul has a constant 2-D float weight to quantize");
+    if (tool.emit() == tl::Emit::Text) {
+      tool.writeOutput(tl::renderQuantization("tl-quant: " + model.displayName, eligible, done), false);
+      return;
+    }
     std::filesystem::path outDir =
         toFile ? std::filesystem::absolute(tool.output()).parent_path() : std::filesystem::current_path();
     if (data) data->commit();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -187,17 +188,20 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       auto q = quantize(data.data(), w.K, w.N, w.scheme, opt.group);
       before += data.size() * 4;
       after += q.packed.size() + 8 * q.scale.size();
+      EligibleWeight result = w;
+      result.mae = quantizationError(data, q);
+      result.storedBytes = static_cast<int64_t>(q.packed.size() + 8 * q.scale.size());
       if (progress)
         std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
                      weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),
-                     schemeName(w.scheme), quantizationError(data, q), q.bitsPerWeight());
+                     schemeName(w.scheme), result.mae, q.bitsPerWeight());
       store(g, w.name, q, opt);
       // The node rewrite needs only the shape and scheme: free the codes now.
       q.packed = {};
       q.scale = {};
       q.offset = {};
       quantized.emplace(w.name, std::move(q));
-      done.push_back(w);
+      done.push_back(result);
     }
     if (progress)
       std::fprintf(stderr, "tl-quant: %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), before / 1048576.0,
@@ -281,6 +285,32 @@ ReportFormat parseReportFormat(const std::string& s) {
   if (s == "csv") return ReportFormat::Csv;
   if (s == "json") return ReportFormat::Json;
   throw Error("--report-format must be md, csv or json", ExitCode::Usage);
+}
+
+std::string renderQuantization(const std::string& title, const std::vector<EligibleWeight>& all,
+                               const std::vector<EligibleWeight>& done) {
+  std::map<std::string, const EligibleWeight*> quantized;
+  for (const auto& w : done) quantized[w.name] = &w;
+  std::string out = "# " + title + "\n# weight  node  K x N  scheme  mae  bits/weight (or: kept, why)\n";
+  int64_t before = 0, after = 0;
+  char row[160];
+  for (const auto& w : all) {
+    out += w.name + "  " + w.node + "  " + std::to_string(w.K) + " x " + std::to_string(w.N) + "  ";
+    const auto it = quantized.find(w.name);
+    if (it == quantized.end()) {
+      out += "kept (" + (w.keptBecause.empty() ? std::string("not asked for") : w.keptBecause) + ")\n";
+      continue;
+    }
+    const EligibleWeight& q = *it->second;
+    before += q.K * q.N * 4;
+    after += q.storedBytes;
+    std::snprintf(row, sizeof row, "%s  %.3g  %.2f\n", schemeName(q.scheme), q.mae,
+                  8.0 * static_cast<double>(q.storedBytes) / static_cast<double>(q.K * q.N));
+    out += row;
+  }
+  std::snprintf(row, sizeof row, "quantized: %zu of %zu weights, %.2f MiB -> %.2f MiB\n", done.size(), all.size(),
+                static_cast<double>(before) / 1048576.0, static_cast<double>(after) / 1048576.0);
+  return out + row;
 }
 
 std::string errorReport(const Model& model, const Graph& graph, const QuantOptions& opt, ReportFormat format) {

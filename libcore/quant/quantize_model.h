@@ -37,6 +37,9 @@ struct EligibleWeight {
   int64_t K = 0, N = 0;
   std::string keptBecause;  // empty when it is quantized
   QuantScheme scheme = QuantScheme::E0M4;  // the one it is quantized in
+  // Set by quantizeModel: the dequantized weight's mean absolute error, and the bytes stored.
+  double mae = 0;
+  int64_t storedBytes = 0;
 };
 
 // MatMuls whose B is a constant 2-D float initializer, with the reason any is kept.
@@ -50,6 +53,12 @@ void checkOptions(const QuantOptions& opt);
 // and stored, so memory holds one float weight and the quantized ones (none of those
 // either with opt.externalData).
 std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt, bool progress);
+
+// --emit text: a row per eligible weight (`all`, from findWeights), the scheme, error and
+// bits per weight of those quantized (`done`, from quantizeModel) or why it was kept, and
+// the bytes before and after.
+std::string renderQuantization(const std::string& title, const std::vector<EligibleWeight>& all,
+                               const std::vector<EligibleWeight>& done);
 
 // y = x W: a one-node model with input x [M, K] (M symbolic) and constant W (row-major
 // K x N), the unit that kernel tests and benchmarks quantize.

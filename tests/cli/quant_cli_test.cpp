@@ -128,6 +128,49 @@ TEST(TlQuantCli, RewritesIntoQMatMulAndKeepsTheLmHeadWhenAsked) {
   EXPECT_NE(r.out.find("QMatMul"), std::string::npos);
 }
 
+// --emit text: a row per MatMul weight, its scheme, error and bits per weight, or why it
+// was kept (--skip by node or by weight name, the lm_head's float), and the bytes; the
+// summary agrees with the progress's.
+TEST(TlQuantCli, TextListsEveryWeightAndWhyItWasKept) {
+  const auto r = runTool("tl-quant", kByte + " --skip mlp --skip onnx::MatMul_1216 --emit text");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::istringstream lines(r.out);
+  int rows = 0, kept = 0, byNode = 0, byName = 0, e0m4 = 0, q8 = 0;
+  std::string summary;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind("quantized: ", 0) == 0) {
+      summary = line;
+      continue;
+    }
+    ++rows;
+    if (line.find("kept (--skip mlp)") != std::string::npos) {
+      ++kept, ++byNode;
+      EXPECT_NE(line.find("/mlp/"), std::string::npos) << line;
+    } else if (line.find("kept (--skip onnx::MatMul_1216)") != std::string::npos) {
+      ++kept, ++byName;
+      EXPECT_EQ(line.rfind("onnx::MatMul_1216  ", 0), 0u) << line;
+    } else {
+      EXPECT_EQ(line.find("/mlp/"), std::string::npos) << line;
+      e0m4 += line.find("  e0m4  ") != std::string::npos && line.find("  4.50") != std::string::npos;
+      q8 += line.find("/m/lm_head/MatMul  256 x 256  q8  ") != std::string::npos && line.find("  8.50") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(rows, 29);
+  EXPECT_EQ(byNode, 12);  // gate, up and down in each of 4 layers
+  EXPECT_EQ(byName, 1);
+  EXPECT_EQ(e0m4, 15);
+  EXPECT_EQ(q8, 1);
+  EXPECT_EQ(summary.substr(0, 29), "quantized: 16 of 29 weights, ");
+  const size_t mib = r.err.find("tl-quant: 16 weights, ");
+  ASSERT_NE(mib, std::string::npos) << r.err;
+  EXPECT_EQ(summary.substr(29), r.err.substr(mib + 22, r.err.find('\n', mib) - mib - 22)) << summary;
+  // The lm_head kept in float is a row of its own.
+  const auto f = runTool("tl-quant", kByte + " --lm-head-scheme float --emit text");
+  ASSERT_EQ(f.exitCode, 0) << f.err;
+  EXPECT_NE(f.out.find("/m/lm_head/MatMul  256 x 256  kept (lm_head (--quantize-lm-head))"), std::string::npos) << f.out;
+}
+
 // The lm_head's scheme: q8 by default (the rest in e0m4), another when asked, and the
 // model still runs.
 TEST(TlQuantCli, LmHeadInASchemeOfItsOwn) {
