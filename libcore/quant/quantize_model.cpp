@@ -179,6 +179,14 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
   {
     Graph graph(g);
     auto weights = findWeights(graph, opt);
+    if (opt.ortFormat) {  // refused before any weight is quantized
+      std::set<std::string> asked;
+      for (const auto& w : weights)
+        if (w.keptBecause.empty()) asked.insert(w.name);
+      for (const auto& n : g.node())
+        if (n.domain() == "tl" && isMatMul(n) && asked.count(n.input(1)))
+          throw Error("node '" + n.name() + "': a merged tl.MatMul has no MatMulNBits form (quantize before tl-fuse)");
+    }
     std::map<std::string, QuantizedMatrix> quantized;
     size_t index = 0, before = 0, after = 0;
     for (const auto& w : weights) {
@@ -210,8 +218,6 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       if (opt.dequantizedFormat || !isMatMul(n) || !quantized.count(n.input(1))) continue;
       const auto& q = quantized.at(n.input(1));
       const std::string a = n.input(0), w = n.input(1);
-      if (opt.ortFormat && n.domain() == "tl")
-        throw Error("node '" + n.name() + "': a merged tl.MatMul has no MatMulNBits form (quantize before tl-fuse)");
       if (opt.ortFormat) {
         rewriteAsMatMulNBits(n, w, q);
         continue;

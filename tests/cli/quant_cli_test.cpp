@@ -288,6 +288,11 @@ TEST(TlQuantCli, BadInput) {
                      "--format ort writes int4 (MatMulNBits), not q8");
   expectOneLineError(runTool("tl-quant", kByte + " --scheme int4 --quantize-lm-head --lm-head-scheme q3h --group 63 -o /dev/null"),
                      "--group must be even");
+  // A fused model's merged MatMuls (q, k and v as one tl.MatMul) have no MatMulNBits form.
+  const auto fused = (test::tempDir("quant_fused_ort") / "fused.onnx").string();
+  ASSERT_EQ(runTool("tl-fuse", kByte + " -o " + fused).exitCode, 0);
+  expectOneLineError(runTool("tl-quant", fused + " --scheme int4 --format ort -o /dev/null"),
+                     "a merged tl.MatMul has no MatMulNBits form (quantize before tl-fuse)");
   const auto format = runTool("tl-quant", kByte + " --report --report-format xml");
   EXPECT_EQ(format.exitCode, 2);  // a usage error
   EXPECT_NE(format.err.find("--report-format must be md, csv or json"), std::string::npos) << format.err;
