@@ -6,6 +6,7 @@
 // encoded to the reference's ids exactly, and those ids decoded to its text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -69,10 +70,11 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
   EXPECT_EQ(tok.decode(holed, false), tok.decode(first, false)) << GetParam();
 }
 
-// The components the four families do not use (WordPiece, Unigram, Metaspace, Digits,
-// Whitespace, Punctuation, BERT's normalizer and pre-tokenizer, Lowercase, Strip,
-// StripAccents, BertProcessing, the WordPiece, Metaspace and BPEDecoder decoders, added
-// tokens with single_word, lstrip, rstrip and normalized) on small
+// The components the four families do not use (WordPiece, Unigram, BPE with a
+// continuing_subword_prefix, Metaspace, Digits, Whitespace, Punctuation, BERT's normalizer
+// and pre-tokenizer, Lowercase, Strip, StripAccents, BertProcessing, the WordPiece,
+// Metaspace and BPEDecoder decoders, added tokens with single_word, lstrip, rstrip and
+// normalized) on small
 // tokenizer.json files written here, over lines that reach their corners (a Split whose
 // runs of "l" and of the rest stay whole: Contiguous): capitals
 // whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
@@ -213,6 +215,26 @@ json componentTokenizer(const std::string& name) {
     t["normalizer"] = {{"type", "Lowercase"}};
     t["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
     t["decoder"] = t["pre_tokenizer"];
+  } else if (name == "bpe-prefix") {  // BPE whose pieces inside a word carry "##" (continuing_subword_prefix)
+    json vocab = {{"[UNK]", 0}}, merges = json::array();
+    for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, "##" + std::string(1, c));
+    for (const std::string w : {"the", "quick", "brown", "fox", "hello", "world", "token", "tokenization", "and", "over"}) {
+      std::string left(1, w[0]);
+      for (size_t i = 1; i < w.size(); ++i) {
+        const std::string merged = left + w[i];
+        if (!vocab.contains(merged)) {
+          add(vocab, merged);
+          merges.push_back(left + " ##" + w[i]);
+        }
+        left = merged;
+      }
+    }
+    special("[UNK]", 0);
+    t["normalizer"] = {{"type", "Lowercase"}};
+    t["pre_tokenizer"] = {{"type", "Whitespace"}};
+    t["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
+                  {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab}, {"merges", merges}};
+    t["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", false}};
   } else {  // "bpe": CLIP-like words with end-of-word suffixes, split every way but BERT's
     json vocab = {{"<unk>", 0}}, merges = json::array();
     for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, std::string(1, c) + "</w>");
@@ -314,8 +336,13 @@ TEST(TokenizerFiles, EachRefusalNamesItsCause) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents, ::testing::Values("bert", "unigram", "unigram-first", "bpe", "added"),
-                         [](const auto& info) { return std::string(info.param == "unigram-first" ? "unigram_first" : info.param); });
+INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents,
+                         ::testing::Values("bert", "unigram", "unigram-first", "bpe", "bpe-prefix", "added"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Families, TokenizerFamilies, ::testing::Values("llama2", "llama3", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });

@@ -153,8 +153,12 @@ TEST(KvChunk, ConstantChannelsAndFewerBits) {
   const auto two = decompressChunk(c2);
   EXPECT_FLOAT_EQ(two[0], 0.25f);
   EXPECT_NEAR(two[7 * 3 + 1], 7.0f, 1e-5);
-  EXPECT_THROW(compressChunk(v.data(), 8, 3, 3), Error);
+  // Widths 32, 8, 4 and 2 only; at least one token and one channel.
+  for (int bits : {0, 1, 3, 5, 16, 33}) EXPECT_THROW(compressChunk(v.data(), 8, 3, bits), Error) << bits;
+  for (int bits : {2, 4, 8, 32}) EXPECT_EQ(compressChunk(v.data(), 8, 3, bits).bits, bits);
   EXPECT_THROW(compressChunk(v.data(), 0, 3, 8), Error);
+  EXPECT_THROW(compressChunk(v.data(), 8, 0, 8), Error);
+  EXPECT_EQ(compressChunk(v.data(), 1, 1, 8).codes.size(), 1u);
 }
 
 TEST(Tolerance, DensityIsMassOverTheRowsThatSeeEachToken) {
