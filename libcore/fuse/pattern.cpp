@@ -1,6 +1,8 @@
 #include "fuse/pattern.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "graph/attributes.h"
 #include "graph/tl_ops.h"
@@ -174,6 +176,37 @@ void absorb(PassResult& into, const PassResult& more) {
   into.nearMisses.insert(into.nearMisses.end(), more.nearMisses.begin(), more.nearMisses.end());
 }
 
+namespace {
+
+// Why a match may not be rewritten though its pattern holds: a node it removes makes a
+// tensor that something outside the match still reads (or the graph outputs), and the
+// rewrite does not make it again. "" when every such read is kept.
+std::string dropsARead(const PatternContext& c, const Rewrite& r) {
+  std::set<size_t> gone(r.remove.begin(), r.remove.end());
+  std::map<size_t, const onnx::NodeProto*> edited;
+  std::set<std::string> made(r.fused.output().begin(), r.fused.output().end());
+  for (const auto& b : r.before) made.insert(b.output().begin(), b.output().end());
+  for (const auto& [i, n] : r.edits) {
+    edited[i] = &n;
+    made.insert(n.output().begin(), n.output().end());
+  }
+  for (size_t i : r.remove)
+    for (const auto& t : c.graph.node(i).output()) {
+      if (t.empty() || made.count(t)) continue;
+      if (c.outputs.count(t)) return "'" + t + "', which it would remove, is a graph output";
+      for (size_t reader : c.graph.consumers(t)) {
+        if (gone.count(reader)) continue;
+        const auto e = edited.find(reader);
+        if (e != edited.end() && std::find(e->second->input().begin(), e->second->input().end(), t) == e->second->input().end())
+          continue;
+        return "'" + t + "', which it would remove, is also read by node '" + c.graph.nodeName(reader) + "'";
+      }
+    }
+  return "";
+}
+
+}  // namespace
+
 PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
   PassResult result;
   std::vector<Rewrite> rewrites;
@@ -186,6 +219,7 @@ PassResult runPattern(Model& model, const char* anchor, PatternMatch match) {
       if (!isAnchor(graph.node(i), anchor)) continue;
       Rewrite r;
       std::string why = match(c, i, r);
+      if (why.empty()) why = dropsARead(c, r);
       std::vector<size_t> touched = r.remove;
       for (const auto& e : r.edits) touched.push_back(e.first);
       for (size_t n : touched)

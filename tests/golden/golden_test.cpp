@@ -2,13 +2,16 @@
 // model. To regenerate after an intended change:
 //   TL_UPDATE_GOLDEN=1 ctest --test-dir build -R Golden     (then review `git diff tests/golden`)
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "fuse/fuse.h"
 #include "onnx/model_io.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
@@ -90,6 +93,115 @@ TEST(PipelineGolden, FuseAndPlanOfEveryModel) {
   }
   EXPECT_EQ(unfused, 3);
   expectGolden("pipeline.txt", text);
+}
+
+// The fuse passes' report (rewrites and near misses) of a model, one line each.
+std::set<std::string> fuseReport(Model m) {
+  std::set<std::string> lines;
+  for (const auto& p : fusePasses()) {
+    try {
+      for (const auto& r : runFusePasses(m, {p.name})) {
+        lines.insert(r.pass + ": " + std::to_string(r.rewrites) + " " + r.counts);
+        for (const auto& n : r.nearMisses) lines.insert(r.pass + " near miss: " + n);
+      }
+    } catch (const Error& e) {
+      lines.insert("THROWS after the passes before " + p.name + ": " + e.what());
+      return lines;
+    }
+  }
+  // Whatever the passes rewrote, every tensor read is still made: by a node, an
+  // initializer or the graph's inputs.
+  std::set<std::string> made;
+  const auto& g = m.proto.graph();
+  for (const auto& i : g.input()) made.insert(i.name());
+  for (const auto& i : g.initializer()) made.insert(i.name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) made.insert(o);
+  for (const auto& n : g.node())
+    for (const auto& i : n.input())
+      if (!i.empty() && !made.count(i)) lines.insert("DANGLING: node '" + n.name() + "' reads '" + i + "', which nothing makes");
+  for (const auto& o : g.output())
+    if (!made.count(o.name())) lines.insert("DANGLING: graph output '" + o.name() + "', which nothing makes");
+  return lines;
+}
+
+// Near misses on real graphs: each node of a model's first layer and outside the layers,
+// perturbed one way at a time (its first output read by one more node; a commutative
+// Add's or Mul's operands swapped; the value of a float scalar constant it reads times 1.5), then
+// every pass run. Recorded: how each perturbation changes the passes' report (a pattern
+// that stops or starts matching, the near miss that says why), and never a read of a
+// tensor the rewrites removed. A pattern check that changes what it accepts shows here.
+TEST(FuseGolden, PerturbedGraphs) {
+  std::string text;
+  for (const auto& d : test::modelDirs()) {
+    const std::string name = test::modelTestName(d);
+    if (name != "llama_past" && name != "gpt2_past" && name != "gemma_past" && name != "phi3_past" && name != "clip_text")
+      continue;
+    const Model model = loadModel((d / "model.onnx").string());
+    const std::set<std::string> base = fuseReport(model);
+    for (const auto& l : base) EXPECT_EQ(l.rfind("DANGLING", 0), std::string::npos) << name << ": " << l;
+    text += "== " + name + "\n";
+    const auto& g = model.proto.graph();
+    std::set<std::string> scalars;  // float scalar initializers and Constants
+    for (const auto& t : g.initializer())
+      if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 0) scalars.insert(t.name());
+    for (const auto& n : g.node())
+      if (n.op_type() == "Constant" && n.attribute_size() == 1 && n.attribute(0).name() == "value" &&
+          n.attribute(0).t().data_type() == onnx::TensorProto::FLOAT && n.attribute(0).t().dims_size() == 0)
+        scalars.insert(n.output(0));
+    auto perturbed = [&](const std::string& what, Model m) {
+      const std::set<std::string> got = fuseReport(std::move(m));
+      std::string diff;
+      for (const auto& l : base)
+        if (!got.count(l)) diff += "  - " + l + "\n";
+      for (const auto& l : got)
+        if (!base.count(l)) diff += "  + " + l + "\n";
+      if (!diff.empty()) text += what + "\n" + diff;
+    };
+    for (int i = 0; i < g.node_size(); ++i) {
+      const auto& n = g.node(i);
+      const std::string& nn = n.name();
+      const bool inLayer = nn.find("layers.") != std::string::npos || nn.find("/h.") != std::string::npos;
+      const bool firstLayer = nn.find("layers.0/") != std::string::npos || nn.find("/h.0/") != std::string::npos;
+      if ((inLayer && !firstLayer) || n.op_type() == "Constant" || n.output_size() == 0) continue;
+      {
+        Model m = model;
+        auto* g2 = m.proto.mutable_graph();
+        auto* reader = g2->add_node();
+        reader->set_op_type("Identity");
+        reader->set_name("perturb_reader");
+        reader->add_input(n.output(0));
+        reader->add_output("perturb_read");
+        g2->add_output()->set_name("perturb_read");
+        perturbed("'" + nn + "' (" + n.op_type() + "): its output read once more", std::move(m));
+      }
+      if ((n.op_type() == "Add" || n.op_type() == "Mul") && n.input_size() == 2) {
+        Model m = model;
+        auto* t = m.proto.mutable_graph()->mutable_node(i);
+        const std::string a = t->input(0);
+        t->set_input(0, t->input(1));
+        t->set_input(1, a);
+        perturbed("'" + nn + "' (" + n.op_type() + "): operands swapped", std::move(m));
+      }
+      for (int k = 0; k < n.input_size(); ++k) {
+        if (!scalars.count(n.input(k))) continue;
+        Model m = model;  // the constant's value itself, for all its readers
+        const std::string c = n.input(k);
+        auto* g2 = m.proto.mutable_graph();
+        onnx::TensorProto* t = nullptr;
+        for (auto& init : *g2->mutable_initializer())
+          if (init.name() == c) t = &init;
+        for (auto& p : *g2->mutable_node())
+          if (p.op_type() == "Constant" && p.output(0) == c) t = p.mutable_attribute(0)->mutable_t();
+        const float x = static_cast<float>(readTensor(*t, {}).toDouble().at(0));
+        t->clear_raw_data();
+        t->clear_float_data();
+        t->add_float_data(1.5f * x);
+        perturbed("'" + nn + "' (" + n.op_type() + "): its constant '" + c + "' times 1.5", std::move(m));
+      }
+    }
+  }
+  expectGolden("fuse_perturbed.txt", text);
 }
 
 INSTANTIATE_TEST_SUITE_P(

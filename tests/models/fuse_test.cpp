@@ -712,6 +712,29 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2
   EXPECT_FLOAT_EQ(cap->f(), 50.0f);
 }
 
+// A match whose removed nodes make a tensor read elsewhere is left alone: here the scale
+// hides the scores' second reader from the attention pattern's own checks (the scores
+// MatMul was removed and its reader read nothing; FuseGolden.PerturbedGraphs found it).
+TEST(FuseAttention, ScoresReadElsewhereAreKept) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o, float[1, 2, S, T] s) {
+  scale = Constant <value = float {0.35}> ()
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+  x = Mul (s, scale)
+  p = Softmax <axis = -1> (x)
+  o = MatMul (p, v)
+}
+)ONNX").IsOK());
+  const auto r = runFusePasses(m, {"attention"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 0);
+  ASSERT_EQ(r[0].nearMisses.size(), 1u);
+  EXPECT_NE(r[0].nearMisses[0].find("'s', which it would remove, is a graph output"), std::string::npos) << r[0].nearMisses[0];
+}
+
 // A Softmax with no axis attribute is over the last axis from opset 13 on (before it
 // flattened from axis 1): fused at 13, a near miss at 12.
 TEST(FuseAttention, SoftmaxDefaultAxisByOpset) {
