@@ -537,6 +537,8 @@ TEST(ShapeRules, OpsTheModelsDoNotReach) {
   EXPECT_EQ(N("Pad").input("x", {"2", "3"}).ints("p", {1, 2}).skip().ints("a", {1}).out(), "[2, 6]");
   EXPECT_EQ(N("MatMul").input("a", {"2", "K"}).input("b", {"3", "4"}).out(), "[2, 4]");
   EXPECT_EQ(N("Gemm").input("a", {"2", "K"}).input("b", {"3", "4"}).out(), "[2, 4]");
+  EXPECT_EQ(N("Gemm").input("a", {"3", "2"}).input("b", {"3", "4"}).attr("transA", 1).out(), "[2, 4]");
+  EXPECT_EQ(N("Gemm").input("a", {"3", "2"}).input("b", {"4", "3"}).attr("transA", 1).attr("transB", 1).out(), "[2, 4]");
   EXPECT_EQ(N("TopK").input("x", {"B", "9"}).ints("k", {3}).outputs(2), (std::vector<std::string>{"[B, 3]", "[B, 3]"}));
   EXPECT_EQ(N("TopK", 9).input("x", {"B", "9"}).attr("k", 4).attr("axis", 0).out(), "[4, 9]");
   EXPECT_EQ(N("QMatMul").tl().input("x", {"N", "8"}).attr("K", 8).attr("N", 6).out(), "[N, 6]");
