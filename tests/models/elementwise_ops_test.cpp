@@ -1,9 +1,10 @@
 // Elementwise ops whose operands' types differ, comparisons of equal operands, Range in
-// each type, MatMul of vectors, and Dropout's modes: each computed right against a
+// each type, MatMul of vectors, Dropout's modes, Trilu, ConstantOfShape and tl.Concat: each computed right against a
 // reference on the host, or refused in one line, never a silently wrong value.
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -120,6 +121,89 @@ g (float[N] x) => (y) {
       const auto y = got[0].toDouble();
       for (size_t i = 0; i < y.size(); ++i)
         EXPECT_EQ(y[i], 7.0 + 3.0 * static_cast<double>(i)) << dtypeName(type) << " element " << i << " gpu " << gpu;
+    });
+  }
+}
+
+// Trilu keeps the upper (or lower) triangle of each matrix from diagonal k on: every k
+// from below the matrix to past it, both triangles, against the rule j - i >= k (<= k).
+TEST(TriluKernel, EachDiagonalEachTriangle) {
+  for (const int upper : {0, 1})
+    for (const int k : {-4, -1, 0, 2, 5}) {
+      const std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2, 3, 4] x) => (float[2, 3, 4] y) {\n"
+                               "  k = Constant <value = int64 {" + std::to_string(k) + "}> ()\n"
+                               "  y = Trilu <upper = " + std::to_string(upper) + "> (x, k)\n}";
+      Model m;
+      ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, text.c_str()).IsOK());
+      std::vector<float> x(24);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+      onBothFamilies(m, [&](Executor& ex, bool gpu) {
+        const auto got = ex.run({test::floats("x", x, {2, 3, 4})});
+        const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+        for (int b = 0; b < 2; ++b)
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 4; ++j) {
+              const int e = (b * 3 + i) * 4 + j;
+              const bool kept = upper ? j - i >= k : j - i <= k;
+              EXPECT_EQ(y[e], kept ? x[static_cast<size_t>(e)] : 0.0f) << "upper " << upper << " k " << k << " at " << e << " gpu " << gpu;
+            }
+      });
+    }
+}
+
+// ConstantOfShape of a shape known only at binding ([N, 3]) fills it with its value: a
+// float, an int64, and the default float 0; on the host when small (N = 5), by a kernel
+// past Executor::kHostElements (N = 30000).
+TEST(ConstantOfShapeKernel, FillsTheBoundShape) {
+  for (const char* value : {"float {2.5}", "int64 {-7}", ""}) {
+    const std::string attr = *value ? std::string(" <value = ") + value + ">" : "";
+    const bool isInt = std::string(value).rfind("int64", 0) == 0;
+    const std::string text = std::string("<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[N, 3] x) => (") +
+                             (isInt ? "int64" : "float") + "[N, 3] y) {\n  s = Shape (x)\n  y = ConstantOfShape" + attr + " (s)\n}";
+    Model m;
+    ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, text.c_str()).IsOK()) << text;
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      for (int64_t n : {5, 30000}) {
+        const auto got = ex.run({test::floats("x", std::vector<float>(static_cast<size_t>(3 * n)), {n, 3})});
+        ASSERT_EQ(got[0].dims, (std::vector<int64_t>{n, 3}));
+        const auto y = got[0].toDouble();
+        EXPECT_EQ(std::count(y.begin(), y.end(), isInt ? -7.0 : *value ? 2.5 : 0.0), 3 * n) << value << " n " << n << " gpu " << gpu;
+      }
+    });
+  }
+}
+
+// tl.Concat (tl-fuse's pair of Concats in one launch): each output its own pair joined
+// along the axis, the pairs of different shapes.
+TEST(ConcatPairKernel, TwoPairsInOneLaunch) {
+  for (const int axis : {1, -2}) {  // one axis, counted from either end
+    const std::string text = "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\n"
+                             "g (float[2, A, 3] a0, float[2, B, 3] a1, float[1, C, 2] b0, float[1, D, 2] b1) => (float[2, E, 3] y0, float[1, F, 2] y1) {\n"
+                             "  y0, y1 = tl.Concat <axis = " + std::to_string(axis) + "> (a0, a1, b0, b1)\n}";
+    Model m;
+    ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, text.c_str()).IsOK()) << text;
+    const std::vector<int64_t> len = {2, 3, 1, 4};
+    std::vector<std::vector<float>> data;
+    std::vector<Tensor> feeds;
+    const char* names[] = {"a0", "a1", "b0", "b1"};
+    for (size_t j = 0; j < 4; ++j) {
+      const int64_t outer = j < 2 ? 2 : 1, inner = j < 2 ? 3 : 2;
+      data.emplace_back(static_cast<size_t>(outer * len[j] * inner));
+      for (size_t e = 0; e < data[j].size(); ++e) data[j][e] = static_cast<float>(100 * j + e);
+      feeds.push_back(test::floats(names[j], data[j], {outer, len[j], inner}));
+    }
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto got = ex.run(feeds);
+      for (size_t p = 0; p < 2; ++p) {
+        const int64_t outer = p == 0 ? 2 : 1, inner = p == 0 ? 3 : 2, l0 = len[2 * p], l1 = len[2 * p + 1];
+        ASSERT_EQ(got[p].dims, (std::vector<int64_t>{outer, l0 + l1, inner}));
+        const float* y = reinterpret_cast<const float*>(got[p].bytes.data());
+        for (int64_t o = 0, i = 0; o < outer; ++o)
+          for (size_t j : {2 * p, 2 * p + 1})
+            for (int64_t r = 0; r < len[j]; ++r)
+              for (int64_t c = 0; c < inner; ++c, ++i)
+                ASSERT_EQ(y[i], data[j][static_cast<size_t>((o * len[j] + r) * inner + c)]) << "pair " << p << " gpu " << gpu << " at " << i;
+      }
     });
   }
 }
