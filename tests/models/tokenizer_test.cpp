@@ -336,6 +336,18 @@ TEST(TokenizerFiles, EachRefusalNamesItsCause) {
   }
 }
 
+// ByteFallback decodes a run of byte tokens to its bytes where they are UTF-8, and to one
+// U+FFFD per token where they are not (Hugging Face's rule): "中" whole, then cut short.
+TEST(TokenizerDecoders, ByteFallbackInvalidRunsBecomeReplacements) {
+  const auto file = test::tempDir("tokenizer-byte-fallback") / "tokenizer.json";
+  test::writeFile(file, componentTokenizer("unigram").dump());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  const auto byte = [](int b) { return 4 + b; };  // after <unk>, <s>, </s> and <sep>
+  EXPECT_EQ(tok.decode({byte(0xE4), byte(0xB8), byte(0xAD)}, false), "\xE4\xB8\xAD");
+  EXPECT_EQ(tok.decode({byte(0xE4), byte(0xB8)}, false), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(tok.decode({byte(0xFF)}, false), "\xEF\xBF\xBD");
+}
+
 INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents,
                          ::testing::Values("bert", "unigram", "unigram-first", "bpe", "bpe-prefix", "added"),
                          [](const auto& info) {

@@ -236,6 +236,10 @@ TEST(Tolerance, AllocationMeetsTheRatioWithTheLeastError) {
         }
   EXPECT_THROW(allocateBits(d, 0.2, {8, 4, 2}), Error);
   EXPECT_THROW(allocateBits(d, 0.5, {2, 4, 8}), Error);
+  // The narrowest width's own ratio, computed with a rounding error of up to 1e-12 (as
+  // 2.0 / 8 summed from parts is), is still taken; past that it is refused.
+  EXPECT_EQ(allocateBits(d, 0.25 - 5e-13, {8, 4, 2}), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_THROW(allocateBits(d, 0.25 - 5e-12, {8, 4, 2}), Error);
 }
 
 std::string tempDir(const std::string& name) {
