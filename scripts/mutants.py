@@ -40,7 +40,7 @@ AREAS = {
                 [("tl_model_tests", "Sampler.*:TlCtxswapService.VerbsAndErrorsThroughTheSocket")]),
     "quant": (["libcore/quant/quant.cpp", "libcore/quant/quantize_model.cpp"],
               [("tl_unit_tests", "Quant.*"),
-               ("tl_model_tests", "QuantizedModels.MatchTheirDequantizedTwins:OrtPeer.*:TlQuantCli.*:FuseQuantize.*"),
+               ("tl_model_tests", "QuantizedModels.MatchTheirDequantizedTwins:OrtPeer.*:TlQuantCli.*:FuseQuantize.*:QuantGolden.*"),
                ("tl_model_tests", "QuantizedModels.*:Schemes/QMatMulKernel.*")]),
     "lowering": (["libcore/runtime/lower/*.cpp"], KERNEL_TESTS),
     "kernels": (["kernels/*.cl"], KERNEL_TESTS),

@@ -204,6 +204,24 @@ TEST(FuseGolden, PerturbedGraphs) {
   expectGolden("fuse_perturbed.txt", text);
 }
 
+// tl-quant on the bundled model: the error report in each format (another group size,
+// weights kept by --skip), and --emit text in each scheme: every weight's error and bits
+// per weight to the printed digits, so a change in any scheme's codes, scales or offsets,
+// or in what is kept, is a diff.
+TEST(QuantGolden, ReportsAndTextOfTheBundledModel) {
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  std::string text;
+  for (const char* args : {"--report --report-format md --group 64", "--report --report-format csv --skip up_proj",
+                           "--report --report-format json --group 96", "--emit text", "--emit text --scheme int4 --group 32",
+                           "--emit text --scheme w4a8", "--emit text --scheme q8 --quantize-lm-head",
+                           "--emit text --scheme q3h --group 64 --lm-head-scheme e0m4"}) {
+    const auto r = test::runTool("tl-quant", model + " " + args);
+    ASSERT_EQ(r.exitCode, 0) << args << ": " << r.err;
+    text += std::string("== tl-quant ") + args + "\n" + (r.out.rfind("# tl-quant: ", 0) == 0 ? withoutTitle(r.out) : r.out);
+  }
+  expectGolden("quant_bytellama.txt", text);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     ShapeText, Golden,
     ::testing::Values(GoldenCase{"llama-past.shape.txt", "shared", "llama-past/model.onnx --emit text"},
