@@ -1,5 +1,6 @@
 // Shape rules on one-node graphs: symbolic dims in, exact expressions out.
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 
 #include <functional>
 
@@ -557,6 +558,47 @@ TEST(ShapeRules, OpsTheModelsDoNotReach) {
   EXPECT_NE(N("KvAppend").tl().input("a", {"2", "3"}).input("b", {"3"}).failure().find("tl.KvAppend's pair 0 differs in rank"),
             std::string::npos);
   EXPECT_EQ(N("KvAppend").tl().input("a", {"1", "past", "4"}).input("b", {"1", "N", "4"}).attr("axis", 1).out(), "[1, N + past, 4]");
+}
+
+// Values that are expressions of a symbol (n = N, the first dim of x, N >= 1): decided
+// where their sign is provable, left unknown where it is not.
+TEST(ShapeRules, SymbolicValuesBySign) {
+  const auto analyze = [](const std::string& body, const std::string& outputs) {
+    Model m;
+    const std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[N, 4] x) => (" + outputs + ") {\n" +
+                             "  s = Shape (x)\n  zero = Constant <value = int64[1] {0}> ()\n  big = Constant <value = int64[1] {100}> ()\n"
+                             "  n = Gather (s, zero)\n" + body + "}";
+    EXPECT_TRUE(onnx::OnnxParser::Parse(m.proto, text.c_str()).IsOK()) << text;
+    Graph g(m.proto.graph());
+    return inferShapes(m, g);
+  };
+  const auto value = [](const ShapeAnalysis& a, const char* t) {
+    const auto& v = a.at(t).value;
+    return v ? str(*v) : std::string("none");
+  };
+  const auto a = analyze(
+      "  two = Constant <value = int64[1] {2}> ()\n  three = Constant <value = int64[1] {3}> ()\n"
+      "  half = Div (n, two)\n  rem = Mod <fmod = 1> (n, three)\n  neg = Neg (n)\n  absn = Abs (n)\n  absneg = Abs (neg)\n"
+      "  sign = Sign (n)\n  signneg = Sign (neg)\n  not = Not (n)\n  both = And (n, n)\n"
+      "  back = Div (neg, two)\n  remneg = Mod <fmod = 1> (neg, three)\n  y = Slice (x, neg, big, zero)\n",
+      "half, rem, absn, absneg, sign, signneg, not, both, back, remneg, y");
+  EXPECT_EQ(value(a, "half"), "[N//2]");
+  EXPECT_EQ(value(a, "rem"), "[N % 3]");
+  EXPECT_EQ(value(a, "absn"), "[N]");
+  EXPECT_EQ(value(a, "absneg"), "[N]");
+  EXPECT_EQ(value(a, "sign"), "[1]");
+  EXPECT_EQ(value(a, "signneg"), "[-1]");
+  EXPECT_EQ(value(a, "not"), "[0]");   // N >= 1 is true
+  EXPECT_EQ(value(a, "both"), "[1]");
+  EXPECT_EQ(value(a, "back"), "none");  // C's division of a negative: not floor
+  EXPECT_EQ(value(a, "remneg"), "none");
+  EXPECT_EQ(str(a.at("y").dims), "[min(100, N), 4]");  // from -N: the start of the axis
+  try {
+    analyze("  five = Constant <value = int64[1] {5}> ()\n  m = Sub (n, five)\n  y = Slice (x, m, big, zero)\n", "y");
+    ADD_FAILURE() << "a slice bound of unknown sign was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot tell the sign of slice bound N - 5"), std::string::npos) << e.what();
+  }
 }
 
 // Mod's values: the sign of the divisor's (Python's) by default, of the dividend's with fmod.
