@@ -215,7 +215,9 @@ json componentTokenizer(const std::string& name) {
     t["normalizer"] = {{"type", "Lowercase"}};
     t["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
     t["decoder"] = t["pre_tokenizer"];
-  } else if (name == "bpe-prefix") {  // BPE whose pieces inside a word carry "##" (continuing_subword_prefix)
+  } else if (name == "bpe-prefix" || name == "bpe-plain") {
+    // BPE whose pieces inside a word carry "##" (continuing_subword_prefix), decoded by
+    // WordPiece; plain: no decoder at all (the tokens joined by spaces)
     json vocab = {{"[UNK]", 0}}, merges = json::array();
     for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, "##" + std::string(1, c));
     for (const std::string w : {"the", "quick", "brown", "fox", "hello", "world", "token", "tokenization", "and", "over"}) {
@@ -234,7 +236,7 @@ json componentTokenizer(const std::string& name) {
     t["pre_tokenizer"] = {{"type", "Whitespace"}};
     t["model"] = {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
                   {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"vocab", vocab}, {"merges", merges}};
-    t["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", false}};
+    t["decoder"] = name == "bpe-plain" ? json(nullptr) : json{{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", false}};
   } else {  // "bpe": CLIP-like words with end-of-word suffixes, split every way but BERT's
     json vocab = {{"<unk>", 0}}, merges = json::array();
     for (char c = 33; c < 127; ++c) add(vocab, std::string(1, c)), add(vocab, std::string(1, c) + "</w>");
@@ -336,6 +338,24 @@ TEST(TokenizerFiles, EachRefusalNamesItsCause) {
   }
 }
 
+// The Strip decoder cuts its character from each token: up to `start` of them in front and
+// `stop` behind, where they are ("dodd" -> "o", "add" -> "a"). (Hugging Face's panics on
+// a token the two cuts overlap in, such as "dd": not compared here.)
+TEST(TokenizerDecoders, StripCutsEachTokensEnds) {
+  json t = componentTokenizer("bpe");
+  t["added_tokens"] = json::array();
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = nullptr;
+  t["model"]["vocab"] = {{"<unk>", 0}, {"dodd", 1}, {"add", 2}, {"xyz", 3}};
+  t["model"]["merges"] = json::array();
+  t["decoder"] = {{"type", "Strip"}, {"content", "d"}, {"start", 1}, {"stop", 2}};
+  const auto file = test::tempDir("tokenizer-strip") / "tokenizer.json";
+  test::writeFile(file, t.dump());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  EXPECT_EQ(tok.decode({1, 2, 3}, false), "oaxyz");
+  EXPECT_EQ(tok.decode({3, 1}, false), "xyzo");
+}
+
 // ByteFallback decodes a run of byte tokens to its bytes where they are UTF-8, and to one
 // U+FFFD per token where they are not (Hugging Face's rule): "中" whole, then cut short.
 TEST(TokenizerDecoders, ByteFallbackInvalidRunsBecomeReplacements) {
@@ -349,7 +369,7 @@ TEST(TokenizerDecoders, ByteFallbackInvalidRunsBecomeReplacements) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents,
-                         ::testing::Values("bert", "unigram", "unigram-first", "bpe", "bpe-prefix", "added"),
+                         ::testing::Values("bert", "unigram", "unigram-first", "bpe", "bpe-prefix", "bpe-plain", "added"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
