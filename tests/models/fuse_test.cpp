@@ -712,6 +712,69 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2
   EXPECT_FLOAT_EQ(cap->f(), 50.0f);
 }
 
+// Near misses no bundled graph reaches, each a graph that matches its pattern up to one
+// check: the pass leaves it alone and says why.
+TEST(FuseNearMisses, EachSaysWhy) {
+  struct Case {
+    const char* pass;
+    const char* graph;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"attention", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, S, 8] q, float[1, 2, 8, T] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
+  kt = Transpose <perm = [0, 1, 2, 3]> (k)
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  o = MatMul (p, v)
+}
+)ONNX",
+       "the scores' right side is a Transpose by neither (0,1,3,2) nor (0,2,3,1)"},
+      {"residual-norm", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[N, 8] x, float[1, 8] r, float[8] w) => (float[N, 8] y) {
+  s = Add (x, r)
+  y = tl.RMSNorm <epsilon = 0.00001> (s, w)
+}
+)ONNX",
+       "the Add broadcasts"},
+      {"norm-matmul", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[N, 8] x, float[8] w, float[8, 4] m) => (float[N, 8] y, float[N, 4] z) {
+  y = tl.RMSNorm <epsilon = 0.00001> (x, w)
+  z = MatMul (y, m)
+}
+)ONNX",
+       "its output is a graph output"},
+      {"rmsnorm", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 8] x, float[1, 8] w) => (float[N, 8] y) {
+  two = Constant <value = float {2.0}> ()
+  eps = Constant <value = float {0.00001}> ()
+  sq = Pow (x, two)
+  ms = ReduceMean <axes = [-1], keepdims = 1> (sq)
+  se = Add (ms, eps)
+  rt = Sqrt (se)
+  inv = Reciprocal (rt)
+  xn = Mul (x, inv)
+  y = Mul (xn, w)
+}
+)ONNX",
+       "the scale is not a float32 [8]"},
+  };
+  for (const auto& cs : cases) {
+    Model m;
+    ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, cs.graph).IsOK()) << cs.pass;
+    const auto r = runFusePasses(m, {cs.pass});
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].rewrites, 0) << cs.pass;
+    std::string all;
+    for (const auto& n : r[0].nearMisses) all += n + "\n";
+    EXPECT_NE(all.find(cs.says), std::string::npos) << cs.pass << ": " << all;
+  }
+}
+
 // A match whose removed nodes make a tensor read elsewhere is left alone: here the scale
 // hides the scores' second reader from the attention pattern's own checks (the scores
 // MatMul was removed and its reader read nothing; FuseGolden.PerturbedGraphs found it).
