@@ -77,10 +77,11 @@ int main(int argc, char** argv) {
       data = tl::externalDataBeside(tool.output(), model);
       opt.externalData = data.get();
     }
-    const auto eligible = tl::findWeights(tl::Graph(model.proto.graph()), opt);
+    const bool text = tool.emit() == tl::Emit::Text;
+    const auto eligible = text ? tl::findWeights(tl::Graph(model.proto.graph()), opt) : std::vector<tl::EligibleWeight>{};
     auto done = tl::quantizeModel(model, opt, true);
     if (done.empty()) throw tl::Error("no MatMul has a constant 2-D float weight to quantize");
-    if (tool.emit() == tl::Emit::Text) {
+    if (text) {
       tool.writeOutput(tl::renderQuantization("tl-quant: " + model.displayName, eligible, done), false);
       return;
     }

@@ -194,11 +194,11 @@ std::vector<EligibleWeight> quantizeModel(Model& model, const QuantOptions& opt,
       if (!w.keptBecause.empty()) continue;
       auto data = weightValues(*graph.initializer(w.name), model.baseDir);
       auto q = quantize(data.data(), w.K, w.N, w.scheme, opt.group);
-      before += data.size() * 4;
-      after += q.packed.size() + 8 * q.scale.size();
       EligibleWeight result = w;
       result.mae = quantizationError(data, q);
       result.storedBytes = static_cast<int64_t>(q.packed.size() + 8 * q.scale.size());
+      before += data.size() * 4;
+      after += static_cast<size_t>(result.storedBytes);
       if (progress)
         std::fprintf(stderr, "tl-quant: [%zu/%zu] %-50s %5lld x %-5lld %s mae %.3g, %.2f bits/weight\n", index,
                      weights.size(), w.name.c_str(), static_cast<long long>(w.K), static_cast<long long>(w.N),

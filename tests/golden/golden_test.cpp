@@ -3,7 +3,6 @@
 //   TL_UPDATE_GOLDEN=1 ctest --test-dir build -R Golden     (then review `git diff tests/golden`)
 #include <cstdlib>
 #include <set>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -57,7 +56,6 @@ std::string withoutTitle(const std::string& out) {
 // starts matching elsewhere, a near miss that changes its reason, a tensor that lives
 // longer or shares differently, each shows as a diff of this file. The outputs' values
 // are FuseModels' and PlanModels' to check.
-
 TEST(PipelineGolden, FuseAndPlanOfEveryModel) {
   const auto dir = test::tempDir("pipeline-golden");
   std::string text;

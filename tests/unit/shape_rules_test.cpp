@@ -65,9 +65,7 @@ class OneNode {
     return *this;
   }
   OneNode& attrFloat(const std::string& name, float v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::FLOAT);
+    auto* a = newAttr(name, onnx::AttributeProto::FLOAT);
     a->set_f(v);
     return *this;
   }
@@ -76,40 +74,30 @@ class OneNode {
     return *this;
   }
   OneNode& attr(const std::string& name, int64_t v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
+    auto* a = newAttr(name, onnx::AttributeProto::INT);
     a->set_i(v);
     return *this;
   }
   OneNode& attr(const std::string& name, const std::string& v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
+    auto* a = newAttr(name, onnx::AttributeProto::STRING);
     a->set_s(v);
     return *this;
   }
   OneNode& attrInts(const std::string& name, const std::vector<int64_t>& v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
+    auto* a = newAttr(name, onnx::AttributeProto::INTS);
     for (auto x : v) a->add_ints(x);
     return *this;
   }
   // A float tensor attribute [v.size()] (ConstantOfShape's value).
   OneNode& attrTensor(const std::string& name, const std::vector<float>& v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::TENSOR);
+    auto* a = newAttr(name, onnx::AttributeProto::TENSOR);
     a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
     a->mutable_t()->add_dims(static_cast<int64_t>(v.size()));
     for (float x : v) a->mutable_t()->add_float_data(x);
     return *this;
   }
   OneNode& attr(const std::string& name, const std::vector<float>& v) {
-    auto* a = node_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::FLOATS);
+    auto* a = newAttr(name, onnx::AttributeProto::FLOATS);
     for (float x : v) a->add_floats(x);
     return *this;
   }
@@ -139,6 +127,12 @@ class OneNode {
   const std::string& shape() const { return shape_; }
 
  private:
+  onnx::AttributeProto* newAttr(const std::string& name, onnx::AttributeProto::AttributeType type) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(type);
+    return a;
+  }
   // Names the node's first n outputs (graph outputs too) and runs inference.
   ShapeAnalysis analyze(int n) {
     for (int i = 0; i < n; ++i) {
