@@ -59,7 +59,7 @@ AREAS = {
                 [("tl_unit_tests", "KvChunk.*:ChunkFile.*:Tolerance.*"),
                  ("tl_model_tests", "KvQuality.*:ContextStore.PoliciesUnderABudgetOfTwoContexts")]),
     "tokenizer": (["libcore/text/tokenizer.cpp"],
-                  [("tl_model_tests", "TokenizerDecoders.*:TokenizerFiles.*:Components/TokenizerComponents.*:Families/TokenizerFamilies.*:"
+                  [("tl_model_tests", "TokenizerDecoders.*:TokenizerFiles.*:TokenizerModels.*:Components/TokenizerComponents.*:Families/TokenizerFamilies.*:"
                                      "TlRunCli.*Token*")]),
 }
 

@@ -793,6 +793,31 @@ g (float[N, 4] x) => (float[N, 2] a, float[N, 1] b) {
   }
 }
 
+// A projection that is the graph's first node (node 0) takes its gated unit like any
+// other: the GLU becomes its epilogue, its split goes.
+TEST(FuseMatMulGlu, ProjectionThatIsTheFirstNode) {
+  Model m;
+  const char* graph = R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[N, 4] x) => (float[N, 2] y) <float[4, 4] w = {0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1}> {
+  gate, up = tl.MatMul <split = [2, 2]> (x, w)
+  y = tl.SwiGLU (gate, up)
+}
+)ONNX";
+  const auto status = onnx::OnnxParser::Parse(m.proto, graph);
+  ASSERT_TRUE(status.IsOK()) << status.ErrorMessage();
+  const auto r = runFusePasses(m, {"matmul-glu"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
+  ASSERT_EQ(m.proto.graph().node_size(), 1);
+  const auto& n = m.proto.graph().node(0);
+  EXPECT_EQ(n.op_type(), "MatMul");
+  EXPECT_EQ(attrString(n, "glu").value_or(""), "silu");
+  EXPECT_FALSE(attrInts(n, "split"));
+  ASSERT_EQ(n.output_size(), 1);
+  EXPECT_EQ(n.output(0), "y");
+}
+
 // A match whose removed nodes make a tensor read elsewhere is left alone: here the scale
 // hides the scores' second reader from the attention pattern's own checks (the scores
 // MatMul was removed and its reader read nothing; FuseGolden.PerturbedGraphs found it).

@@ -476,44 +476,57 @@ TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
 // tolerance. The same steps hand each layer's second RMSNorm on from the
 // attention's output GEMV to the gate/up GEMV (matmul.cpp's normHandoff); the first stays
 // in the QKV GEMV, as the down projection (688 wide) takes no 32-code row that hands.
+// Twice: as fused, and with a merging GEMV moved to the file's first node (ONNX files
+// list nodes in order; tl takes any order, and a merging reader's index is then 0).
 TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
-  Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
-  quantizeModel(model, QuantOptions{}, false);
-  runFusePasses(model, {});
-  Decoder gpu(model, true, true), cpu(model, false, false);
-  int64_t layers = 0;
-  for (const auto& n : gpu.graph.proto().node()) layers += n.domain() == "tl" && n.op_type() == "Attention";
-  ASSERT_GT(layers, 0);
-  std::mt19937 rng(5);
-  int64_t merged = 0, selfMerged = 0;
-  for (int64_t step = 0; step < 300; ++step) {
-    const std::vector<int64_t> token = {static_cast<int64_t>(rng() % 256)};
-    const std::vector<float> want = cpu.lm.step(token), got = gpu.lm.step(token);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "step " << step << " logit " << i;
-    int64_t attentions = 0, combines = 0;
-    for (const auto& t : gpu.ex.profile()) {
-      attentions += t.op == "Attention";
-      combines += t.kernel == "attention_combine_f32";
+  Model fused = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  quantizeModel(fused, QuantOptions{}, false);
+  runFusePasses(fused, {});
+  for (bool readerFirst : {false, true}) {
+    SCOPED_TRACE(readerFirst ? "a merging GEMV first in the file" : "as fused");
+    Model model = fused;
+    if (readerFirst) {
+      auto* nodes = model.proto.mutable_graph()->mutable_node();
+      int at = 0;
+      while (at < nodes->size() && !attrInt(nodes->Get(at), "merge_attention").value_or(0)) ++at;
+      ASSERT_LT(at, nodes->size());
+      for (; at > 0; --at) nodes->SwapElements(at, at - 1);
     }
-    if (step == 0 || step == 299) {
-      int64_t handed = 0;
-      for (const auto& l : gpu.ex.explain()) handed += l.why.find("RMSNorm handed on") != std::string::npos;
-      EXPECT_EQ(handed, layers) << "step " << step;
+    Decoder gpu(model, true, true), cpu(model, false, false);
+    int64_t layers = 0;
+    for (const auto& n : gpu.graph.proto().node()) layers += n.domain() == "tl" && n.op_type() == "Attention";
+    ASSERT_GT(layers, 0);
+    std::mt19937 rng(5);
+    int64_t merged = 0, selfMerged = 0;
+    for (int64_t step = 0; step < 300; ++step) {
+      const std::vector<int64_t> token = {static_cast<int64_t>(rng() % 256)};
+      const std::vector<float> want = cpu.lm.step(token), got = gpu.lm.step(token);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "step " << step << " logit " << i;
+      int64_t attentions = 0, combines = 0;
+      for (const auto& t : gpu.ex.profile()) {
+        attentions += t.op == "Attention";
+        combines += t.kernel == "attention_combine_f32";
+      }
+      if (step == 0 || step == 299) {
+        int64_t handed = 0;
+        for (const auto& l : gpu.ex.explain()) handed += l.why.find("RMSNorm handed on") != std::string::npos;
+        EXPECT_EQ(handed, layers) << "step " << step;
+      }
+      const int64_t keys = step + 1;
+      if (keys >= 128 && keys <= 256) {
+        EXPECT_EQ(attentions, layers) << "keys " << keys;
+        merged += attentions == layers;
+      } else if (keys > 256) {
+        EXPECT_EQ(attentions, layers) << "keys " << keys;
+        EXPECT_EQ(combines, 0) << "keys " << keys;
+        selfMerged += attentions == layers && combines == 0;
+      }
     }
-    const int64_t keys = step + 1;
-    if (keys >= 128 && keys <= 256) {
-      EXPECT_EQ(attentions, layers) << "keys " << keys;
-      merged += attentions == layers;
-    } else if (keys > 256) {
-      EXPECT_EQ(attentions, layers) << "keys " << keys;
-      EXPECT_EQ(combines, 0) << "keys " << keys;
-      selfMerged += attentions == layers && combines == 0;
-    }
+    EXPECT_EQ(merged, 129);
+    EXPECT_EQ(selfMerged, 44);
   }
-  EXPECT_EQ(merged, 129);
-  EXPECT_EQ(selfMerged, 44);
 }
 
 // A prefill step launches no more kernels a layer than a decode step (issue 27): the

@@ -300,6 +300,26 @@ TEST(TokenizerDecoders, BpeSuffixReplacedOnceEachPlace) {
   EXPECT_EQ(tok.decode({2, 1}, false), "bax");
 }
 
+// Unigram fuses a run of characters no piece covers into one unknown, then looks each
+// token's text up as Hugging Face's Unigram::tokenize does: a run that spells a piece is
+// that piece. Scores this high make two unknowns (20 each: the lowest, 30, less 10)
+// outscore the piece "ab" (30), so the best path reaches "ab" as a run of unknowns.
+TEST(TokenizerModels, UnigramUnknownRunThatSpellsAPieceIsThatPiece) {
+  json t = componentTokenizer("unigram-first");
+  t["added_tokens"] = json::array();
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = nullptr;
+  t["post_processor"] = nullptr;
+  t["decoder"] = nullptr;
+  t["model"] = {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false},
+                {"vocab", json::array({json::array({"<unk>", 30.0}), json::array({"ab", 30.0}), json::array({"c", 40.0})})}};
+  const auto file = test::tempDir("tokenizer-unigram-runs") / "tokenizer.json";
+  test::writeFile(file, t.dump());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  EXPECT_EQ(tok.encode("abc", false), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(tok.encode("xab", false), (std::vector<int32_t>{0}));  // "xab" is no piece: one unknown
+}
+
 // A tokenizer.json tl cannot read as its authors meant is refused, naming the part (the
 // tools name the file): components of a type tl does not know, a pattern neither String nor Regex, a
 // regex PCRE2 will not compile, a merge of tokens the vocabulary lacks.
