@@ -399,6 +399,11 @@ TEST(TlRunCli, GeneratesThroughATokenizer) {
   const auto r = test::runTool("tl-run", model + " --tokenizer " + big.string() + " --generate --prompt add -n 4");
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.err.find("the tokenizer has 257 tokens, more than the model's 256 logits"), std::string::npos) << r.err;
+  // A model read from stdin has no folder to find a tokenizer beside: none is taken from
+  // the working folder (here that big one, which would be refused).
+  const auto piped = test::runTool("tl-run", "- --generate --prompt add -n 4", model, big);
+  EXPECT_EQ(piped.exitCode, 0) << piped.err;
+  EXPECT_EQ(piped.out, test::runTool("tl-run", model + " --generate --prompt add -n 4").out);
 }
 
 }  // namespace

@@ -264,6 +264,53 @@ TEST(MatMulKernel, VectorOperands) {
   });
 }
 
+// Batch dims broadcast from either side between operands of different ranks:
+// [2, M, K] x [3, 1, K, N] -> [3, 2, M, N], and [3, 1, M, K] x [2, K, N], against the host.
+TEST(MatMulKernel, BatchesOfDifferentRanksBroadcast) {
+  const int64_t M = 3, K = 4, N = 5;
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {{{2}, {3, 1}}, {{3, 1}, {2}}};
+  for (const auto& [ab, bb] : cases) {
+    std::vector<int64_t> ad = ab, bd = bb;
+    ad.insert(ad.end(), {M, K});
+    bd.insert(bd.end(), {K, N});
+    auto names = [](const std::vector<int64_t>& d) {
+      std::vector<std::string> s;
+      for (int64_t x : d) s.push_back(std::to_string(x));
+      return s;
+    };
+    auto values = [](const std::vector<int64_t>& d, int mod, float step) {
+      int64_t count = 1;
+      for (int64_t x : d) count *= x;
+      std::vector<float> v(static_cast<size_t>(count));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i % mod) - mod / 2) * step;
+      return v;
+    };
+    const std::vector<float> a = values(ad, 13, 0.25f), b = values(bd, 11, 0.5f);
+    // [3, 2]: the batch index (i, j) reads a's and b's matrices at their own (broadcast) dims
+    auto matrix = [](const std::vector<int64_t>& batch, int64_t i, int64_t j) {
+      const int64_t x = batch.size() == 2 ? (batch[0] == 1 ? 0 : i) : 0, y = batch.back() == 1 ? 0 : j;
+      return batch.size() == 2 ? x * batch[1] + y : y;
+    };
+    Model m = oneNodeModel("MatMul", {{"a", names(ad)}, {"b", names(bd)}}, 0, "");
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto got = ex.run({test::floats("a", a, ad), test::floats("b", b, bd)});
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{3, 2, M, N})) << "gpu " << gpu;
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 2; ++j) {
+          const float* am = a.data() + matrix(ab, i, j) * M * K;
+          const float* bm = b.data() + matrix(bb, i, j) * K * N;
+          for (int64_t r = 0; r < M; ++r)
+            for (int64_t c = 0; c < N; ++c) {
+              double want = 0;
+              for (int64_t k = 0; k < K; ++k) want += am[r * K + k] * bm[k * N + c];
+              EXPECT_NEAR(y[((i * 2 + j) * M + r) * N + c], want, 1e-5) << "batch " << i << "," << j << " gpu " << gpu;
+            }
+        }
+    });
+  }
+}
+
 // Binary ops other than Pow take one type: a mix is refused, naming both.
 TEST(BinaryKernel, RefusesOperandsOfTwoTypes) {
   Model m = oneNodeModel("Add", {{"a", {"3"}}, {"b", {"3"}}}, 0, "");

@@ -732,6 +732,24 @@ g (float[1, 2, S, 8] q, float[1, 2, 8, T] k, float[1, 2, T, 8] v) => (float[1, 2
 }
 )ONNX",
        "the scores' right side is a Transpose by neither (0,1,3,2) nor (0,2,3,1)"},
+      // repeat_kv tiling the kv heads (head h reads kv head h % 2, an Unsqueeze at axis 1):
+      // its last views look like repeat_kv's, its first do not
+      {"attention", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 4, S, 8] q, float[1, 2, T, 8] k, float[1, 4, T, 8] v) => (float[1, 4, S, 8] o) {
+  one = Constant <value = int64[1] {1}> ()
+  k1 = Unsqueeze (k, one)
+  reps = Constant <value = int64[5] {1, 2, 1, 1, 1}> ()
+  k2 = Expand (k1, reps)
+  heads = Constant <value = int64[4] {1, 4, -1, 8}> ()
+  kp = Reshape (k2, heads)
+  kt = Transpose <perm = [0, 1, 3, 2]> (kp)
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  o = MatMul (p, v)
+}
+)ONNX",
+       "repeat_kv's shapes are not [B,Hkv,T,D] -> [B,Hkv,1,T,D] -> [B,Hkv,n,T,D] -> [B,Hkv*n,T,D]"},
       {"residual-norm", R"ONNX(
 <ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
 g (float[N, 8] x, float[1, 8] r, float[8] w) => (float[N, 8] y) {
@@ -816,6 +834,34 @@ g (float[N, 4] x) => (float[N, 2] y) <float[4, 4] w = {0.5, -1, 2, 0.25, 1, 1, -
   EXPECT_FALSE(attrInts(n, "split"));
   ASSERT_EQ(n.output_size(), 1);
   EXPECT_EQ(n.output(0), "y");
+}
+
+// A residual RMSNorm whose sum output is left out ("", as ONNX omits an optional output)
+// still hands its residual to the projection before it: that projection then writes the
+// sum under its own output's name, which the normalizing projection reads.
+TEST(FuseNormMatMul, ResidualWithItsSumLeftOut) {
+  Model m;
+  const char* graph = R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[N, 4] a, float[N, 4] r) => (float[N, 4] z) <float[4, 4] w1 = {0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1}, float[4] scale = {1, 0.5, 2, 1}, float[4, 4] w2 = {1, 0, 0.5, -1, 2, 1, 0, 0.25, -0.5, 1, 1, 0, 0, 3, -1, 1}> {
+  x = tl.MatMul (a, w1)
+  y, sum = tl.RMSNorm <epsilon = 0.00001> (x, scale, r)
+  z = tl.MatMul (y, w2)
+}
+)ONNX";
+  const auto status = onnx::OnnxParser::Parse(m.proto, graph);
+  ASSERT_TRUE(status.IsOK()) << status.ErrorMessage();
+  m.proto.mutable_graph()->mutable_node(1)->set_output(1, "");
+  const auto r = runFusePasses(m, {"norm-matmul"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 1) << (r[0].nearMisses.empty() ? "" : r[0].nearMisses[0]);
+  ASSERT_EQ(m.proto.graph().node_size(), 2);
+  const auto& first = m.proto.graph().node(0);
+  const auto& second = m.proto.graph().node(1);
+  EXPECT_EQ(first.output(0), "x");
+  EXPECT_EQ(matmulOptional(first, MatMulInput::Residual), "r");
+  EXPECT_EQ(second.input(0), "x");
+  EXPECT_EQ(matmulOptional(second, MatMulInput::NormScale), "scale");
 }
 
 // A match whose removed nodes make a tensor read elsewhere is left alone: here the scale

@@ -232,6 +232,13 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
     EXPECT_EQ(inSet, draws) << st.name << ": drew a token the filters drop";
     EXPECT_LT(chi2, critical[st.kept.size() - 1]) << st.name;
   }
+  // Typical's sort keeps ties in order, the lower id first: a cut between two equal tokens
+  // keeps the lower, as greedy takes the first maximum.
+  SamplingOptions tie;
+  tie.temperature = 1.0f;
+  tie.typical = 0.4f;
+  Sampler tied(tie);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(tied.sample({0.0f, 0.0f, -10.0f}), 0);
   // Options outside their ranges are usage errors (exit 2), each naming its flag.
   for (const auto& [flag, set] : std::vector<std::pair<std::string, std::function<void(SamplingOptions&)>>>{
            {"--top-k", [](SamplingOptions& x) { x.topK = -1; }},

@@ -173,6 +173,8 @@ TEST(Tolerance, DensityIsMassOverTheRowsThatSeeEachToken) {
   ASSERT_EQ(each.size(), 4u);
   EXPECT_DOUBLE_EQ(each[1], 6.0 / 3);
   EXPECT_THROW(chunkDensities(mass, 0, 1, 1), Error);
+  EXPECT_THROW(chunkDensities(mass, 2, 0, 1), Error);
+  EXPECT_THROW(chunkDensities(mass, 2, 1, 0), Error);  // (no heads: a density of 0 / 0)
 }
 
 // The ratio is met, the densest chunks keep the most bits, and no allocation within the

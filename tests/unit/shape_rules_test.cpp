@@ -324,6 +324,7 @@ TEST(ShapeRules, EachRefusalSaysWhy) {
       {[] { return N("Squeeze").input("x", {"N", "1"}).failure(); }, "cannot tell whether dimension N is 1"},
       {[] { return N("Squeeze").input("x", {"2", "3"}).ints("a", {-1}).failure(); }, "cannot squeeze axis -1 of size 3"},
       {[] { return N("Unsqueeze").input("x", {"2"}).failure(); }, "axes are missing"},
+      {[] { return N("Unsqueeze").input("x", {"2"}).ints("a", {0, -3}).failure(); }, "axis -3 is repeated"},
       {[] { return N("Transpose").input("x", {"2", "3"}).attrInts("perm", {0}).failure(); }, "perm has 1 entries for rank 2"},
       {[] { return N("Transpose").input("x", {"2", "3"}).attrInts("perm", {1, -1}).failure(); }, "perm repeats axis -1"},
       {[] { return N("Concat").input("a", {"2"}).failure(); }, "attribute 'axis' is missing"},
