@@ -437,12 +437,30 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
 // prefill attention's own appends, tl.KvAppend) and reads them (the CPU rows, the GPU
 // family's decode rows, the grouped-query one past 256 keys) keeps bytellama's greedy
 // tokens, 300 of them, those of its fp32 caches, in both kernel families and layouts.
+// A prompt in two chunks too, without tl-fuse's rope-cache (so that tl.KvAppend, not the
+// RoPE, writes the new rows): the second chunk's rows go after the first's, past a cache
+// that is no longer empty.
 TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
   Model exact = inPlaceBytellama(64, KvLayout::Sequence, 400, false, {}, KvType::F32);
   const auto want = greedy(exact, 300, false);
+  std::vector<std::string> appending;  // every pass but rope-cache
+  for (const auto& p : fusePasses())
+    if (p.name != "rope-cache") appending.push_back(p.name);
+  auto chunked = [](Model& m, bool gpu) {
+    Decoder d(m, gpu, false);
+    d.lm.stepGreedy({'d', 'e', 'f', ' '});
+    std::vector<int64_t> out{d.lm.stepGreedy({'a', 'd', 'd', '('})};
+    for (int i = 0; i < 30; ++i) out.push_back(d.lm.stepGreedy({out.back()}));
+    return out;
+  };
+  const auto wantChunked = chunked(exact, false);
   for (KvLayout layout : {KvLayout::Sequence, KvLayout::Heads}) {
     Model eight = inPlaceBytellama(64, layout, 400, false, {}, KvType::Q8);
-    for (bool gpu : {false, true}) EXPECT_EQ(greedy(eight, 300, gpu), want) << (gpu ? "gpu" : "cpu");
+    Model appended = inPlaceBytellama(64, layout, 400, false, appending, KvType::Q8);
+    for (bool gpu : {false, true}) {
+      EXPECT_EQ(greedy(eight, 300, gpu), want) << (gpu ? "gpu" : "cpu");
+      EXPECT_EQ(chunked(appended, gpu), wantChunked) << (gpu ? "gpu" : "cpu") << ", tl.KvAppend, the prompt in two chunks";
+    }
   }
 }
 

@@ -539,6 +539,10 @@ TEST(ShapeRules, OpsTheModelsDoNotReach) {
   EXPECT_EQ(N("TopK", 9).input("x", {"B", "9"}).attr("k", 4).attr("axis", 0).out(), "[4, 9]");
   EXPECT_EQ(N("QMatMul").tl().input("x", {"N", "8"}).attr("K", 8).attr("N", 6).out(), "[N, 6]");
   EXPECT_EQ(N("QMatMul").tl().input("x", {"N", "K"}).attr("K", 8).attr("N", 6).out(), "[N, 6]");
+  // a symbolic inner dimension becomes K: a norm scale [7] then disagrees with it
+  EXPECT_NE(N("QMatMul").tl().input("x", {"N", "D"}).skip().skip().skip().skip().skip().input("g", {"7"}).attr("K", 8).attr("N", 6)
+                .failure().find("dimensions differ: 7 vs 8"),
+            std::string::npos);
   EXPECT_NE(N("QMatMul").tl().input("x", {"N", "7"}).attr("K", 8).attr("N", 6).failure().find("inner dimension 7 is not K = 8"),
             std::string::npos);
   EXPECT_EQ(N("Conv").input("x", {"1", "3", "9"}).input("w", {"4", "3", "3"}).attrInts("strides", {2}).attr("auto_pad", "SAME_UPPER").out(),
