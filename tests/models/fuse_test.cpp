@@ -478,6 +478,54 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
   }
 }
 
+// Causal attention with no float mask (the causal attribute) at head sizes 64 and 128,
+// grouped-query or not, prefill rows past one work-group's query rows and over a past,
+// against double-precision loops: the GPU family takes its prefill rows (on NVIDIA the
+// tensor-core ones, whose products are fp16: hence 1e-2, where a row left out is off by
+// about 1), the CPU family its own.
+TEST(AttentionKernel, CausalPrefillMatchesReference) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (auto [H, Hkv, D] : {std::array<int64_t, 3>{4, 2, 64}, {2, 2, 128}, {8, 1, 64}}) {
+    const std::string h = std::to_string(H), hkv = std::to_string(Hkv), d = std::to_string(D);
+    Model m = oneNodeModel("Attention", {{"q", {"B", h, "S", d}}, {"k", {"B", hkv, "T", d}}, {"v", {"B", hkv, "T", d}}});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    setAttr(m, "scale", scale);
+    setAttr(m, "causal", int64_t{1});
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      for (auto [B, S, T] : {std::array<int64_t, 3>{1, 5, 5}, {1, 150, 150}, {2, 130, 200}}) {
+        std::vector<float> q(static_cast<size_t>(B * H * S * D)), k(static_cast<size_t>(B * Hkv * T * D)), v(k.size());
+        for (auto* x : {&q, &k, &v})
+          for (auto& f : *x) f = normal(rng);
+        const auto got = ex.run({floats("q", q, {B, H, S, D}), floats("k", k, {B, Hkv, T, D}), floats("v", v, {B, Hkv, T, D})});
+        const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t hh = 0; hh < H; ++hh)
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t g = hh / (H / Hkv), seen = T - S + s + 1;  // keys up to its own position
+              const float* qr = &q[static_cast<size_t>(((b * H + hh) * S + s) * D)];
+              std::vector<double> p(static_cast<size_t>(seen));
+              double mx = -INFINITY, sum = 0;
+              for (int64_t t = 0; t < seen; ++t) {
+                const float* kr = &k[static_cast<size_t>(((b * Hkv + g) * T + t) * D)];
+                double dot = 0;
+                for (int64_t e = 0; e < D; ++e) dot += double(qr[e]) * kr[e];
+                mx = std::max(mx, p[static_cast<size_t>(t)] = dot * scale);
+              }
+              for (auto& x : p) sum += x = std::exp(x - mx);
+              for (int64_t e = 0; e < D; ++e) {
+                double want = 0;
+                for (int64_t t = 0; t < seen; ++t) want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * Hkv + g) * T + t) * D + e)];
+                ASSERT_NEAR(y[((b * H + hh) * S + s) * D + e], want, 1e-2)
+                    << "H " << H << " Hkv " << Hkv << " D " << D << " B " << B << " S " << S << " T " << T << " gpu " << gpu
+                    << " at b " << b << " h " << hh << " s " << s << " d " << e;
+              }
+            }
+      }
+    });
+  }
+}
+
 // Concat runs up to four inputs per launch: six inputs of different lengths along a
 // middle axis (one empty, as a first step's past) land where they belong.
 TEST(ConcatKernel, ManyInputsInFewLaunches) {
