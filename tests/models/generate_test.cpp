@@ -204,6 +204,8 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
       // top-p over typical's renormalized survivors: 0.44 + 0.40 reaches 0.8 ({1, 4}); the
       // unrenormalized 0.41 + 0.37 would not, and keep 2 as well
       {"typical 0.8, top-p 0.8", 1.0f, 0, 0.8f, 0, 0.8f, {1, 4}},
+      // min-p over top-p's renormalized survivors: token 0 at 0.056 is under 0.2 x 0.415
+      {"top-p 0.95, min-p 0.2", 1.0f, 0, 0.95f, 0.2f, 1, {1, 2, 4}},
   };
   // chi-squared at 1 - 1e-4 by degrees of freedom (one kept token: every draw is it)
   const double critical[] = {1e-9, 15.14, 18.42, 21.11, 23.51};

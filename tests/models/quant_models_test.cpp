@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "check/reference_check.h"
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "onnx/model_io.h"
+#include "quant/quantize_model.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
 
@@ -105,6 +108,30 @@ TEST(QuantizedModels, MatchTheirDequantizedTwins) {
       auto c = compareTensors(outs[0][j], outs[1][j], 1e-4, 1e-4);
       EXPECT_TRUE(c.pass()) << scheme << " " << c.name << ": max abs " << c.maxAbs;
     }
+  }
+}
+
+// quantizeModel checks its options itself (tl-quant does too, before reading the model,
+// but the library has other callers): options it cannot honour are refused, naming the
+// option, before any weight changes.
+TEST(QuantizedModels, BadOptionsRefusedBeforeAnyWeightChanges) {
+  const Model original = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
+  const std::vector<std::pair<std::function<void(QuantOptions&)>, std::string>> cases = {
+      {[](QuantOptions& o) { o.group = 0; }, "--group must be positive, not 0"},
+      {[](QuantOptions& o) { o.ortFormat = true; }, "--format ort writes int4 (MatMulNBits), not e0m4"},
+      {[](QuantOptions& o) { o.scheme = QuantScheme::Q3H; o.group = 33; }, "q3h pairs weights: --group must be even"},
+  };
+  for (const auto& [set, says] : cases) {
+    Model m = original;
+    QuantOptions opt;
+    set(opt);
+    try {
+      quantizeModel(m, opt, false);
+      ADD_FAILURE() << "taken: " << says;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(m.proto.SerializeAsString(), original.proto.SerializeAsString()) << says;
   }
 }
 
