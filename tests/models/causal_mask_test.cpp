@@ -139,6 +139,8 @@ TEST(CausalMask, OtherMasksAreNearMisses) {
       {"qpos = Add \\(rows, past\\)", "qpos = Add (rows, one)"},
       {"at = Add \\(kk, boff\\)", "at = Add (boff, zero)"},
       {"mask = Where \\(both, fzero, fmin\\)", "mask = Where (both, fzero, fzero)"},
+      // the visible keys' value is each key's index, a float that varies: no mask of 0s
+      {"mask = Where \\(both, fzero, fmin\\)", "kf = Cast <to = 1> (kk)\n  mask = Where (both, kf, fmin)"},
   };
   for (const auto& [from, to] : cases) {
     Model m = variant(from, to);

@@ -606,6 +606,27 @@ TEST(GeGluKernel, MatchesReference) {
   }
 }
 
+// tl.Gelu alone in both of its forms, against each form's formula at 1e-5: the two differ
+// by up to about 5e-4 here, so a Gelu run in the other form fails.
+TEST(GeluKernel, EachFormMatchesItsFormula) {
+  std::vector<float> x(41);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -4.0f + 0.2f * static_cast<float>(i);
+  for (const char* form : {"none", "tanh"}) {
+    Model m = oneNodeModel("Gelu", {{"x", {"41"}}});
+    setAttr(m, "approximate", std::string(form));
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      auto got = ex.run({floats("x", x, {41})});
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double v = x[i];
+        const double want = std::string(form) == "tanh" ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                                                        : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        ASSERT_NEAR(y[i], want, 1e-5) << form << " gpu " << gpu << " at x = " << v;
+      }
+    });
+  }
+}
+
 // Issue 9's budget: a fused decode step runs at most 10 kernels per decoder layer for the
 // Llama, Qwen2, Mistral, Gemma and Phi-3 exports of both exporters. A layer kernel is one
 // whose node lies on a data path (not through Shape) from the first projection (layer 0's
