@@ -388,6 +388,22 @@ TEST(TokenizerDecoders, ByteFallbackInvalidRunsBecomeReplacements) {
   EXPECT_EQ(tok.decode({byte(0xFF)}, false), "\xEF\xBF\xBD");
 }
 
+// ByteLevel decodes a token through its byte alphabet only when every character is in it;
+// one that is not (an added token with a space, a CJK word) comes out as it is, as Hugging
+// Face's ByteLevel decoder does: here between two byte tokens.
+TEST(TokenizerDecoders, ByteLevelPassesATokenOutsideItsAlphabetThrough) {
+  json t = json::parse(test::byteLevelTokenizerJson());
+  t["added_tokens"].push_back({{"id", 256}, {"content", "two words"}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", false}});
+  t["added_tokens"].push_back({{"id", 257}, {"content", "\xE6\x97\xA5\xE6\x9C\xAC"}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", false}});
+  const auto file = test::tempDir("tokenizer-byte-level-outside") / "tokenizer.json";
+  test::writeFile(file, t.dump());
+  const Tokenizer tok = Tokenizer::fromFile(file.string());
+  EXPECT_EQ(tok.decode({'a', 256, 'b'}, false), "atwo wordsb");
+  EXPECT_EQ(tok.decode({257, '!'}, false), "\xE6\x97\xA5\xE6\x9C\xAC!");
+}
+
 INSTANTIATE_TEST_SUITE_P(Components, TokenizerComponents,
                          ::testing::Values("bert", "unigram", "unigram-first", "bpe", "bpe-prefix", "bpe-plain", "added"),
                          [](const auto& info) {
