@@ -526,6 +526,28 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
   }
 }
 
+// The GPU family's attention for shapes no other row takes (heads 7 wide here) spreads
+// long keys over about 128 work-groups: 3 rows over 700 keys in 6 splits (one per 128
+// keys), merged by attention_combine_f32; over 100 keys one split, nothing to merge.
+TEST(AttentionKernel, OtherShapesSplitLongKeys) {
+  Model m = oneNodeModel("Attention", {{"q", {"1", "3", "1", "7"}}, {"k", {"1", "3", "T", "7"}}, {"v", {"1", "3", "T", "5"}}});
+  setAttr(m, "scale", 0.4f);
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  device.setGpuKernels(true);
+  Executor ex(device, m, graph, analysis);
+  for (auto [T, merges] : {std::pair<int64_t, int64_t>{700, 1}, {100, 0}}) {
+    const std::vector<float> q(21, 0.5f), k(static_cast<size_t>(3 * T * 7), 0.25f), v(static_cast<size_t>(3 * T * 5), 1.0f);
+    const auto got = ex.run({floats("q", q, {1, 3, 1, 7}), floats("k", k, {1, 3, T, 7}), floats("v", v, {1, 3, T, 5})});
+    const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+    for (int i = 0; i < 15; ++i) EXPECT_FLOAT_EQ(y[i], 1.0f) << "T " << T;  // every value 1: so is their average
+    int64_t combines = 0;
+    for (const auto& l : ex.explain()) combines += l.kernel == "attention_combine_f32";
+    EXPECT_EQ(combines, merges) << "T " << T;
+  }
+}
+
 // Concat runs up to four inputs per launch: six inputs of different lengths along a
 // middle axis (one empty, as a first step's past) land where they belong.
 TEST(ConcatKernel, ManyInputsInFewLaunches) {
