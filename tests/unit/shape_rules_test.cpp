@@ -369,6 +369,7 @@ TEST(ShapeRules, EachRefusalSaysWhy) {
       {[] { return N("QMatMul").tl().input("x", {"2", "8"}).attr("N", 4).failure(); }, "tl.QMatMul needs attributes K and N"},
       {[] { return N("QMatMul").tl().input("x", {"2", "8"}).attr("K", 8).failure(); }, "tl.QMatMul needs attributes K and N"},
       {[] { return N("QMatMul").tl().input("x", {}).attr("K", 8).attr("N", 4).failure(); }, "tl.QMatMul input must have rank >= 1"},
+      {[] { return N("MatMul").tl().input("a", {"2", "7"}).input("w", {"8", "4"}).failure(); }, "dimensions differ: 7 vs 8"},
       {[] { return N("MatMul").tl().input("a", {"2", "8"}).input("w", {"8", "4"}).input("b", {"1", "4"}).failure(); },
        "a (Q)MatMul's bias must be 1-D [N]"},
       {[] {
