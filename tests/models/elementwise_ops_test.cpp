@@ -311,6 +311,30 @@ TEST(MatMulKernel, BatchesOfDifferentRanksBroadcast) {
   }
 }
 
+// Mod of integers takes the divisor's sign (fmod = 0, Python's %), in int32 and int64;
+// fmod = 1 (C's fmod) has no kernel and is refused.
+TEST(ModKernel, IntegersTakeTheDivisorsSign) {
+  const std::vector<double> a = {7, -7, 7, -7, 6}, b = {3, 3, -3, -3, 3}, want = {1, 2, -2, -1, 0};
+  for (DType t : {DType::Int32, DType::Int64}) {
+    Model m = oneNodeModel("Mod", {{"a", {"5"}}, {"b", {"5"}}}, 0, "");
+    setInputType(m, 0, t);
+    setInputType(m, 1, t);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto got = ex.run({typedTensor("a", t, a), typedTensor("b", t, b)});
+      const auto y = got[0].toDouble();
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(y[i], want[i]) << dtypeName(t) << " " << a[i] << " mod " << b[i] << " gpu " << gpu;
+    });
+  }
+  Model m = oneNodeModel("Mod", {{"a", {"5"}}, {"b", {"5"}}}, 0, "");
+  test::setAttr(m, "fmod", int64_t{1});
+  try {
+    onBothFamilies(m, [&](Executor& ex, bool) { ex.run({test::floats("a", {1, 2, 3, 4, 5}, {5}), test::floats("b", {2, 2, 2, 2, 2}, {5})}); });
+    ADD_FAILURE() << "Mod with fmod = 1 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Mod with fmod=1 has no kernel"), std::string::npos) << e.what();
+  }
+}
+
 // Binary ops other than Pow take one type: a mix is refused, naming both.
 TEST(BinaryKernel, RefusesOperandsOfTwoTypes) {
   Model m = oneNodeModel("Add", {{"a", {"3"}}, {"b", {"3"}}}, 0, "");

@@ -241,6 +241,12 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   tie.typical = 0.4f;
   Sampler tied(tie);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(tied.sample({0.0f, 0.0f, -10.0f}), 0);
+  // Every logit counts, the first too: top-k 1 over {-5, 0} draws the second, always.
+  SamplingOptions one;
+  one.temperature = 1.0f;
+  one.topK = 1;
+  Sampler first(one);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(first.sample({-5.0f, 0.0f}), 1);
   // Options outside their ranges are usage errors (exit 2), each naming its flag.
   for (const auto& [flag, set] : std::vector<std::pair<std::string, std::function<void(SamplingOptions&)>>>{
            {"--top-k", [](SamplingOptions& x) { x.topK = -1; }},
