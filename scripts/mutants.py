@@ -59,8 +59,8 @@ AREAS = {
                 [("tl_unit_tests", "KvChunk.*:ChunkFile.*:Tolerance.*"),
                  ("tl_model_tests", "KvQuality.*:ContextStore.PoliciesUnderABudgetOfTwoContexts")]),
     "tokenizer": (["libcore/text/tokenizer.cpp"],
-                  [("tl_model_tests", "TokenizerDecoders.*:TokenizerFiles.*:TokenizerModels.*:Components/TokenizerComponents.*:Families/TokenizerFamilies.*:"
-                                     "TlRunCli.*Token*")]),
+                  [("tl_model_tests", "TokenizerDecoders.*:TokenizerFiles.*:TokenizerModels.*:Components/TokenizerComponents.*:"
+                                     "Families/TokenizerFamilies.*:TlRunCli.*Token*")]),
 }
 
 REL = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}

@@ -322,13 +322,16 @@ TEST(ModKernel, IntegersTakeTheDivisorsSign) {
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
       const auto got = ex.run({typedTensor("a", t, a), typedTensor("b", t, b)});
       const auto y = got[0].toDouble();
-      for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(y[i], want[i]) << dtypeName(t) << " " << a[i] << " mod " << b[i] << " gpu " << gpu;
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(y[i], want[i]) << dtypeName(t) << " " << a[i] << " mod " << b[i] << " gpu " << gpu;
     });
   }
   Model m = oneNodeModel("Mod", {{"a", {"5"}}, {"b", {"5"}}}, 0, "");
   test::setAttr(m, "fmod", int64_t{1});
   try {
-    onBothFamilies(m, [&](Executor& ex, bool) { ex.run({test::floats("a", {1, 2, 3, 4, 5}, {5}), test::floats("b", {2, 2, 2, 2, 2}, {5})}); });
+    onBothFamilies(m, [&](Executor& ex, bool) {
+      ex.run({test::floats("a", {1, 2, 3, 4, 5}, {5}), test::floats("b", {2, 2, 2, 2, 2}, {5})});
+    });
     ADD_FAILURE() << "Mod with fmod = 1 ran";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Mod with fmod=1 has no kernel"), std::string::npos) << e.what();

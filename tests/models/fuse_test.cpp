@@ -515,7 +515,8 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
               for (auto& x : p) sum += x = std::exp(x - mx);
               for (int64_t e = 0; e < D; ++e) {
                 double want = 0;
-                for (int64_t t = 0; t < seen; ++t) want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * Hkv + g) * T + t) * D + e)];
+                for (int64_t t = 0; t < seen; ++t)
+                  want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * Hkv + g) * T + t) * D + e)];
                 ASSERT_NEAR(y[((b * H + hh) * S + s) * D + e], want, 1e-2)
                     << "H " << H << " Hkv " << Hkv << " D " << D << " B " << B << " S " << S << " T " << T << " gpu " << gpu
                     << " at b " << b << " h " << hh << " s " << s << " d " << e;
@@ -641,8 +642,9 @@ TEST(GeluKernel, EachFormMatchesItsFormula) {
       const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
       for (size_t i = 0; i < x.size(); ++i) {
         const double v = x[i];
-        const double want = std::string(form) == "tanh" ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
-                                                        : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+        const double want = std::string(form) == "tanh"
+                                ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                                : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
         ASSERT_NEAR(y[i], want, 1e-5) << form << " gpu " << gpu << " at x = " << v;
       }
     });
