@@ -264,6 +264,21 @@ g (float[1, N, 4] x) => (float[1, N, 8] y) {
   EXPECT_EQ(buffer["y"], buffer["b"]);
 }
 
+// Only the batch (the first input's leading symbol) is left to the batch size: another
+// input's leading symbol is a length like any other, held to --max-seq (16 here), and the
+// arena is sized there: a's 4 floats of a batch of 1, x's and z's 16 x 8.
+TEST(PlanMemory, OnlyTheBatchSymbolEscapesMaxSeq) {
+  const MemoryPlan plan = planOf(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, 4] a, float[N, 8] x) => (float[B, 4] y, float[N, 8] z) {
+  y = Relu (a)
+  z = Relu (x)
+}
+)ONNX");
+  EXPECT_EQ(plan.worst.at("N"), 16);
+  EXPECT_EQ(plan.worst.at("B"), 1);
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
