@@ -11,6 +11,7 @@
 #include "cli/error.h"
 #include "cli/test_support.h"
 #include "runtime/executor.h"
+#include "tensor/tensor.h"
 
 namespace tl {
 namespace {
@@ -279,9 +280,7 @@ TEST(MatMulKernel, BatchesOfDifferentRanksBroadcast) {
       return s;
     };
     auto values = [](const std::vector<int64_t>& d, int mod, float step) {
-      int64_t count = 1;
-      for (int64_t x : d) count *= x;
-      std::vector<float> v(static_cast<size_t>(count));
+      std::vector<float> v(static_cast<size_t>(elementCount(d)));
       for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i % mod) - mod / 2) * step;
       return v;
     };

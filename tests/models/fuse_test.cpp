@@ -605,6 +605,12 @@ TEST(FuseQuantize, EitherOrderSameLogits) {
   for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_NEAR(logits[0][i], logits[1][i], 1e-5f) << i;
 }
 
+// GELU in double precision, in its erf form ("none") or its tanh form ("tanh").
+double geluOf(double x, const std::string& form) {
+  return form == "tanh" ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                        : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
 // tl.GeGLU alone against gelu(g) * u, in both of GELU's forms.
 TEST(GeGluKernel, MatchesReference) {
   std::mt19937 rng(17);
@@ -619,10 +625,7 @@ TEST(GeGluKernel, MatchesReference) {
       auto got = ex.run({floats("g", g, {3, 19}), floats("u", u, {3, 19})});
       const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
       for (size_t i = 0; i < g.size(); ++i) {
-        const double x = g[i];
-        const double gelu = std::string(form) == "tanh"
-                                ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
-                                : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        const double gelu = geluOf(g[i], form);
         ASSERT_NEAR(y[i], gelu * u[i], 1e-5 * (1 + std::fabs(gelu * u[i]))) << form << " gpu " << gpu << " at " << i;
       }
     });
@@ -641,11 +644,7 @@ TEST(GeluKernel, EachFormMatchesItsFormula) {
       auto got = ex.run({floats("x", x, {41})});
       const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
       for (size_t i = 0; i < x.size(); ++i) {
-        const double v = x[i];
-        const double want = std::string(form) == "tanh"
-                                ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
-                                : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
-        ASSERT_NEAR(y[i], want, 1e-5) << form << " gpu " << gpu << " at x = " << v;
+        ASSERT_NEAR(y[i], geluOf(x[i], form), 1e-5) << form << " gpu " << gpu << " at x = " << x[i];
       }
     });
   }

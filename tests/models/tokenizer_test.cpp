@@ -393,10 +393,10 @@ TEST(TokenizerDecoders, ByteFallbackInvalidRunsBecomeReplacements) {
 // Face's ByteLevel decoder does: here between two byte tokens.
 TEST(TokenizerDecoders, ByteLevelPassesATokenOutsideItsAlphabetThrough) {
   json t = json::parse(test::byteLevelTokenizerJson());
-  t["added_tokens"].push_back({{"id", 256}, {"content", "two words"}, {"single_word", false}, {"lstrip", false},
-                               {"rstrip", false}, {"normalized", false}, {"special", false}});
-  t["added_tokens"].push_back({{"id", 257}, {"content", "\xE6\x97\xA5\xE6\x9C\xAC"}, {"single_word", false}, {"lstrip", false},
-                               {"rstrip", false}, {"normalized", false}, {"special", false}});
+  int id = 256;
+  for (const char* content : {"two words", "\xE6\x97\xA5\xE6\x9C\xAC"})
+    t["added_tokens"].push_back({{"id", id++}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", false}});
   const auto file = test::tempDir("tokenizer-byte-level-outside") / "tokenizer.json";
   test::writeFile(file, t.dump());
   const Tokenizer tok = Tokenizer::fromFile(file.string());
