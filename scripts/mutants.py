@@ -29,11 +29,15 @@ import time
 
 # Each area: the files mutated, and the tests covering them as stages of (binary, gtest
 # filter), run in order until one fails: the fast tests first, so a mutant they kill
-# costs seconds; a survivor has run them all.
+# costs seconds; a survivor has run them all. "kernel_bounds" is tl_model_tests under
+# Oclgrind (scripts/kernel_bounds.sh; "": its default filter), which also fails on an
+# access past a buffer.
+BOUNDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_bounds.sh")
 KERNEL_TESTS = [
     ("tl_model_tests", "*Kernel.*:CausalMask.*:AllModels/RunModels.*-Schemes/QMatMulKernel.*"),
     ("tl_model_tests", "MatMulExtras.*:Views.*:AllModels/PlanModels.*"),
     ("tl_model_tests", "Schemes/QMatMulKernel.*:KvInPlace.*"),
+    ("kernel_bounds", ""),  # its default filter
 ]
 AREAS = {
     "sampler": (["libcore/sample/sampler.cpp"],
@@ -192,6 +196,7 @@ def run(cmd, cwd, timeout):
 
 
 def build(build_dir, targets, jobs):
+    targets = {"tl_model_tests" if t == "kernel_bounds" else t for t in targets}
     return run("make -j%d %s" % (jobs, " ".join(sorted(targets))), build_dir, 1800)
 
 
@@ -206,13 +211,17 @@ def run_tests(build_dir, tests, budgets, fail_fast=True, env=""):
         if failed and fail_fast:
             break
         limit = budgets.get((binary, flt), 900)
-        code, out = run("%s./bin/%s --gtest_filter='%s' --gtest_brief=1%s" %
-                        (env, binary, flt, " --gtest_fail_fast" if fail_fast else ""), build_dir, limit)
+        if binary == "kernel_bounds":
+            cmd = "%ssh %s ./bin/tl_model_tests '%s'" % (env, BOUNDS, flt)
+        else:
+            cmd = "%s./bin/%s --gtest_filter='%s' --gtest_brief=1%s" % (env, binary, flt, " --gtest_fail_fast" if fail_fast else "")
+        code, out = run(cmd, build_dir, limit)
         if code is None:
             timeouts.append("%s: time-out past %ds" % (binary, limit))
         elif code != 0:
             names = re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", out, re.M)
             names = sorted(set(n for n in names if "." in n))
+            names += sorted(set("Oclgrind: %s in %s" % m for m in re.findall(r"^(Invalid \w+).*\n\s*Kernel: (\S+)", out, re.M)))
             failed.append("%s: %s" % (binary, " ".join(names) if names else "exit %d" % code))
     return bool(failed or timeouts), failed + timeouts
 

@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 pkgs="cmake g++ make pkg-config libcli11-dev libfmt-dev libonnx-dev libprotobuf-dev protobuf-compiler
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libeigen3-dev libzstd-dev libgtest-dev
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd oclgrind libclblast-dev libeigen3-dev libzstd-dev libgtest-dev
 nlohmann-json3-dev libpcre2-dev libutf8proc-dev python3 patch"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 missing=""

@@ -76,7 +76,9 @@ std::vector<DeviceInfo> listDevices() {
       d.maxWorkGroup = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       const std::string ext = " " + deviceString(id, CL_DEVICE_EXTENSIONS) + " ";
       auto has = [&](const char* e) { return ext.find(std::string(" ") + e + " ") != std::string::npos; };
-      d.fp16 = has("cl_khr_fp16");
+      d.exactBuffers = d.platformName == "Oclgrind";
+      // Oclgrind 21.10 lists cl_khr_fp16 but stops on a kernel with a half constant.
+      d.fp16 = has("cl_khr_fp16") && !d.exactBuffers;
       d.fp64 = has("cl_khr_fp64");
       d.subgroups = has("cl_khr_subgroups") || has("cl_intel_subgroups");
       d.intDot = has("cl_khr_integer_dot_product");

@@ -24,6 +24,9 @@ struct DeviceInfo {
   size_t subBufferAlign = 0;  // bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN, where sub-buffers may start
   bool fp16 = false, fp64 = false, subgroups = false, intDot = false, imageFromBuffer = false, priorityHints = false;
   bool commandBuffers = false;  // cl_khr_command_buffer, usable on a queue without properties
+  // Oclgrind (a simulator that checks every access, docs/testing.md): each tensor in a
+  // buffer of its own exact size, so that a read past a tensor is a read past a buffer.
+  bool exactBuffers = false;
 };
 
 // cl_khr_command_buffer's entry points (a run's launches recorded once, enqueued in one call).

@@ -72,6 +72,11 @@ void Executor::stageUpload(const std::string& tensor, const void* data, size_t b
 
 void Executor::flushUploads() {
   if (pendingUploads_.empty()) return;
+  if (device_.info().exactBuffers) {  // each in its own buffer, not a region of the arena
+    for (const auto& u : pendingUploads_) upload(u.name, u.bytes.data(), u.bytes.size());
+    pendingUploads_.clear();
+    return;
+  }
   bool fits = true;
   for (const auto& u : pendingUploads_) {
     auto r = regions_.find(u.name);
