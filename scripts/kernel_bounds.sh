@@ -6,15 +6,15 @@
 #
 #   scripts/kernel_bounds.sh build/bin/tl_model_tests [GTEST_FILTER]
 #
-# The default filter: KernelBounds (products at ragged edges) and the kernel tests whose
-# shapes are small enough for a simulator (about a minute in all; attention's take
-# minutes each).
+# The default filter: KernelBounds (products and attention at ragged edges) and the kernel
+# tests whose shapes are small enough for a simulator (about a minute and a half in all;
+# AttentionKernel's others take minutes each).
 #
 # -cl-opt-disable: Oclgrind 21.10's interpreter lacks intrinsics clang's optimizer makes
 # (llvm.abs.i64); -Ucl_khr_fp16: it lists the extension but stops on a half constant.
 set -u
 tests=$1
-filter=${2:-KernelBounds.*:MatMulKernel.*:RmsNormKernel.*:RopeKernel.*:SwiGluKernel.*:GeGluKernel.*:GeluKernel.*:ConcatKernel.*:ElementwiseKernel.*:ArgMaxKernel.*:ModKernel.*}
+filter=${2:-KernelBounds.*:AttentionKernel.OtherShapesSplitLongKeys:MatMulKernel.*:RmsNormKernel.*:RopeKernel.*:SwiGluKernel.*:GeGluKernel.*:GeluKernel.*:ConcatKernel.*:ElementwiseKernel.*:ArgMaxKernel.*:ModKernel.*}
 if ! command -v oclgrind >/dev/null 2>&1; then
   echo "kernel_bounds: oclgrind is not installed (Debian: oclgrind; scripts/setup.sh installs it)" >&2
   exit 1

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -90,6 +91,62 @@ TEST(KernelBounds, QuantizedProductsAtRaggedEdges) {
                                                                         << " column " << n << " gpu " << gpu;
           }
         }
+      }
+    });
+  }
+}
+
+// tl.Attention, grouped-query (4 heads over 2 of 64), with a float mask: a decode row over
+// 300 keys (split and merged), 17 rows over 37 keys and two batches of 3 rows over 9; and
+// causal (no mask: each row sees the keys up to its own position) at 17 rows over 17 and
+// 5 over 40; in both families, against double.
+TEST(KernelBounds, AttentionAtRaggedEdges) {
+  const int64_t H = 4, Hkv = 2, D = 64;
+  for (bool causal : {false, true}) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> in = {
+        {"q", {"B", "4", "S", "64"}}, {"k", {"B", "2", "T", "64"}}, {"v", {"B", "2", "T", "64"}}};
+    if (!causal) in.push_back({"mask", {"B", "1", "S", "T"}});
+    Model m = test::oneNodeModel("Attention", in);
+    test::setAttr(m, "scale", 0.125f);
+    if (causal) test::setAttr(m, "causal", int64_t{1});
+    test::onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      expectCheckedDevice(ex);
+      const std::vector<std::array<int64_t, 3>> shapes =
+          causal ? std::vector<std::array<int64_t, 3>>{{1, 17, 17}, {1, 5, 40}} : std::vector<std::array<int64_t, 3>>{{1, 1, 300}, {1, 17, 37}, {2, 3, 9}};
+      for (auto [B, S, T] : shapes) {
+        const auto q = randomFloats(static_cast<size_t>(B * H * S * D), 4), k = randomFloats(static_cast<size_t>(B * Hkv * T * D), 5),
+                   v = randomFloats(static_cast<size_t>(B * Hkv * T * D), 6);
+        auto mask = randomFloats(static_cast<size_t>(B * S * T), 7);
+        for (size_t i = 0; i < mask.size(); ++i)  // every third key masked, but each row's first
+          if (i % 3 == 1 && i % static_cast<size_t>(T) != 0) mask[i] = -INFINITY;
+        std::vector<Tensor> feed = {test::floats("q", q, {B, H, S, D}), test::floats("k", k, {B, Hkv, T, D}),
+                                    test::floats("v", v, {B, Hkv, T, D})};
+        if (!causal) feed.push_back(test::floats("mask", mask, {B, 1, S, T}));
+        const auto y = ex.run(feed)[0].toDouble();
+        // NVIDIA's tensor-core rows take fp16 products (AttentionKernel.CausalPrefillMatchesReference)
+        const double tol = ex.kernels().tensorCores() ? 1e-2 : 1e-5;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t s = 0; s < S; ++s) {
+              const size_t kv = static_cast<size_t>((b * Hkv + h / (H / Hkv)) * T * D), row = static_cast<size_t>(((b * H + h) * S + s) * D);
+              const int64_t seen = causal ? T - S + s + 1 : T;
+              std::vector<double> p(static_cast<size_t>(seen));
+              double mx = -INFINITY, sum = 0;
+              for (int64_t t = 0; t < seen; ++t) {
+                double dot = 0;
+                for (int64_t e = 0; e < D; ++e) dot += double(q[row + static_cast<size_t>(e)]) * k[kv + static_cast<size_t>(t * D + e)];
+                p[static_cast<size_t>(t)] = dot * 0.125 + (causal ? 0.0 : mask[static_cast<size_t>((b * S + s) * T + t)]);
+                mx = std::max(mx, p[static_cast<size_t>(t)]);
+              }
+              for (auto& x : p) sum += x = std::exp(x - mx);
+              for (int64_t e = 0; e < D; ++e) {
+                double want = 0;
+                for (int64_t t = 0; t < seen; ++t) want += p[static_cast<size_t>(t)] / sum * v[kv + static_cast<size_t>(t * D + e)];
+                ASSERT_NEAR(y[row + static_cast<size_t>(e)], want, tol * (1 + std::fabs(want)))
+                    << "causal " << causal << " B " << B << " S " << S << " T " << T << " gpu " << gpu << " at b " << b
+                    << " h " << h << " s " << s << " d " << e;
+              }
+            }
       }
     });
   }
