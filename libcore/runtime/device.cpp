@@ -72,6 +72,7 @@ std::vector<DeviceInfo> listDevices() {
       d.globalMem = deviceValue<cl_ulong>(id, CL_DEVICE_GLOBAL_MEM_SIZE);
       d.maxAlloc = deviceValue<cl_ulong>(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       d.subBufferAlign = deviceValue<cl_uint>(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN) / 8;
+      d.floatWidth = static_cast<int>(deviceValue<cl_uint>(id, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT));
       d.localMem = deviceValue<cl_ulong>(id, CL_DEVICE_LOCAL_MEM_SIZE);
       d.maxWorkGroup = deviceValue<size_t>(id, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       const std::string ext = " " + deviceString(id, CL_DEVICE_EXTENSIONS) + " ";
@@ -133,7 +134,7 @@ std::string describe(const DeviceInfo& d) {
 }
 
 Device::Device(const DeviceInfo& info, bool profiling)
-    : info_(info), gpuKernels_(info.isGpu), localMemory_(info.localMem) {
+    : info_(info), gpuKernels_(info.isGpu), localMemory_(info.localMem), vectorWidth_(info.floatWidth) {
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(info.platform), 0};
   context_ = clCreateContext(props, 1, &info_.id, nullptr, nullptr, &err);

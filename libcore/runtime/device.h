@@ -22,6 +22,7 @@ struct DeviceInfo {
   size_t computeUnits = 0;
   size_t globalMem = 0, maxAlloc = 0, localMem = 0, maxWorkGroup = 0;
   size_t subBufferAlign = 0;  // bytes: CL_DEVICE_MEM_BASE_ADDR_ALIGN, where sub-buffers may start
+  int floatWidth = 1;          // CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: PoCL says 16 on AVX-512, 8 on AVX2
   bool fp16 = false, fp64 = false, subgroups = false, intDot = false, imageFromBuffer = false, priorityHints = false;
   bool commandBuffers = false;  // cl_khr_command_buffer, usable on a queue without properties
   // Oclgrind (a simulator that checks every access, docs/testing.md): each tensor in a
@@ -80,6 +81,11 @@ class Device {
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
   void setLocalMemory(size_t bytes) { localMemory_ = std::min(bytes, info_.localMem); }
+  // The float vector width the CPU kernels' register tiles are built for (TL_VEC): the
+  // device's native width, or less (tests run the 8-wide tiles on an AVX-512 host too).
+  // Set it before making an Executor.
+  int vectorWidth() const { return vectorWidth_; }
+  void setVectorWidth(int w) { vectorWidth_ = std::min(w, info_.floatWidth); }
 
  private:
   DeviceInfo info_;
@@ -91,6 +97,7 @@ class Device {
   CommandBufferApi commands_;
   bool useCommandBuffers_ = true;
   size_t localMemory_;
+  int vectorWidth_;
   bool tensorCores_ = true;
 };
 

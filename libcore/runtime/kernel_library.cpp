@@ -19,10 +19,11 @@ cl_program compile(const Device& device, const std::string& source, const std::s
   cl_device_id id = device.info().id;
   // TL_LOCAL_MEM, TL_MAX_WG: kernels whose local arrays or work-groups would not fit are
   // left out (attention.cl). TL_CPU: the CPU prefill tasks, whose private arrays of 14-25 KB
-  // a GPU compiler need not meet, are built on CPUs only.
+  // a GPU compiler need not meet, are built on CPUs only; TL_VEC sizes their register tiles.
   const std::string options = "-cl-std=CL1.2 -DTL_LOCAL_MEM=" + std::to_string(device.localMemory()) +
                               " -DTL_MAX_WG=" + std::to_string(device.info().maxWorkGroup) +
-                              (device.info().isGpu ? "" : " -DTL_CPU") + extra;
+                              (device.info().isGpu ? "" : " -DTL_CPU -DTL_VEC=" + std::to_string(device.vectorWidth())) +
+                              extra;
   err = clBuildProgram(p, 1, &id, options.c_str(), nullptr, nullptr);
   if (err == CL_SUCCESS) return p;
   size_t n = 0;

@@ -32,7 +32,9 @@ std::vector<float> randomFloats(size_t n, unsigned seed) {
 // Under `ctest -R kernel_bounds` the run must be on Oclgrind's exact buffers, or the
 // checker would have nothing to see.
 void expectCheckedDevice(Executor& ex) {
-  if (std::getenv("TL_EXPECT_EXACT_BUFFERS")) ASSERT_TRUE(ex.device().info().exactBuffers) << "not on Oclgrind";
+  if (std::getenv("TL_EXPECT_EXACT_BUFFERS")) {
+    ASSERT_TRUE(ex.device().info().exactBuffers) << "not on Oclgrind";
+  }
 }
 
 // [2, M, K] x [K, N] with M = 17, K = 19, N = 18: the GPU family's 16 x 16 tiles

@@ -61,32 +61,40 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
   ShapeAnalysis analysis = inferShapes(model, graph);
   Device device(selectDevice(""), false);
   device.setGpuKernels(c.gpuKernels);
-  Executor ex(device, model, graph, analysis);
-  for (int64_t M : {1, 2, 4, 7, 64, 300}) {
-    Mat x(M, c.K);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
-    auto got = ex.run({makeTensor("x", DType::Float, {M, c.K}, x.data())});
-    ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
-    Mat xa = x;
-    if (c.scheme == QuantScheme::W4A8) {  // activations to int8 per row, as the kernel does
-      for (int64_t m = 0; m < M; ++m) {
-        float s = xa.row(m).cwiseAbs().maxCoeff() / 127.0f;
-        if (s == 0) s = 1;
-        for (int64_t k = 0; k < c.K; ++k) xa(m, k) = std::nearbyint(xa(m, k) / s) * s;
+  // The CPU family's register tiles at the device's vector width, and at 8 where that is
+  // wider (AVX-512 hosts build the AVX2 tiles too).
+  std::vector<int> widths = {device.vectorWidth()};
+  if (!c.gpuKernels && device.vectorWidth() > 8) widths.push_back(8);
+  for (int width : widths) {
+    device.setVectorWidth(width);
+    Executor ex(device, model, graph, analysis);
+    for (int64_t M : {1, 2, 4, 7, 64, 300}) {
+      Mat x(M, c.K);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
+      auto got = ex.run({makeTensor("x", DType::Float, {M, c.K}, x.data())});
+      ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
+      Mat xa = x;
+      if (c.scheme == QuantScheme::W4A8) {  // activations to int8 per row, as the kernel does
+        for (int64_t m = 0; m < M; ++m) {
+          float s = xa.row(m).cwiseAbs().maxCoeff() / 127.0f;
+          if (s == 0) s = 1;
+          for (int64_t k = 0; k < c.K; ++k) xa(m, k) = std::nearbyint(xa(m, k) / s) * s;
+        }
       }
+      Mat want = xa * wq;
+      auto g = got[0].toDouble();
+      double maxErr = 0, maxRef = 0;
+      for (int64_t i = 0; i < want.size(); ++i) {
+        maxErr = std::max(maxErr, std::fabs(g[static_cast<size_t>(i)] - want.data()[i]));
+        maxRef = std::max(maxRef, double(std::fabs(want.data()[i])));
+      }
+      // NVIDIA's tensor-core rows take A in f16: 2.7e-4 to 3.5e-4 of the largest output
+      // against the fp32 path (docs/tl-bench.md); every other row is fp32 throughout.
+      const double tol = c.gpuKernels && ex.kernels().tensorCores() ? 1e-3 : 1e-4;
+      EXPECT_LT(maxErr, tol * std::max(1.0, maxRef)) << schemeName(c.scheme) << " M=" << M << " K=" << c.K << " N=" << c.N
+                                                      << " vector width " << width;
     }
-    Mat want = xa * wq;
-    auto g = got[0].toDouble();
-    double maxErr = 0, maxRef = 0;
-    for (int64_t i = 0; i < want.size(); ++i) {
-      maxErr = std::max(maxErr, std::fabs(g[static_cast<size_t>(i)] - want.data()[i]));
-      maxRef = std::max(maxRef, double(std::fabs(want.data()[i])));
-    }
-    // NVIDIA's tensor-core rows take A in f16: 2.7e-4 to 3.5e-4 of the largest output
-    // against the fp32 path (docs/tl-bench.md); every other row is fp32 throughout.
-    const double tol = c.gpuKernels && ex.kernels().tensorCores() ? 1e-3 : 1e-4;
-    EXPECT_LT(maxErr, tol * std::max(1.0, maxRef)) << schemeName(c.scheme) << " M=" << M << " K=" << c.K << " N=" << c.N;
   }
 }
 

@@ -420,7 +420,7 @@ const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would not fill the device), the norm and GLU inside";
-const char* const kCpuGemmWhy = "CPU prefill: 96 x 16 tasks, each code dequantized once a task, 6 x 16 in registers, the norm and GLU inside";
+const char* const kCpuGemmWhy = "CPU prefill: 96 x 16 tasks, each code dequantized once a task, 12 (AVX-512) or 6 rows x 16 in registers, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
