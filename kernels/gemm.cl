@@ -495,12 +495,20 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
       const int m = m0 + r;                                                                   \
       float sc = 1.0f;                                                                        \
       if (NW) {                                                                               \
-        float8 q = 0.0f;                                                                      \
-        for (int k = 0; k < K; k += 8) {                                                      \
-          const float8 v = vload8(0, A + (long)m * K + k);                                    \
-          q = fma(v, v, q);                                                                   \
+        /* four sums, not one chain of FMAs waiting on each other */                          \
+        __global const float* a = A + (long)m * K;                                            \
+        float8 q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f;                                    \
+        int k = 0;                                                                            \
+        for (; k + 32 <= K; k += 32) {                                                        \
+          const float8 v0 = vload8(0, a + k), v1 = vload8(1, a + k);                          \
+          const float8 v2 = vload8(2, a + k), v3 = vload8(3, a + k);                          \
+          q0 = fma(v0, v0, q0), q1 = fma(v1, v1, q1), q2 = fma(v2, v2, q2), q3 = fma(v3, v3, q3); \
         }                                                                                     \
-        sc = 1.0f / sqrt(sum8(q) / K + eps);                                                  \
+        for (; k < K; k += 8) {                                                               \
+          const float8 v = vload8(0, a + k);                                                  \
+          q0 = fma(v, v, q0);                                                                 \
+        }                                                                                     \
+        sc = 1.0f / sqrt(sum8((q0 + q1) + (q2 + q3)) / K + eps);                              \
       }                                                                                       \
       const float* v = acc + r * 16;                                                          \
       if (glu) {                                                                              \
