@@ -46,16 +46,16 @@
     int i = get_global_id(0);                                                                   \
     if (i < n) out[i] = value;                                                                  \
   }                                                                                             \
+  /* an item per (element of a row, row): a row's index math is one division, the same for */ \
+  /* all its items (an item's three divisions were most of an embedding's gather on CPUs)   */ \
   __kernel void gather_##S(__global const T* data, __global const long* idx, __global T* out,   \
-                           int n, int count, int axis_dim, int inner) {                         \
-    int i = get_global_id(0);                                                                   \
-    if (i >= n) return;                                                                         \
-    int in = i % inner;                                                                         \
-    int j = (i / inner) % count;                                                                \
-    int o = i / (inner * count);                                                                \
+                           int count, int axis_dim, int inner) {                                \
+    const int in = get_global_id(0), r = get_global_id(1);                                      \
+    if (in >= inner) return;                                                                    \
+    const int j = r % count, o = r / count;                                                     \
     long k = idx[j];                                                                            \
     if (k < 0) k += axis_dim;                                                                   \
-    out[i] = data[(o * axis_dim + (int)k) * inner + in];                                        \
+    out[(long)r * inner + in] = data[((long)o * axis_dim + k) * inner + in];                    \
   }                                                                                             \
   __kernel void gathernd_##S(__global const T* data, __global const long* idx, __global T* out, \
                              int n, int m, int inner, int8 dims, int8 strides) {                \

@@ -231,6 +231,42 @@ TEST(ComparisonKernel, EqualOperandsDecideEachOp) {
     }
 }
 
+// Gather along a middle axis with negative indices (data [2, 5, 3], indices [4] along
+// axis 1: out [2, 4, 3]) and along the first axis with 2-D indices (out [2, 2, 5, 3]), on
+// the device in both families, against the host.
+TEST(GatherKernel, AxesAndNegativeIndices) {
+  std::vector<float> data(30);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  struct Case {
+    int64_t axis;
+    std::vector<int64_t> idxDims;
+    std::vector<double> idx;
+  };
+  for (const Case& c : {Case{1, {4}, {0, -1, 2, 4}}, Case{0, {2, 2}, {1, 0, -2, -1}}}) {
+    std::vector<std::string> idxNames;
+    for (int64_t d : c.idxDims) idxNames.push_back(std::to_string(d));
+    Model m = oneNodeModel("Gather", {{"data", {"2", "5", "3"}}, {"idx", idxNames}}, 0, "");
+    setInputType(m, 1, DType::Int64);
+    test::setAttr(m, "axis", c.axis);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      Tensor idx = typedTensor("idx", DType::Int64, c.idx);
+      idx.dims = c.idxDims;
+      const auto got = ex.run({test::floats("data", data, {2, 5, 3}), idx});
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      const int64_t dims[3] = {2, 5, 3}, outer = c.axis ? 2 : 1, inner = c.axis ? 3 : 15;
+      size_t at = 0;
+      for (int64_t o = 0; o < outer; ++o)
+        for (double v : c.idx) {
+          const int64_t k = v < 0 ? static_cast<int64_t>(v) + dims[c.axis] : static_cast<int64_t>(v);
+          for (int64_t e = 0; e < inner; ++e, ++at)
+            ASSERT_EQ(y[at], data[static_cast<size_t>((o * dims[c.axis] + k) * inner + e)])
+                << "axis " << c.axis << " at " << at << " gpu " << gpu;
+        }
+      ASSERT_EQ(at * 4, got[0].bytes.size());
+    });
+  }
+}
+
 // MatMul with a 1-D operand (ONNX: a vector is a matrix of one row or one column, that
 // axis dropped from the output): [M, K] x [K] -> [M], [K] x [K, N] -> [N], against the host.
 TEST(MatMulKernel, VectorOperands) {

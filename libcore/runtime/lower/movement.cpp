@@ -100,16 +100,15 @@ void gatherOp(const LowerNode& n) {
   size_t k = n.axis(n.attrInt("axis", 0), data.size());
   int64_t inner = 1;
   for (size_t i = k + 1; i < data.size(); ++i) inner *= data[i];
-  int64_t c = elementCount(n.shape(n.out(0)));
+  const int64_t rows = inner ? elementCount(n.shape(n.out(0))) / inner : 0;  // (outer, index) pairs
   n.launch(std::string("gather_") + sizeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
       .mem(n.in(1))
       .mem(n.out(0))
-      .i32(c)
       .i32(elementCount(n.shape(n.in(1))))
       .i32(data[k])
       .i32(inner)
-      .run1d(c);
+      .run(grid(static_cast<size_t>((inner + 63) / 64 * 64), static_cast<size_t>(rows), 1, 64, 1));
 }
 
 void gatherNDOp(const LowerNode& n) {
