@@ -31,11 +31,12 @@ cl_mem Executor::buffer(const std::string& tensor) const { return rootBuffer(ten
 
 Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
   Buffer& b = buffers_[tensor];
-  bytes = std::max<size_t>(bytes, device_.info().exactBuffers ? 1 : 8);  // OpenCL buffers cannot be empty
+  const bool exact = device_.info().exactBuffers;
+  bytes = std::max<size_t>(bytes, exact ? 1 : 8);  // OpenCL buffers cannot be empty
   const auto p = planned_.find(tensor);
   const bool inPlan = p != planned_.end() && b.mem == p->second;
   // Exact buffers are remade for a smaller tensor too (but a plan's regions are kept).
-  if (b.capacity >= bytes && (b.capacity == bytes || !device_.info().exactBuffers || inPlan)) return b;
+  if (exact && !inPlan ? b.capacity == bytes : b.capacity >= bytes) return b;
   if (planEnforced_ && inPlan)
     throw Error("this run needs " + std::to_string(bytes) + " bytes for tensor '" + tensor + "', over the " +
                     std::to_string(b.capacity) + " its plan holds: a sequence longer than the plan's --max-seq " +
@@ -46,7 +47,7 @@ Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
                 ExitCode::Device);
   if (b.mem) clReleaseMemObject(b.mem);
   // Grow with headroom so that decoding one more token rarely reallocates.
-  size_t cap = b.capacity && !device_.info().exactBuffers ? std::max(bytes, b.capacity + b.capacity / 2) : bytes;
+  size_t cap = b.capacity && !exact ? std::max(bytes, b.capacity + b.capacity / 2) : bytes;
   cl_int err;
   b.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, cap, nullptr, &err);
   clCheck(err, "clCreateBuffer", "tensor '" + tensor + "'");
