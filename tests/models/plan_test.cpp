@@ -509,21 +509,31 @@ TEST(KvInPlace, CommandBuffersTurnedOffBetweenSteps) {
 // tolerance. The same steps hand each layer's second RMSNorm on from the
 // attention's output GEMV to the gate/up GEMV (matmul.cpp's normHandoff); the first stays
 // in the QKV GEMV, as the down projection (688 wide) takes no 32-code row that hands.
-// Twice: as fused, and with a merging GEMV moved to the file's first node (ONNX files
-// list nodes in order; tl takes any order, and a merging reader's index is then 0).
+// Three times: as fused; with a merging GEMV moved to the file's first node (ONNX files
+// list nodes in order; tl takes any order, and a merging reader's index is then 0); and
+// that, with the last layer's GEMV unmarked, whose attention must then merge its own
+// splits (node 0's mark is not its reader's).
 TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
   Model fused = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   quantizeModel(fused, QuantOptions{}, false);
   runFusePasses(fused, {});
-  for (bool readerFirst : {false, true}) {
-    SCOPED_TRACE(readerFirst ? "a merging GEMV first in the file" : "as fused");
+  for (int variant : {0, 1, 2}) {
+    SCOPED_TRACE(variant == 0 ? "as fused" : variant == 1 ? "a merging GEMV first in the file" : "... and the last one unmarked");
     Model model = fused;
-    if (readerFirst) {
-      auto* nodes = model.proto.mutable_graph()->mutable_node();
+    auto* nodes = model.proto.mutable_graph()->mutable_node();
+    if (variant >= 1) {
       int at = 0;
       while (at < nodes->size() && !attrInt(nodes->Get(at), "merge_attention").value_or(0)) ++at;
       ASSERT_LT(at, nodes->size());
       for (; at > 0; --at) nodes->SwapElements(at, at - 1);
+    }
+    if (variant == 2) {
+      int last = nodes->size() - 1;
+      while (last > 0 && !attrInt(nodes->Get(last), "merge_attention").value_or(0)) --last;
+      ASSERT_GT(last, 0);
+      auto* attrs = nodes->Mutable(last)->mutable_attribute();
+      for (int i = 0; i < attrs->size(); ++i)
+        if (attrs->Get(i).name() == "merge_attention") attrs->Mutable(i)->set_i(0);
     }
     Decoder gpu(model, true, true), cpu(model, false, false);
     int64_t layers = 0;
@@ -548,9 +558,11 @@ TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
         EXPECT_EQ(handed, layers) << "step " << step;
       }
       const int64_t keys = step + 1;
-      if (keys >= 128 && keys <= 256) {
-        EXPECT_EQ(attentions, layers) << "keys " << keys;
-        merged += attentions == layers;
+      if (keys >= 128 && keys <= 256) {  // the unmarked layer's splits merged by attention_combine_f32
+        const int64_t unmarked = variant == 2;
+        EXPECT_EQ(attentions, layers + unmarked) << "keys " << keys;
+        EXPECT_EQ(combines, unmarked) << "keys " << keys;
+        merged += attentions == layers + unmarked && combines == unmarked;
       } else if (keys > 256) {
         EXPECT_EQ(attentions, layers) << "keys " << keys;
         EXPECT_EQ(combines, 0) << "keys " << keys;
