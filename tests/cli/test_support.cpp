@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -269,6 +270,16 @@ std::string byteLevelTokenizerJson() {
   return R"({"added_tokens": [], "normalizer": null,
     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}, "post_processor": null,
     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})";
+}
+
+void roundRowsToInt8(float* rows, int64_t count, int64_t K) {
+  for (int64_t r = 0; r < count; ++r) {
+    float* x = rows + r * K;
+    float amax = 0;
+    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
+    const float s = amax > 0 ? amax / 127.0f : 1.0f;
+    for (int64_t k = 0; k < K; ++k) x[k] = std::nearbyint(x[k] / s) * s;
+  }
 }
 
 }  // namespace tl::test

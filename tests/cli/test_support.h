@@ -64,5 +64,8 @@ Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t
 // Runs a model on the default device in both kernel families, and in the GPU family again
 // as a GPU with 32 KB of local memory gets it, and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);
+// W4A8's activations as its kernels take them: each of `count` rows of K values (in a
+// row after another) rounded to the int8 grid of its largest magnitude / 127.
+void roundRowsToInt8(float* rows, int64_t count, int64_t K);
 
 }  // namespace tl::test

@@ -75,13 +75,7 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
       auto got = ex.run({makeTensor("x", DType::Float, {M, c.K}, x.data())});
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
       Mat xa = x;
-      if (c.scheme == QuantScheme::W4A8) {  // activations to int8 per row, as the kernel does
-        for (int64_t m = 0; m < M; ++m) {
-          float s = xa.row(m).cwiseAbs().maxCoeff() / 127.0f;
-          if (s == 0) s = 1;
-          for (int64_t k = 0; k < c.K; ++k) xa(m, k) = std::nearbyint(xa(m, k) / s) * s;
-        }
-      }
+      if (c.scheme == QuantScheme::W4A8) test::roundRowsToInt8(xa.data(), M, c.K);
       Mat want = xa * wq;
       auto g = got[0].toDouble();
       double maxErr = 0, maxRef = 0;
@@ -219,11 +213,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         const float inv = 1.0f / std::sqrt(xa.row(m).squaredNorm() / K + 1e-5f);
         for (int64_t k = 0; k < K; ++k) xa(m, k) *= inv * scale[static_cast<size_t>(k)];
       }
-      for (int64_t m = 0; m < M && opt.scheme == QuantScheme::W4A8 && quantized; ++m) {  // int8 rows, as the kernel
-        float s = xa.row(m).cwiseAbs().maxCoeff() / 127.0f;
-        if (s == 0) s = 1;
-        for (int64_t k = 0; k < K; ++k) xa(m, k) = std::nearbyint(xa(m, k) / s) * s;
-      }
+      if (opt.scheme == QuantScheme::W4A8 && quantized) test::roundRowsToInt8(xa.data(), M, K);
       Mat p = xa * wq;
       for (int64_t m = 0; m < M && e.bias; ++m)
         for (int64_t n = 0; n < N; ++n) p(m, n) += bias[static_cast<size_t>(n)];
