@@ -247,6 +247,18 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   one.topK = 1;
   Sampler first(one);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(first.sample({-5.0f, 0.0f}), 1);
+  // Top-p keeps the shortest prefix whose mass reaches p, not one past it: four equal
+  // tokens (0.25 each, exactly) under top-p 0.75 keep three, so the fourth is never drawn
+  // (one more kept would draw it a quarter of the time).
+  SamplingOptions reach;
+  reach.temperature = 1.0f;
+  reach.topP = 0.75f;
+  reach.seed = 3;
+  Sampler reaching(reach);
+  std::vector<int> drawn(4, 0);
+  for (int i = 0; i < 400; ++i) ++drawn[static_cast<size_t>(reaching.sample({1.0f, 1.0f, 1.0f, 1.0f}))];
+  EXPECT_EQ(drawn[3], 0);
+  for (int t = 0; t < 3; ++t) EXPECT_GT(drawn[static_cast<size_t>(t)], 80) << "token " << t;
   // Options outside their ranges are usage errors (exit 2), each naming its flag.
   for (const auto& [flag, set] : std::vector<std::pair<std::string, std::function<void(SamplingOptions&)>>>{
            {"--top-k", [](SamplingOptions& x) { x.topK = -1; }},
