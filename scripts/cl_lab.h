@@ -37,3 +37,16 @@ static double lab_us(cl_event e) {
   clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, 8, &t0, 0); clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, 8, &t1, 0);
   return (t1 - t0) / 1e3;
 }
+// The median of `runs` timed launches (after two untimed ones), µs.
+static inline double lab_median_us(Lab *lab, cl_kernel k, cl_uint dims, const size_t *gs, const size_t *ls, int runs) {
+  double *us = malloc(runs * sizeof(double));
+  for (int r = -2; r < runs; ++r) {
+    cl_event e; CK(clEnqueueNDRangeKernel(lab->q, k, dims, 0, gs, ls, 0, 0, &e)); CK(clWaitForEvents(1, &e));
+    if (r >= 0) us[r] = lab_us(e);
+    clReleaseEvent(e);
+  }
+  qsort(us, runs, sizeof(double), cmp);
+  const double median = us[runs / 2];
+  free(us);
+  return median;
+}

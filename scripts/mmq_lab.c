@@ -67,13 +67,7 @@ int main(int argc, char **argv) {
     CK(clSetKernelArg(k, 10, 4, &G));
     size_t gs[3] = {(size_t)(N + bn - 1) / bn * 256, (size_t)(M + bm - 1) / bm, (size_t)splits}, ls[3] = {256, 1, 1};
     CK(clEnqueueFillBuffer(lab.q, C, (float[]){NAN}, 4, 0, (size_t)M * N * 4 * splits, 0, 0, 0));
-    double *us = malloc(runs * sizeof(double));
-    for (int r = -2; r < runs; ++r) {
-      cl_event e; CK(clEnqueueNDRangeKernel(lab.q, k, 3, 0, gs, ls, 0, 0, &e)); CK(clWaitForEvents(1, &e));
-      if (r >= 0) us[r] = lab_us(e);
-      clReleaseEvent(e);
-    }
-    qsort(us, runs, sizeof(double), cmp);
+    const double med = lab_median_us(&lab, k, 3, gs, ls, runs);
     CK(clEnqueueReadBuffer(lab.q, C, CL_TRUE, 0, (size_t)M * N * 4 * splits, hc, 0, 0, 0));
     for (int z = 1; z < splits; ++z)  // the splits' partial sums (a reduce launch would add them)
       for (size_t i = 0; i < (size_t)M * N; ++i) hc[i] += hc[(size_t)z * M * N + i];
@@ -95,8 +89,8 @@ int main(int argc, char **argv) {
     }
     if (splits > 1) snprintf(name + strlen(name), sizeof name - strlen(name), "/%d", splits);
     printf("%-14s M %5d N %5d K %5d G %4d  %8.1f us  %6.1f TOP/s  err %.1e (own %.1e) of %.2e%s\n", name, M, N, K, G,
-           us[runs / 2], 2.0 * M * N * K / us[runs / 2] / 1e6, total, own, big, own <= 1e-4 * big ? "" : "  WRONG");
-    free(us); clReleaseKernel(k);
+           med, 2.0 * M * N * K / med / 1e6, total, own, big, own <= 1e-4 * big ? "" : "  WRONG");
+    clReleaseKernel(k);
   }
   return 0;
 }
