@@ -2,7 +2,8 @@
 // shape, against double sums: over A as given (what A's int8 rounding costs) and over A as
 // the kernel takes it (the kernel's own error: int8 A times the codes, the offsets times
 // A's exact group sums). Random A in [-1, 1], codes 0..15 with a
-// scale and offset per group of G (e0m4's levels 2 + q / 8).
+// scale and offset per group of G (e0m4's levels 2 + q / 8). LABBLOCK=32: A's int8 steps per
+// 32 k (build with -DABLOCK32), else per group; LABOUTLIER=X: channel 7 of every row X.
 // gcc -O2 mmq_lab.c -lOpenCL -lm, then
 //   ./a.out kernels/mma.cl scripts/mmq_lab.cl -- M N K G NAME:BM:BN[:SPLITS] ...
 // (SPLITS: K cut into that many, up to 8, each writing partial sums; the time is the
@@ -16,41 +17,44 @@ int main(int argc, char **argv) {
   const int M = atoi(argv[a]), N = atoi(argv[a + 1]), K = atoi(argv[a + 2]), G = atoi(argv[a + 3]); a += 4;
   if (K % 64 || G % 64 || M % 4) { printf("K and G must be multiples of 64, M of 4\n"); return 2; }
   const int runs = getenv("LABRUNS") ? atoi(getenv("LABRUNS")) : 20, groups = (K + G - 1) / G;
+  const int AB = getenv("LABBLOCK") ? atoi(getenv("LABBLOCK")) : G, ablocks = K / AB;  // A's int8 blocks (32: build with -DABLOCK32)
   float *ha = malloc((size_t)M * K * 4), *hq = malloc((size_t)M * K * 4);  // A, A as taken
   unsigned char *aq = malloc((size_t)M * K), *w = malloc((size_t)N * K / 2);
-  float *ad = malloc((size_t)M * groups * 4), *as = malloc((size_t)M * groups * 4);
+  float *ad = malloc((size_t)M * ablocks * 4), *as = malloc((size_t)M * ablocks * 4);
   float *s = malloc((size_t)N * groups * 4), *o = malloc((size_t)N * groups * 4);
   srand(7);
   for (size_t i = 0; i < (size_t)M * K; ++i) ha[i] = 2.0f * rand() / RAND_MAX - 1.0f;
+  if (getenv("LABOUTLIER"))  // an outlier channel, as real models' activations have
+    for (int m = 0; m < M; ++m) ha[(size_t)m * K + 7] = (float)atof(getenv("LABOUTLIER"));
   for (size_t i = 0; i < (size_t)N * K / 2; ++i) w[i] = (unsigned char)(rand() & 255);
   for (size_t i = 0; i < (size_t)N * groups; ++i) s[i] = 0.002f + 0.01f * rand() / RAND_MAX, o[i] = -0.03f + 0.01f * rand() / RAND_MAX;
   for (int m = 0; m < M; ++m)
-    for (int gi = 0; gi < groups; ++gi) {
-      const int k0 = gi * G, k1 = k0 + G < K ? k0 + G : K;
+    for (int gi = 0; gi < ablocks; ++gi) {
+      const int k0 = gi * AB, k1 = k0 + AB < K ? k0 + AB : K;
       float amax = 0, sum = 0;
       for (int k = k0; k < k1; ++k) amax = fmaxf(amax, fabsf(ha[(size_t)m * K + k])), sum += ha[(size_t)m * K + k];
       const float d = amax > 0 ? amax / 127 : 1;
-      ad[(size_t)m * groups + gi] = d, as[(size_t)m * groups + gi] = sum;
+      ad[(size_t)m * ablocks + gi] = d, as[(size_t)m * ablocks + gi] = sum;
       for (int k = k0; k < k1; ++k) {
         const int q = (int)rintf(ha[(size_t)m * K + k] / d);
         hq[(size_t)m * K + k] = q * d;
         aq[(size_t)m * K + (k & ~7) + (k & 7) / 2 + (k & 1) * 4] = (unsigned char)(signed char)q;
       }
     }
-  {  // A's scales and sums [groups][M]
-    float *t = malloc((size_t)M * groups * 4);
+  {  // A's scales and sums [blocks][M]
+    float *t = malloc((size_t)M * ablocks * 4);
     float *all[2] = {ad, as};
     for (int v = 0; v < 2; ++v) {
       for (int x = 0; x < M; ++x)
-        for (int gi = 0; gi < groups; ++gi) t[(size_t)gi * M + x] = all[v][(size_t)x * groups + gi];
-      memcpy(all[v], t, (size_t)M * groups * 4);
+        for (int gi = 0; gi < ablocks; ++gi) t[(size_t)gi * M + x] = all[v][(size_t)x * ablocks + gi];
+      memcpy(all[v], t, (size_t)M * ablocks * 4);
     }
     free(t);
   }
   cl_mem A = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)M * K, aq, &err); CK(err);
   cl_mem W = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)N * K / 2, w, &err); CK(err);
-  cl_mem AD = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)M * groups * 4, ad, &err); CK(err);
-  cl_mem AS = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)M * groups * 4, as, &err); CK(err);
+  cl_mem AD = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)M * ablocks * 4, ad, &err); CK(err);
+  cl_mem AS = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)M * ablocks * 4, as, &err); CK(err);
   cl_mem S = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)N * groups * 4, s, &err); CK(err);
   cl_mem O = clCreateBuffer(lab.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)N * groups * 4, o, &err); CK(err);
   cl_mem C = clCreateBuffer(lab.ctx, CL_MEM_READ_WRITE, (size_t)M * N * 4 * 8, 0, &err); CK(err);  // up to 8 splits
