@@ -264,6 +264,24 @@ g (float[1, N, 4] x) => (float[1, N, 8] y) {
   EXPECT_EQ(buffer["y"], buffer["b"]);
 }
 
+// A tensor of sub-byte elements takes whole bytes: N x 9 int4 values are 4.5 N bytes,
+// rounded up (5 at N = 1, 14 at N = 3), as float ones take 36 N.
+TEST(PlanMemory, SubByteTensorsTakeWholeBytes) {
+  const MemoryPlan plan = planOf(R"ONNX(
+<ir_version: 10, opset_import: ["" : 21]>
+g (float[1, N, 9] x) => (float[1, N, 9] y) {
+  q = Cast <to = 22> (x)
+  y = Cast <to = 1> (q)
+}
+)ONNX");
+  std::map<std::string, const PlannedTensor*> byName;
+  for (const auto& t : plan.tensors) byName[t.name] = &t;
+  ASSERT_TRUE(byName.count("q") && byName.count("y"));
+  EXPECT_EQ(byName["q"]->bytes.evaluate({{"N", 1}}), 5);
+  EXPECT_EQ(byName["q"]->bytes.evaluate({{"N", 3}}), 14);
+  EXPECT_EQ(byName["y"]->bytes.evaluate({{"N", 3}}), 108);
+}
+
 // Only the batch (the first input's leading symbol) is left to the batch size: another
 // input's leading symbol is a length like any other, held to --max-seq (16 here), and the
 // arena is sized there: a's 4 floats of a batch of 1, x's and z's 16 x 8.
