@@ -25,6 +25,13 @@ inline int q3h_code(__global const uchar* w, int k) {
 #define Q8_AT8(w, k) convert_float8(vload8(0, (__global const char*)(w) + (k)))
 #define Q3H_AT8(w, k) q3h_levels8(w, k)
 
+// A group's weights as q s' + o' (code q, scale s, offset o): the levels' step s' and base
+// o', where the levels are uniform (gemm.cl's int8 tiles).
+#define E0M4_STEP(s) (0.125f * (s))
+#define E0M4_BASE(s, o) (2.0f * (s) + (o))
+#define INT4_STEP(s) (s)
+#define INT4_BASE(s, o) (o)
+
 // E0M4's 8 levels of a word: each nibble shifted straight to bits 19..22 by a constant,
 // then masked and given the exponent: two operations per code (one LOP3 on NVIDIA).
 inline float8 e0m4_levels8(uint x) {

@@ -417,6 +417,131 @@ PREP_F16(prep_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 PREP_F16(prep_f16_int4, INT4_LOAD, INT4_LEVELS8)
 PREP_F16(prep_f16_q8, Q8_LOAD, Q8_LEVELS8)
 PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
+
+// Fewer rows, 16-level codes (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in
+// int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. prep_i8_rows first
+// rounds each 32 k of A's normed rows to int8 with its own step d (llama.cpp's q8_1) and
+// keeps the block's exact sum a; the levels being uniform (w = q s' + o' in a group: e0m4
+// s' = s / 8, o' = 2 s + o; int4 s, o), a block's product is s' d sum(qa q) + o' a. The
+// bytes of each 8 k of a row stand as k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the
+// two B registers by two masks, no code turned into a float. 64 x 64 tiles in
+// MMA_SLICE's layout, 128 k a stage by cp.async (two stages), local rows padded against
+// bank conflicts, each stage bringing its group's scales and its blocks' steps and sums:
+// Llama-2-7B's four GEMMs at 128 rows 609 -> about 430 µs on an H100 (scripts/mmq_lab.c,
+// docs/tl-bench.md). Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
+// AD: the blocks' steps [K / 32][ad_stride] then their sums, likewise (ad_stride: M
+// rounded up to 4).
+#define I8_KS 128
+#define I8_AROW (I8_KS + 32)
+#define I8_BCOL (I8_KS / 2 + 16)
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
+    __global const float* A, __global uint* AQ, __global float* AD, int K, int ad_stride, __global const float* NW,
+    float eps) {
+  __local float part[GEMM_WG];
+  const int m = get_group_id(0), tid = get_local_id(0), kw = K / 8;
+  __global const float* x = A + (long)m * K;
+  float inv = 1.0f;
+  if (NW) {
+    float ss = 0.0f;
+    for (int c = tid; c < kw; c += GEMM_WG) {
+      const float8 v = vload8(c, x);
+      ss += dot(v.lo, v.lo) + dot(v.hi, v.hi);
+    }
+    inv = 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);
+  }
+  for (int b = tid; b < K / 32; b += GEMM_WG) {
+    float8 v[4];
+    float amax = 0.0f, sum = 0.0f;
+    _Pragma("unroll") for (int c = 0; c < 4; ++c) {
+      v[c] = vload8(b * 4 + c, x) * inv;
+      if (NW) v[c] *= vload8(b * 4 + c, NW);
+      const float8 a = fabs(v[c]);
+      amax = fmax(amax, fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7))));
+      sum += (v[c].s0 + v[c].s1) + (v[c].s2 + v[c].s3) + ((v[c].s4 + v[c].s5) + (v[c].s6 + v[c].s7));
+    }
+    const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
+    _Pragma("unroll") for (int c = 0; c < 4; ++c) {
+      const int8 q = convert_int8_rte(v[c] / d) & 0xff;
+      AQ[((long)m * K + b * 32 + c * 8) / 4] = q.s0 | q.s2 << 8 | q.s4 << 16 | q.s6 << 24;
+      AQ[((long)m * K + b * 32 + c * 8) / 4 + 1] = q.s1 | q.s3 << 8 | q.s5 << 16 | q.s7 << 24;
+    }
+    AD[(long)b * ad_stride + m] = d;
+    AD[(long)(K / 32 + b) * ad_stride + m] = sum;
+  }
+}
+// Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item), the codes' 64
+// columns (one chunk an item: bcol), the columns' scales and offsets of k0's group
+// (items 0-127), the rows' steps and sums of the stage's 4 blocks (items 128-255).
+#define I8_SLICE(st, k0)                                                                      \
+  {                                                                                           \
+    _Pragma("unroll") for (int s = 0; s < 2; ++s) {                                           \
+      const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M;                \
+      CP_ASYNC16((__local uchar*)As[st] + r * I8_AROW + c * 16, ok ? AQ + (long)(m0 + r) * K + (k0) + c * 16 : AQ, ok ? 16 : 0); \
+    }                                                                                         \
+    CP_ASYNC16((__local uchar*)Bs[st] + (tid >> 2) * I8_BCOL + (tid & 3) * 16,                \
+               bcol >= 0 ? W + (long)bcol * row_bytes + (k0) / 2 + (tid & 3) * 16 : W, bcol >= 0 ? 16 : 0); \
+    if (tid < 128) {                                                                          \
+      const int lc = tid & 63, col = tile_column(c0, lc, lc % 32, lc >= 32, N, glu);          \
+      CP_ASYNC4(&Ss[st][tid >> 6][lc], (tid < 64 ? S : O) + (col >= 0 ? (long)col * groups + (k0) / G : 0), col >= 0 ? 4 : 0); \
+    } else {                                                                                  \
+      const int a = tid - 128, blk = (a >> 4) & 3, r = 4 * (a & 15), rows = M - m0 - r;        \
+      CP_ASYNC16(&Ds[st][a >> 6][blk][r], rows > 0 ? AD + (long)((a >> 6) * (K / 32) + (k0) / 32 + blk) * ad_stride + m0 + r : AD, \
+                 rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0);                                  \
+    }                                                                                         \
+  }
+// LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o.
+#define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                                \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
+      __global const uchar* AQ, __global const uchar* W, __global const float* S, __global const float* O, \
+      __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS, \
+      KSPLIT_ARGS, __global const float* AD, int ad_stride) {                                 \
+    __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
+    __local float Ss[2][2][64], Ds[2][2][I8_KS / 32][64] __attribute__((aligned(16)));         \
+    __local int klast;                                                                        \
+    const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
+    const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
+    const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (glu ? 32 : 64);             \
+    const int MT = 2, NT = 2;                                                                 \
+    const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
+    int iacc[2][2][4];                                                                        \
+    float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's sums of squares: prep normed A) */ \
+    _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int j = 0; j < NT; ++j) \
+      _Pragma("unroll") for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;   \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
+    I8_SLICE(0, kb)                                                                           \
+    CP_ASYNC_COMMIT();                                                                        \
+    for (int k0 = kb; k0 < ke; k0 += I8_KS) {                                                 \
+      const int st = ((k0 - kb) / I8_KS) & 1;                                                 \
+      CP_ASYNC_WAIT(0);                                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
+      if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS)                                       \
+      CP_ASYNC_COMMIT();                                                                      \
+      _Pragma("unroll") for (int u = 0; u < I8_KS / 32; ++u) {                                \
+        uint b0[2], b1[2];                                                                    \
+        _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                      \
+          const uint w = *(__local const uint*)((__local const uchar*)Bs[st] + (MMA_BROW(wn, j, NT, 64) + g) * I8_BCOL + u * 16 + t * 4); \
+          b0[j] = w & 0x0f0f0f0fu, b1[j] = (w >> 4) & 0x0f0f0f0fu;                            \
+        }                                                                                     \
+        _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                      \
+          __local const uchar* ar = (__local const uchar*)As[st] + (wm * 32 + i * 16 + g) * I8_AROW + u * 32 + t * 8; \
+          const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
+          _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
+        }                                                                                     \
+        _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int j = 0; j < NT; ++j) \
+          _Pragma("unroll") for (int h = 0; h < 2; ++h) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
+            const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x, lr = wm * 32 + i * 16 + g + 8 * h; \
+            const float s = Ss[st][0][lc];                                                    \
+            acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]), LEVEL_STEP(s) * Ds[st][0][u][lr], \
+                                       fma(LEVEL_BASE(s, Ss[st][1][lc]), Ds[st][1][u][lr], acc[i][j][2 * h + x])); \
+            iacc[i][j][2 * h + x] = 0;                                                        \
+          }                                                                                   \
+      }                                                                                       \
+    }                                                                                         \
+    KSPLIT_GATHER(64)                                                                         \
+    MMA_STORE(64, 64, 1.0f)                                                                   \
+  }
+QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE)
+QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
 

@@ -8,10 +8,22 @@
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                      \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+// d += a x b for a 16 x 32 (row, int8) by 32 x 8 (col, uint8) tile, int32 sums: a0..a3
+// and b0, b1 hold four bytes each (the lowest at the lowest k), in PTX's fragment layout.
+#define MMA_S8U8(d, a0, a1, a2, a3, b0, b1)                                                          \
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                              \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+// An int32 below 2^22 in magnitude as a float: one integer add and one float add, where a
+// conversion instruction runs at a quarter of their rate.
+inline float small_i2f(int i) { return as_float(i + 0x4B400000) - 12582912.0f; }
 // 16 bytes from global to local memory without registers (cp.async, sm_80+): `bytes` of
 // them read (16, or 0 for zeros), the copy in flight until a wait_group covers its group.
 #define CP_ASYNC16(dst, src, bytes) \
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
+// ... 4 bytes (cp.async.ca), for scattered floats.
+#define CP_ASYNC4(dst, src, bytes) \
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
 #define CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 // Waits until at most n (a literal) of this item's committed groups are in flight.
 #define CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")

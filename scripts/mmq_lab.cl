@@ -5,16 +5,7 @@
 // m16n8k32 by two masks: w & 0x0f0f0f0f holds k 0 2 4 6, (w >> 4) & 0x0f0f0f0f k 1 3 5 7.
 // For uniform levels (e0m4: w = (2 + q / 8) s + o = q s' + o'), a group's product is
 // s' d sum(qa q) + o' s: integer sums over the group, two FMAs a group.
-#define MMA_S8U8(d, a0, a1, a2, a3, b0, b1)                                                          \
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                              \
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
-#define CP_ASYNC4(dst, src, bytes) \
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(size_t)(dst)), "l"(src), "r"(bytes) : "memory")
 #define CP_ASYNC_WAIT_N(n) CP_ASYNC_WAIT(n)
-
-// int32 sums below 2^22 in magnitude to float: one integer add, one float add.
-inline float i2f(int i) { return as_float(i + 0x4B400000) - 12582912.0f; }
 
 #ifndef STAGES
 #define STAGES 3
@@ -105,7 +96,7 @@ inline float i2f(int i) { return as_float(i + 0x4B400000) - 12582912.0f; }
               const int lc = wn * TN * 8 + j * 8 + 2 * t + x, lr = wm * TM * 16 + i * 16 + g + 8 * h; \
               const float s = Ss[st][0][lc];                                                       \
               const int b = ABLOCKS > 1 ? u : 0;                                                   \
-              *f = fma(i2f(iacc[i][j][2 * h + x]), 0.125f * s * Ds[st][0][b][lr], fma(2.0f * s + Ss[st][1][lc], Ds[st][1][b][lr], *f)); \
+              *f = fma(small_i2f(iacc[i][j][2 * h + x]), 0.125f * s * Ds[st][0][b][lr], fma(2.0f * s + Ss[st][1][lc], Ds[st][1][b][lr], *f)); \
               iacc[i][j][2 * h + x] = 0;                                                           \
             }                                                                                      \
         }                                                                                          \

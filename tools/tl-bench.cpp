@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
   app.add_flag("--probe", probeOnly, "measure the device alone: copy and read bandwidth, fp32/fp16 peak, launch, round trip");
   app.add_flag("--kernels", kernels,
                "the quantized GEMV table (Transformer-Lite Table 1 shapes, every scheme), then the prefill GEMM\n"
-               "table: the same at --gemm-rows rows, through each path the device has (tensor cores, portable),\n"
-               "beside CLBlast's SGEMM (and HGEMM with cl_khr_fp16) of a float weight at those shapes");
+               "table: the same at --gemm-rows rows, through each path the device has (tensor cores; again with\n"
+               "fp16 A where those rounded it to int8; portable), beside CLBlast's SGEMM (and HGEMM with\n"
+               "cl_khr_fp16) of a float weight at those shapes");
   std::string gemmRows = tl::kDefaultGemmRows;
   app.add_option("--gemm-rows", gemmRows, "rows of A (M) for --kernels' GEMM table, comma-separated ('' for none)")
       ->capture_default_str();
@@ -114,10 +115,8 @@ int main(int argc, char** argv) {
   app.add_option("--plot", plot, "write an SVG roofline: the device's ceilings and every row as a point");
   app.add_option("--name", name, "the model's name in the rows (default: from its path)");
   std::string gemm = "auto";
-  app.add_option("--gemm", gemm,
-                 "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe) or portable "
-                 "(the fp32 tiles every GPU runs)")
-      ->check(CLI::IsMember({"auto", "portable"}))
+  app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
+      ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
@@ -209,7 +208,7 @@ int main(int argc, char** argv) {
 
     tl::Device dev(tl::selectDevice(device), false);
     dev.setCommandBuffers(!noCommandBuffers);
-    dev.setTensorCores(gemm == "auto");
+    tl::setGemmChoice(dev, gemm);
     tl::BenchReport report;
     progress("probing " + dev.info().name);
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });

@@ -317,10 +317,8 @@ int main(int argc, char** argv) {
   app.add_flag("--list-devices", listDevices, "list OpenCL devices with their capabilities, and exit");
   app.add_option("--device", device, "device by index (see --list-devices) or name substring; default: first GPU, else CPU");
   std::string gemm = "auto";
-  app.add_option("--gemm", gemm,
-                 "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see\n"
-                 "--list-devices) or portable (the fp32 tiles every GPU runs)")
-      ->check(CLI::IsMember({"auto", "portable"}))
+  app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
+      ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
   app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.25 8-bit ones)")
@@ -409,7 +407,7 @@ int main(int argc, char** argv) {
     std::vector<tl::DataSet> sets;
     if (!checkDir.empty()) sets = tl::loadDataSets(checkDir);
     tl::Device dev(tl::selectDevice(device), profile);
-    dev.setTensorCores(gemm == "auto");
+    tl::setGemmChoice(dev, gemm);
     std::fprintf(stderr, "device: %s / %s\n", dev.info().platformName.c_str(), dev.info().name.c_str());
     tl::Executor ex(dev, model, graph, analysis);
     if (gen || !perplexityFile.empty()) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 
 #include "bench/timing.h"
 #include "cli/error.h"
@@ -144,6 +145,7 @@ bool clblastRuns(Device& dev, KernelRow& row, bool half, int runs, CacheFlush& f
 const char* gemmPathName(GemmPath p) {
   switch (p) {
     case GemmPath::TensorCores: return "tensor cores";
+    case GemmPath::TensorCoresF16: return "tensor cores, fp16 A";
     case GemmPath::ClblastSgemm: return "CLBlast SGEMM";
     case GemmPath::ClblastHgemm: return "CLBlast HGEMM";
     case GemmPath::Portable: break;
@@ -239,7 +241,7 @@ namespace {
 // The tensor-core path's output against the portable path's (fp32 throughout) on the same
 // A: its f16 inputs' error, the tolerance the tensor-core path is held to (docs/tl-bench.md).
 std::string pathAgreement(int64_t K, int64_t N, const std::string& scheme, int64_t M, const Tensor& tensor,
-                          const Tensor& portable) {
+                          const Tensor& portable, GemmPath path) {
   const auto* a = reinterpret_cast<const float*>(tensor.bytes.data());
   const auto* b = reinterpret_cast<const float*>(portable.bytes.data());
   const size_t n = std::min(tensor.bytes.size(), portable.bytes.size()) / sizeof(float);
@@ -248,9 +250,9 @@ std::string pathAgreement(int64_t K, int64_t N, const std::string& scheme, int64
     maxDiff = std::max(maxDiff, std::abs(static_cast<double>(a[i]) - b[i]));
     maxAbs = std::max(maxAbs, std::abs(static_cast<double>(b[i])));
   }
-  return fmt::format("GEMM {} x {} {} M={}: tensor cores against portable: max |difference| {:.3g}, {:.3g} of the "
+  return fmt::format("GEMM {} x {} {} M={}: {} against portable: max |difference| {:.3g}, {:.3g} of the "
                      "largest |output| {:.3g}",
-                     K, N, scheme, M, maxDiff, maxAbs > 0 ? maxDiff / maxAbs : 0.0, maxAbs);
+                     K, N, scheme, M, gemmPathName(path), maxDiff, maxAbs > 0 ? maxDiff / maxAbs : 0.0, maxAbs);
 }
 
 }  // namespace
@@ -259,7 +261,7 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
                              const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,
                              const std::function<void(const std::string&)>& progress) {
   for (const auto& s : schemes) checkKernelScheme(s);
-  const bool wasProfiling = dev.profiling(), wasTensor = dev.tensorCores();
+  const bool wasProfiling = dev.profiling(), wasTensor = dev.tensorCores(), wasInt8 = dev.int8Activations();
   dev.setProfiling(true);
   KernelTable table;
   std::mt19937 rng(2);
@@ -273,15 +275,19 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
       c.model = schemeModel(base, s);
       c.graph = std::make_unique<Graph>(c.model.proto.graph());
       c.analysis = inferShapes(c.model, *c.graph);
-      std::map<int64_t, Tensor> inputs, tensorOut;  // per M: both paths multiply the same A
+      std::map<int64_t, Tensor> inputs;  // per M: every path multiplies the same A
+      std::map<std::pair<int64_t, GemmPath>, Tensor> tensorOut;
       for (int64_t M : rows) inputs.emplace(M, randomInput(M, K, rng));
-      for (bool tensor : {true, false}) {
-        dev.setTensorCores(tensor);
+      std::set<int64_t> int8Rows;  // the M whose tensor-core run took the int8 rows
+      for (GemmPath path : {GemmPath::TensorCores, GemmPath::TensorCoresF16, GemmPath::Portable}) {
+        const bool tensor = path != GemmPath::Portable;
+        setGemmChoice(dev, tensor ? (path == GemmPath::TensorCores ? "auto" : "f16") : "portable");
         Executor ex(dev, c.model, *c.graph, c.analysis);
         if (tensor && !ex.kernels().tensorCores()) continue;  // no such path here
         for (int64_t M : rows) {
+          if (path == GemmPath::TensorCoresF16 && !int8Rows.count(M)) continue;  // (auto's run was this one)
           KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
-                        2.0 * M * K * N, M, tensor ? GemmPath::TensorCores : GemmPath::Portable, ""};
+                        2.0 * M * K * N, M, path, ""};
           for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
           const Tensor& x = inputs.at(M);
           Tensor y;
@@ -302,8 +308,10 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
             if (r >= kWarmup) row.ms.push_back(t);
           }
           // A scheme without a tensor-core kernel (w4a8, fp32) ran the portable one: its row is that path's.
-          if (tensor && row.kernels.find("_mma_") != std::string::npos) tensorOut[M] = y;
-          if (!tensor && tensorOut.count(M)) table.notes.push_back(pathAgreement(K, N, s, M, tensorOut[M], y));
+          if (row.kernels.find("_mma_i8_") != std::string::npos) int8Rows.insert(M);
+          if (tensor && row.kernels.find("_mma_") != std::string::npos) tensorOut[{M, path}] = y;
+          for (GemmPath t : {GemmPath::TensorCores, GemmPath::TensorCoresF16})
+            if (!tensor && tensorOut.count({M, t})) table.notes.push_back(pathAgreement(K, N, s, M, tensorOut[{M, t}], y, t));
           if (!tensor || row.kernels.find("_mma_") != std::string::npos) table.rows.push_back(row);
         }
       }
@@ -322,6 +330,7 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
     }
   }
   dev.setTensorCores(wasTensor);
+  dev.setInt8Activations(wasInt8);
   dev.setProfiling(wasProfiling);
   return table;
 }

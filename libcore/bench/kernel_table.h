@@ -14,9 +14,11 @@
 
 namespace tl {
 
-// The GEMM table's paths: tl's two, and CLBlast's GEMMs (the OpenCL BLAS users would pick)
-// at the same shapes in float (SGEMM; HGEMM where the device has cl_khr_fp16).
-enum class GemmPath { Portable, TensorCores, ClblastSgemm, ClblastHgemm };
+// The GEMM table's paths: tl's (the tensor cores as --gemm auto takes them, and with A in
+// fp16 where auto rounds it to int8; the portable tiles), and CLBlast's GEMMs (the OpenCL
+// BLAS users would pick) at the same shapes in float (SGEMM; HGEMM where the device has
+// cl_khr_fp16).
+enum class GemmPath { Portable, TensorCores, TensorCoresF16, ClblastSgemm, ClblastHgemm };
 const char* gemmPathName(GemmPath p);
 
 struct KernelRow {

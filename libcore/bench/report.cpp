@@ -198,8 +198,10 @@ Table gemmTable(const KernelTable& k, const std::optional<DeviceProbe>& probe) {
                "", ""};
   for (const auto& row : k.rows) {
     const double ms = median(row.ms), gflops = row.flops / (ms * 1e-3) / 1e9;
+    // (the f16 mma peak for the int8 rows too: their int8 peak is not probed)
+    const bool tensor = row.path == GemmPath::TensorCores || row.path == GemmPath::TensorCoresF16;
     const double peak = !probe                                 ? kUnknown
-                        : row.path == GemmPath::TensorCores  ? probe->tensorGflops
+                        : tensor                             ? probe->tensorGflops
                         : row.path == GemmPath::ClblastHgemm ? probe->fp16Gflops
                                                              : probe->fp32Gflops;
     t.rows.push_back({integer(row.K), integer(row.N), integer(row.M), text(row.scheme), text(gemmPathName(row.path)),

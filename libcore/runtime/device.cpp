@@ -170,4 +170,17 @@ Device::~Device() {
   if (context_) clReleaseContext(context_);
 }
 
+const char* const kGemmChoiceHelp =
+    "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see tl-run\n"
+    "--list-devices; below 256 rows, 4-bit codes times A rounded to int8 per 32 values, as\n"
+    "llama.cpp does), f16 (the tensor cores with A in fp16 everywhere) or portable (the fp32\n"
+    "tiles every GPU runs)";
+
+void setGemmChoice(Device& dev, const std::string& choice) {
+  if (choice != "auto" && choice != "f16" && choice != "portable")
+    throw Error("--gemm must be auto, f16 or portable, not '" + choice + "'", ExitCode::Usage);
+  dev.setTensorCores(choice != "portable");
+  dev.setInt8Activations(choice == "auto");
+}
+
 }  // namespace tl

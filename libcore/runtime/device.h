@@ -80,6 +80,11 @@ class Device {
   // (tl-run and tl-bench --gemm portable). Set it before making an Executor.
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
+  // ... and below 256 rows, 16-level codes times A rounded to int8 per 32 k (the tensor
+  // cores' int8 rows, as llama.cpp's MMQ); off keeps A in fp16 there too (tl-run and
+  // tl-bench --gemm f16). Set it before making an Executor.
+  bool int8Activations() const { return int8Activations_; }
+  void setInt8Activations(bool on) { int8Activations_ = on; }
   void setLocalMemory(size_t bytes) { localMemory_ = std::min(bytes, info_.localMem); }
   // The float vector width the CPU kernels' register tiles are built for (TL_VEC): the
   // device's native width, or less (tests run the 8-wide tiles on an AVX-512 host too).
@@ -98,7 +103,14 @@ class Device {
   bool useCommandBuffers_ = true;
   size_t localMemory_;
   int vectorWidth_;
-  bool tensorCores_ = true;
+  bool tensorCores_ = true, int8Activations_ = true;
 };
+
+// tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA
+// tensor cores where the device passes their probe, A rounded to int8 below 256 rows for
+// 16-level codes; "f16": the tensor cores with A in fp16 everywhere; "portable": the fp32
+// tiles every GPU runs. Throws tl::Error (usage) for another name.
+extern const char* const kGemmChoiceHelp;
+void setGemmChoice(Device& dev, const std::string& choice);
 
 }  // namespace tl

@@ -272,14 +272,17 @@ std::string byteLevelTokenizerJson() {
     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})";
 }
 
-void roundRowsToInt8(float* rows, int64_t count, int64_t K) {
-  for (int64_t r = 0; r < count; ++r) {
-    float* x = rows + r * K;
-    float amax = 0;
-    for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(x[k]));
-    const float s = amax > 0 ? amax / 127.0f : 1.0f;
-    for (int64_t k = 0; k < K; ++k) x[k] = std::nearbyint(x[k] / s) * s;
-  }
+void roundRowsToInt8(float* rows, int64_t count, int64_t K, int64_t block) {
+  const int64_t b = block > 0 ? block : K;
+  for (int64_t r = 0; r < count; ++r)
+    for (int64_t k0 = 0; k0 < K; k0 += b) {
+      float* x = rows + r * K + k0;
+      const int64_t n = std::min(b, K - k0);
+      float amax = 0;
+      for (int64_t k = 0; k < n; ++k) amax = std::max(amax, std::fabs(x[k]));
+      const float s = amax > 0 ? amax / 127.0f : 1.0f;
+      for (int64_t k = 0; k < n; ++k) x[k] = std::nearbyint(x[k] / s) * s;
+    }
 }
 
 }  // namespace tl::test

@@ -65,7 +65,9 @@ Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t
 // as a GPU with 32 KB of local memory gets it, and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);
 // W4A8's activations as its kernels take them: each of `count` rows of K values (in a
-// row after another) rounded to the int8 grid of its largest magnitude / 127.
-void roundRowsToInt8(float* rows, int64_t count, int64_t K);
+// row after another) rounded to the int8 grid of its largest magnitude / 127; with
+// `block`, each run of `block` values of a row on its own grid (the int8 tensor-core rows'
+// 32).
+void roundRowsToInt8(float* rows, int64_t count, int64_t K, int64_t block = 0);
 
 }  // namespace tl::test

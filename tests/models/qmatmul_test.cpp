@@ -32,6 +32,26 @@ void addInitializer(Model& model, const char* name, const std::vector<int64_t>& 
   t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
 }
 
+// What NVIDIA's int8 tensor-core rows (qgemm64_mma_i8_*) compute from A's rows xa and the
+// codes of q: each 32 k of a row rounded to int8 on its own grid times the codes' levels'
+// steps (w - o', o' a group's base: e0m4 2 s + o, int4 o), plus the bases times the exact
+// rows. wq: q dequantized.
+Mat int8RowsProduct(const Mat& xa, const QuantizedMatrix& q, const Mat& wq) {
+  Mat base(q.K, q.N), rounded = xa;
+  for (int64_t k = 0; k < q.K; ++k)
+    for (int64_t n = 0; n < q.N; ++n) {
+      const size_t g = static_cast<size_t>(n * q.groups() + k / q.group);
+      base(k, n) = q.scheme == QuantScheme::E0M4 ? 2 * q.scale[g] + q.offset[g] : q.offset[g];
+    }
+  test::roundRowsToInt8(rounded.data(), xa.rows(), xa.cols(), 32);
+  return rounded * (wq - base) + xa * base;
+}
+bool int8Rows(const std::vector<Executor::LaunchNote>& launches) {
+  for (const auto& l : launches)
+    if (l.kernel.find("_mma_i8_") != std::string::npos) return true;
+  return false;
+}
+
 struct Case {
   QuantScheme scheme;
   int64_t K, N, group;
@@ -76,15 +96,16 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
       Mat xa = x;
       if (c.scheme == QuantScheme::W4A8) test::roundRowsToInt8(xa.data(), M, c.K);
-      Mat want = xa * wq;
+      const Mat want = int8Rows(ex.explain()) ? int8RowsProduct(xa, q, wq) : Mat(xa * wq);
       auto g = got[0].toDouble();
       double maxErr = 0, maxRef = 0;
       for (int64_t i = 0; i < want.size(); ++i) {
         maxErr = std::max(maxErr, std::fabs(g[static_cast<size_t>(i)] - want.data()[i]));
         maxRef = std::max(maxRef, double(std::fabs(want.data()[i])));
       }
-      // NVIDIA's tensor-core rows take A in f16: 2.7e-4 to 3.5e-4 of the largest output
-      // against the fp32 path (docs/tl-bench.md); every other row is fp32 throughout.
+      // NVIDIA's tensor-core rows take A in f16 (2.7e-4 to 3.5e-4 of the largest output
+      // against the fp32 path, docs/tl-bench.md) or in int8 (emulated above); every other
+      // row is fp32 throughout.
       const double tol = c.gpuKernels && ex.kernels().tensorCores() ? 1e-3 : 1e-4;
       EXPECT_LT(maxErr, tol * std::max(1.0, maxRef)) << schemeName(c.scheme) << " M=" << M << " K=" << c.K << " N=" << c.N
                                                       << " vector width " << width;
@@ -160,11 +181,13 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
   Mat wq = w;
   const bool quantized = std::string(scheme) != "float";
   QuantOptions opt;
+  QuantizedMatrix q;
   if (quantized) {
     opt.scheme = parseScheme(scheme);
     opt.quantizeLmHead = true;
     ASSERT_EQ(quantizeModel(model, opt, false).size(), 1u);
-    auto deq = dequantize(quantize(w.data(), K, N, opt.scheme, opt.group));
+    q = quantize(w.data(), K, N, opt.scheme, opt.group);
+    auto deq = dequantize(q);
     wq = Eigen::Map<Mat>(deq.data(), K, N);
   }
   Graph graph(model.proto.graph());
@@ -198,14 +221,16 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       }
       if (M >= 16 && quantized && K % 8 == 0 && opt.scheme != QuantScheme::W4A8 && (gpu || !device.info().isGpu)) {
         // the prefill GEMM (qgemm_* on GPUs, qgemm_cpu_* on CPUs; a GPU builds no CPU
-        // family's) applies the norm and the GLU itself: one launch, or on tensor cores
-        // from 512 rows two: prep_f16_* (the weights and the normed rows into fp16), then
-        // qgemm_mma_f16
+        // family's) applies the norm and the GLU itself: one launch, or on tensor cores two:
+        // from 256 rows prep_f16_* (the weights and the normed rows into fp16), then
+        // qgemm_mma_f16; below, for 16-level codes, prep_i8_rows (the normed rows into
+        // int8), then qgemm64_mma_i8_*
         ASSERT_FALSE(launches.empty());
         if (launches.size() == 2) {
-          EXPECT_EQ(launches[0].kernel.rfind("prep_f16_", 0), 0u) << launches[0].kernel;
+          EXPECT_EQ(launches[0].kernel.rfind("prep_", 0), 0u) << launches[0].kernel;
         }
-        ASSERT_EQ(launches.size(), launches.back().kernel == "qgemm_mma_f16" ? 2u : 1u) << scheme;
+        const bool prepped = launches.back().kernel == "qgemm_mma_f16" || int8Rows(launches);
+        ASSERT_EQ(launches.size(), prepped ? 2u : 1u) << scheme;
         EXPECT_EQ(launches.back().kernel.rfind("qgemm", 0), 0u) << launches.back().kernel;
       }
       Mat xa = x;
@@ -214,7 +239,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         for (int64_t k = 0; k < K; ++k) xa(m, k) *= inv * scale[static_cast<size_t>(k)];
       }
       if (opt.scheme == QuantScheme::W4A8 && quantized) test::roundRowsToInt8(xa.data(), M, K);
-      Mat p = xa * wq;
+      Mat p = int8Rows(launches) ? int8RowsProduct(xa, q, wq) : Mat(xa * wq);
       for (int64_t m = 0; m < M && e.bias; ++m)
         for (int64_t n = 0; n < N; ++n) p(m, n) += bias[static_cast<size_t>(n)];
       Mat want(M, width);
@@ -282,6 +307,20 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
     for (const char* scheme : {"e0m4", "q8"}) {
       expectUnfusedMath(scheme, 2056, 200, e, {100, 64, 100}, {true}, (std::string("qgemm64_mma_") + scheme).c_str());
       expectUnfusedMath(scheme, 1032, 4224, e, {200}, {true}, (std::string("qgemm_mma_") + scheme).c_str());
+    }
+}
+
+// Below 256 rows, 16-level codes on NVIDIA's tensor cores take the int8 rows
+// (qgemm64_mma_i8_*: prep_i8_rows rounds each 32 k of the normed rows to int8): 7, 64 and
+// 200 rows (ragged and whole 64-row tiles), and over K = 4096 with 4 tiles, K split in 8
+// (two executors' runs: the tile counters back at zero). Elsewhere other rows; all against
+// the unfused math (for the int8 rows, A rounded as they round it).
+TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}, Extras{false, false, true, ""}})
+    for (const char* scheme : {"e0m4", "int4"}) {
+      const std::string kernel = std::string("qgemm64_mma_i8_") + scheme;
+      expectUnfusedMath(scheme, 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
+      expectUnfusedMath(scheme, 4096, 200, e, {64, 64}, {true}, kernel.c_str());
     }
 }
 

@@ -282,6 +282,7 @@ Scheme schemeOf(const LowerNode& n) {
 struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
+  bool int8 = false;  // A may be rounded to int8 (Device::int8Activations)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
@@ -320,6 +321,15 @@ struct QCase {
   // (docs/tl-bench.md).
   static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return mma128() && M >= kHalvesRows; }
+  // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, after
+  // prep_i8_rows): Llama-2-7B's four GEMMs at 128 rows 609 -> about 430 µs on an H100, A's
+  // int8 steps per 32 k costing 3.8e-3 to 8.1e-3 of the largest output where the fp16 rows
+  // cost 2.7e-4 to 3.5e-4 (scripts/mmq_lab.c, docs/tl-bench.md). The tiles take 128 k a
+  // stage in one group, from 16-byte aligned code rows.
+  bool int8Rows() const {
+    return int8 && gemm() && !halves() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 &&
+           G % 128 == 0 && rowBytes % 16 == 0;
+  }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
   // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
   // slices of at least kMinSlice k, until tiles x slices reach kSplitWaves work-groups a
@@ -329,13 +339,14 @@ struct QCase {
   // Qwen2's pp1024 3% (docs/tl-bench.md). The k of one slice, a multiple of 64 (K itself
   // when unsplit), and how many there are.
   static constexpr int64_t kMaxSlices = 8, kMinSlice = 256, kSplitWaves = 2;
-  int64_t mmaTile() const { return mma128() ? 128 : 64; }
+  int64_t mmaTile() const { return mma128() && !int8Rows() ? 128 : 64; }
   int64_t mmaTiles() const { return static_cast<int64_t>(up(M, mmaTile()) * up(N, mmaTile())); }
   int64_t kSlice() const {
     const int64_t tiles = mmaTiles();
     if (tiles >= computeUnits) return K;
     const int64_t want = std::min({kMaxSlices, (kSplitWaves * computeUnits + tiles - 1) / tiles, K / kMinSlice});
-    return want <= 1 ? K : static_cast<int64_t>(up(static_cast<int64_t>(up(K, want)), 64) * 64);
+    const int64_t step = int8Rows() ? 128 : 64;  // (the int8 tiles' stage)
+    return want <= 1 ? K : static_cast<int64_t>(up(static_cast<int64_t>(up(K, want)), step) * step);
   }
   int64_t kSlices() const { return K > kSlice() ? static_cast<int64_t>(up(K, kSlice())) : 1; }
   // KP's floats (kernels/gemm.cl's KSPLIT_GATHER): per tile and slice, 256 items' sums and
@@ -387,6 +398,7 @@ template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv()
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
 template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
 bool mmaHalves(const QCase& c) { return c.halves(); }
+template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
@@ -400,8 +412,9 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 // (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
 // weight shape, A's rows normed into one shared by the nodes of one width); it can
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
-// tiles are few (KSPLIT_ARGS: QCase::kSlice).
-constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16;
+// tiles are few (KSPLIT_ARGS: QCase::kSlice); it reads A rounded to int8 first by one
+// launch (prep_i8_rows: A's rows normed, into one scratch per width).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
@@ -416,6 +429,9 @@ const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles o
 const char* const kMmaHalvesWhy =
     "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
+const char* const kMmaInt8Why =
+    "GPU prefill below 256 rows, NVIDIA tensor cores: A's normed rows rounded to int8 per 32 k first, then 64 x 64 tiles "
+    "of int8 x 4-bit code products, the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -449,6 +465,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
     {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
+    {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
     {"qgemm64_mma_e0m4", gemm64<E0m4>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
     {"qgemm_mma_int4", mma128<Int4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
@@ -499,6 +517,7 @@ QCase qcase(const LowerNode& n) {
   c.glu = gluKind(n.proto);
   c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
+  c.int8 = n.ex.device().int8Activations();
   return c;
 }
 
@@ -576,10 +595,10 @@ std::string halvesScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 
-// The scratch A's rows go into as halves: one per width K, shared like the weights' (the
-// queue is in order), sized for the most rows any QMatMul of that width has at this
-// binding, so that none grows it under a launch already set up.
-std::string rowsScratch(const LowerNode& n, const QCase& c) {
+// The most rows any QMatMul of A's width K has at this binding: the scratch A's rows go
+// into (as halves, or int8) is one per width, shared like the weights' (the queue is in
+// order), and sized so that no node grows it under a launch already set up.
+int64_t rowsOfWidth(const LowerNode& n, const QCase& c) {
   const Graph& g = n.ex.graph();
   int64_t rows = c.M;
   for (size_t i = 0; i < g.nodeCount(); ++i) {
@@ -587,9 +606,24 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
     const LowerNode o = n.at(i);
     if (o.attrInt("K", 0) == c.K) rows = std::max(rows, elementCount(o.shape(o.in(0))) / c.K);
   }
+  return rows;
+}
+std::string rowsScratch(const LowerNode& n, const QCase& c) {
   const std::string key = "#fp16-rows-" + std::to_string(c.K);
-  n.ex.scratch(key, static_cast<size_t>(rows * c.K) * 2);
+  n.ex.scratch(key, static_cast<size_t>(rowsOfWidth(n, c) * c.K) * 2);
   return key;
+}
+// ... as int8 (prep_i8_rows), with each 32 k's step and sum: [K / 32][rows rounded up to
+// 4] floats of each.
+struct Int8Rows {
+  std::string codes, steps;
+};
+Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
+  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K)};
+  const int64_t rows = rowsOfWidth(n, c), stride = (rows + 3) / 4 * 4;
+  n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
+  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / 32) * stride) * 4);
+  return keys;
 }
 
 // The split-K rows' scratch (kernels/gemm.cl's KSPLIT_ARGS): partial sums and tile
@@ -628,6 +662,7 @@ void qmatmulOp(const LowerNode& n) {
   const int64_t groups = n.shape(n.in(2)).at(1);
   const bool w4a8 = c.scheme == Scheme::W4a8, native = v.mode & kNative;
   const auto product = [&](const std::string& a, const MatMulOut& o) {
+    Int8Rows rows8;
     Launch l = n.launch(v.kernel, taken ? kHandedWhy : v.why);
     if (w4a8) {
       const std::string qa = n.proto.name() + "#int8", rs = n.proto.name() + "#rowscale";
@@ -651,12 +686,19 @@ void qmatmulOp(const LowerNode& n) {
       setNormArgs(prep, n);
       prep.run(grid(static_cast<size_t>(wgroups + c.M) * kGemmWg, 1, 1, kGemmWg, 1));
       l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
+    } else if (v.mode & kInt8Rows) {
+      rows8 = int8Scratch(n, c);
+      Launch prep = n.launch("prep_i8_rows", "A's normed rows rounded to int8 per 32 k for the tiles that follow");
+      prep.mem(a).mem(rows8.codes).mem(rows8.steps).i32(c.K).i32((c.M + 3) / 4 * 4);
+      setNormArgs(prep, n);
+      prep.run(grid(static_cast<size_t>(c.M) * kGemmWg, 1, 1, kGemmWg, 1));
+      l.mem(rows8.codes).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     } else {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
     l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
-    if (native) setGemvArgs(l, n, c.handed || (v.mode & kHalves));  // (prep_f16 normed A)
+    if (native) setGemvArgs(l, n, c.handed || (v.mode & (kHalves | kInt8Rows)));  // (the preps normed A)
     if (v.mode & kHands) {
       if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
       if (given) {
@@ -675,6 +717,7 @@ void qmatmulOp(const LowerNode& n) {
         l.nullMem().nullMem();
       }
     }
+    if (v.mode & kInt8Rows) l.mem(rows8.steps).i32((c.M + 3) / 4 * 4);
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
