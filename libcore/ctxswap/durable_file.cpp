@@ -30,6 +30,9 @@ std::string directoryOf(const std::string& path) {
 
 }  // namespace
 
+// FNV-1a 64 from the offset basis 1469598103934665603, the standard one's first 19 digits:
+// the files were first written so, and a change would make every file already written
+// read as corrupt (docs/tl-ctxswap.md).
 uint64_t fnv1a(const uint8_t* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -69,6 +70,47 @@ TEST(KvChunk, ThirtyTwoBitsKeepTheFloats) {
   ASSERT_EQ(readChunkFile(path, {1, 2, 3, 48}, &back), ChunkRead::Ok);
   EXPECT_EQ(decompressChunk(back), v);
   std::filesystem::remove(path);
+}
+
+// A chunk file is the layout docs/tl-ctxswap.md gives, little-endian: magic, version 2,
+// the chunk's id and sizes, lo and step a channel, the codes, and an FNV-1a 64 of the rest
+// from the offset basis 1469598103934665603 (the standard one's first 19 digits, as the
+// files were first written; the docs say so).
+TEST(KvChunk, FileIsTheDocumentedLayout) {
+  const auto v = chunkValues(16, 24, 5);
+  const KvChunk c = compressChunk(v.data(), 16, 24, 8);
+  const std::string path = (std::filesystem::temp_directory_path() / "tl-kvchunk-layout.kv").string();
+  std::string error;
+  ASSERT_TRUE(writeChunkFile(path, {0x1122334455667788ull, 9, 3, 48}, c, &error)) << error;
+  std::ifstream in(path, std::ios::binary);
+  const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  const auto le = [&](size_t at, size_t n) {
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; ++i) x |= uint64_t(static_cast<uint8_t>(b[at + i])) << (8 * i);
+    return x;
+  };
+  ASSERT_EQ(b.size(), 56u + 2 * 24 * 4 + 16 * 24 + 8);
+  EXPECT_EQ(b.substr(0, 8), "TLKVCHK1");
+  EXPECT_EQ(le(8, 4), 2u);
+  EXPECT_EQ(le(12, 8), 0x1122334455667788ull);
+  EXPECT_EQ(le(20, 8), 9u);
+  EXPECT_EQ(le(28, 4), 3u);
+  EXPECT_EQ(le(32, 4), 48u);
+  EXPECT_EQ(le(36, 4), 16u);
+  EXPECT_EQ(le(40, 4), 24u);
+  EXPECT_EQ(le(44, 4), 8u);
+  EXPECT_EQ(le(48, 4), 16u * 24);
+  EXPECT_EQ(le(52, 4), 16u * 24);
+  float lo0 = 0, step0 = 0;
+  std::memcpy(&lo0, b.data() + 56, 4);
+  std::memcpy(&step0, b.data() + 56 + 24 * 4, 4);
+  EXPECT_EQ(lo0, c.lo[0]);
+  EXPECT_EQ(step0, c.step[0]);
+  EXPECT_EQ(b.compare(56 + 2 * 24 * 4, c.codes.size(), std::string(c.codes.begin(), c.codes.end())), 0);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i + 8 < b.size(); ++i) h = (h ^ static_cast<uint8_t>(b[i])) * 1099511628211ull;
+  EXPECT_EQ(le(b.size() - 8, 8), h);
 }
 
 // Switching latency statistics: nearest-rank percentiles, the mean, the chunks' sources.
