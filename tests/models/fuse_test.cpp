@@ -896,6 +896,25 @@ g (float[N, 4] x) => (float[N, 2] a, float[N, 1] b) {
   }
 }
 
+// A tl.MatMul whose W is stored transposed (transB: [N, K], as tl-fuse writes a tied LM
+// head) is no projection for matmul-bias: its W's second dim is K, not the width N that a
+// bias of N would be checked against, so the pass neither fuses the Add nor reports it as
+// a near miss (of a "[K] bias").
+TEST(FuseMatMulBias, TransposedProjectionIsLeftAlone) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17, "tl" : 1]>
+g (float[N, 4] x) => (float[N, 6] y) <float[6, 4] w = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1}, float[6] b = {1, 2, 3, 4, 5, 6}> {
+  p = tl.MatMul <transB = 1> (x, w)
+  y = Add (p, b)
+}
+)ONNX").IsOK());
+  const auto r = runFusePasses(m, {"matmul-bias"});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].rewrites, 0);
+  EXPECT_TRUE(r[0].nearMisses.empty()) << r[0].nearMisses.front();
+}
+
 // A projection that is the graph's first node (node 0) takes its gated unit like any
 // other: the GLU becomes its epilogue, its split goes.
 TEST(FuseMatMulGlu, ProjectionThatIsTheFirstNode) {
