@@ -291,6 +291,11 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_NE(runs[0], runs[2]);
   EXPECT_NEAR(negLog2Prob(logits.data(), 5, 1), -std::log2(std::exp(2.0) / (1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0) + std::exp(1.9))), 1e-6);
+  // Large logits stay finite (the largest, the first one too, is taken out before exp):
+  // {1000, 0} gives its first token about 1000 / ln 2 bits less than its second.
+  const std::vector<float> large{1000.0f, 0.0f};
+  EXPECT_NEAR(negLog2Prob(large.data(), 2, 0), 0.0, 1e-9);
+  EXPECT_NEAR(negLog2Prob(large.data(), 2, 1), 1000.0 / std::log(2.0), 1e-6);
 }
 
 }  // namespace
