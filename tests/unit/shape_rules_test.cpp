@@ -487,6 +487,7 @@ TEST(ShapeRules, ValuesThroughEachOp) {
   EXPECT_EQ(N("And").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 0, 0, 1]");
   EXPECT_EQ(N("Or").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 1, 1, 1]");
   EXPECT_EQ(N("Xor").ints("a", {0, 1, 0, 1}).ints("b", {0, 0, 2, 1}).value(), "[0, 1, 1, 0]");
+  EXPECT_EQ(N("PRelu").ints("a", {-2, 3}).ints("b", {1}).value(), "none");  // (not tracked: no logic op's values)
   EXPECT_EQ(N("Less").ints("a", {1, 2, 3}).ints("b", {2}).value(), "[1, 0, 0]");
   EXPECT_EQ(N("GreaterOrEqual").ints("a", {1, 2, 3}).ints("b", {2}).value(), "[0, 1, 1]");
   EXPECT_EQ(N("Not").ints("a", {0, 3}).value(), "[1, 0]");
