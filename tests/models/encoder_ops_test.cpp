@@ -105,6 +105,55 @@ TEST(ArgMaxKernel, FirstOrLastMaximum) {
   }
 }
 
+// LayerNormalization with its statistics outputs, Mean and InvStdDev (over the normalized
+// axis, shaped like X with it 1), in both families against double sums; one of the two
+// alone is refused (the kernel writes both or neither), naming the node.
+TEST(LayerNormKernel, StatisticsOutputs) {
+  const auto model = [](std::vector<const char*> stats) {
+    Model m = oneNodeModel("LayerNormalization", {{"x", {"2", "3", "8"}}, {"w", {"8"}}, {"b", {"8"}}}, 1e-5f, "");
+    auto* g = m.proto.mutable_graph();
+    for (const char* o : stats) {
+      g->mutable_node(0)->add_output(o);
+      g->add_output()->set_name(o);
+    }
+    return m;
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.5f, 2.0f);
+  std::vector<float> x(48), w(8), b(8);
+  for (auto* v : {&x, &w, &b})
+    for (auto& f : *v) f = normal(rng);
+  Model m = model({"mean", "inv"});
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    const auto got = ex.run({floats("x", x, {2, 3, 8}), floats("w", w, {8}), floats("b", b, {8})});
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[1].dims, (std::vector<int64_t>{2, 3, 1}));
+    EXPECT_EQ(got[2].dims, (std::vector<int64_t>{2, 3, 1}));
+    const auto y = got[0].toDouble(), mean = got[1].toDouble(), inv = got[2].toDouble();
+    for (size_t r = 0; r < 6; ++r) {
+      double sum = 0, sq = 0;
+      for (size_t c = 0; c < 8; ++c) sum += x[r * 8 + c];
+      const double mu = sum / 8;
+      for (size_t c = 0; c < 8; ++c) sq += (x[r * 8 + c] - mu) * (x[r * 8 + c] - mu);
+      const double is = 1 / std::sqrt(sq / 8 + 1e-5);
+      EXPECT_NEAR(mean[r], mu, 1e-5) << "row " << r << " gpu " << gpu;
+      EXPECT_NEAR(inv[r], is, 1e-4 * is) << "row " << r << " gpu " << gpu;
+      for (size_t c = 0; c < 8; ++c)
+        EXPECT_NEAR(y[r * 8 + c], (x[r * 8 + c] - mu) * is * w[c] + b[c], 1e-4) << "row " << r << " gpu " << gpu;
+    }
+  });
+  Model one = model({"mean"});
+  Graph graph(one.proto.graph());
+  ShapeAnalysis analysis = inferShapes(one, graph);
+  Device device(selectDevice(""), false);
+  try {
+    Executor ex(device, one, graph, analysis);
+    ADD_FAILURE() << "a LayerNormalization with Mean alone was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("both or neither statistics outputs"), std::string::npos) << e.what();
+  }
+}
+
 // clip-text slices its 77-row position table to min(77, N): tl-shape records N <= 77, and
 // a run with 80 tokens is refused before anything runs, naming the bound and the node.
 TEST(SymbolBounds, ClipTextRefusesMoreThan77Tokens) {
