@@ -592,6 +592,27 @@ TEST(KvInPlace, DecodeGemvMergesTheAttentionSplits) {
   }
 }
 
+// A layer's attention output also a graph output (a user exposing it to look at): outside
+// the plan, it takes a buffer of its own, and the GPU family's decode steps equal those of
+// the model without it (the executor built, its kernels looked up, with it exposed).
+TEST(KvInPlace, AttentionOutputAlsoAGraphOutput) {
+  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, true), exposed = planned;
+  auto* g = exposed.proto.mutable_graph();
+  std::string name;
+  for (const auto& n : g->node())
+    if (name.empty() && n.domain() == "tl" && n.op_type() == "Attention") name = n.output(0);
+  ASSERT_FALSE(name.empty());
+  g->add_output()->set_name(name);
+  Decoder plain(planned, true, false), seen(exposed, true, false);
+  std::mt19937 rng(9);
+  for (int64_t step = 0; step < 4; ++step) {
+    const std::vector<int64_t> token = {static_cast<int64_t>(rng() % 256)};
+    const std::vector<float> want = plain.lm.step(token), got = seen.lm.step(token);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << "step " << step << " logit " << i;
+  }
+}
+
 // A prefill step launches no more kernels a layer than a decode step (issue 27): the
 // prefill GEMMs (gemm.cl) do the norm and the GLU as the GPU's GEMVs do, the GPU's prefill
 // attention (attention_flash_f32 here; the tensor-core rows on NVIDIA) does the RoPE's
