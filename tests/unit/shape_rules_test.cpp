@@ -231,6 +231,10 @@ TEST(ShapeRules, AxesPastTheRankAreRefused) {
   EXPECT_NE(OneNode("Concat").input("a", {"N", "2"}).input("b", {"N", "2"}).attr("axis", -3).failure().find(
                 "axis -3 is out of range for rank 2"),
             std::string::npos);
+  EXPECT_EQ(OneNode("GatherElements").input("x", {"N", "4"}).input("i", {"N", "2"}).attr("axis", 1).out(), "[N, 2]");
+  EXPECT_NE(OneNode("GatherElements").input("x", {"N", "4"}).input("i", {"N", "2"}).attr("axis", 2).failure().find(
+                "axis 2 is out of range for rank 2"),
+            std::string::npos);
 }
 
 // Constant's value attributes each give their shape; one tl does not read is refused by name.
