@@ -373,6 +373,21 @@ TEST(ModKernel, IntegersTakeTheDivisorsSign) {
   }
 }
 
+// Div of integers truncates toward zero (C's, as ONNX Runtime's), in int32 and int64.
+TEST(DivKernel, IntegersTruncateTowardZero) {
+  const std::vector<double> a = {7, -7, 7, -7, 6}, b = {2, 2, -2, -2, 3}, want = {3, -3, -3, 3, 2};
+  for (DType t : {DType::Int32, DType::Int64}) {
+    Model m = oneNodeModel("Div", {{"a", {"5"}}, {"b", {"5"}}}, 0, "");
+    setInputType(m, 0, t);
+    setInputType(m, 1, t);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      const auto y = ex.run({typedTensor("a", t, a), typedTensor("b", t, b)})[0].toDouble();
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(y[i], want[i]) << dtypeName(t) << " " << a[i] << " / " << b[i] << " gpu " << gpu;
+    });
+  }
+}
+
 // Binary ops other than Pow take one type: a mix is refused, naming both.
 TEST(BinaryKernel, RefusesOperandsOfTwoTypes) {
   Model m = oneNodeModel("Add", {{"a", {"3"}}, {"b", {"3"}}}, 0, "");
