@@ -427,8 +427,8 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 // two B registers by two masks, no code turned into a float. 64 x 64 tiles in
 // MMA_SLICE's layout, 128 k a stage by cp.async (two stages), local rows padded against
 // bank conflicts, each stage bringing its group's scales and its blocks' steps and sums:
-// Llama-2-7B's four GEMMs at 128 rows 609 -> about 430 µs on an H100 (scripts/mmq_lab.c,
-// docs/tl-bench.md). Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
+// Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100, the prep included
+// (docs/tl-bench.md). Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
 // AD: the blocks' steps [K / 32][ad_stride] then their sums, likewise (ad_stride: M
 // rounded up to 4).
 #define I8_KS 128

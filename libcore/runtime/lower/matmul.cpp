@@ -322,10 +322,11 @@ struct QCase {
   static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return mma128() && M >= kHalvesRows; }
   // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, after
-  // prep_i8_rows): Llama-2-7B's four GEMMs at 128 rows 609 -> about 430 µs on an H100, A's
-  // int8 steps per 32 k costing 3.8e-3 to 8.1e-3 of the largest output where the fp16 rows
-  // cost 2.7e-4 to 3.5e-4 (scripts/mmq_lab.c, docs/tl-bench.md). The tiles take 128 k a
-  // stage in one group, from 16-byte aligned code rows.
+  // prep_i8_rows): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100 (its 4
+  // layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing 1.2-1.5% of the
+  // largest output against the portable path where the fp16 rows cost 0.03%
+  // (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
+  // code rows.
   bool int8Rows() const {
     return int8 && gemm() && !halves() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 &&
            G % 128 == 0 && rowBytes % 16 == 0;
