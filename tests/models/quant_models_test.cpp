@@ -2,12 +2,14 @@
 // (onnxruntime-node, installed by scripts/setup.sh) must compute what tl-run computes
 // from the same codes written as tl.QMatMul.
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "check/reference_check.h"
 #include "cli/error.h"
@@ -114,6 +116,31 @@ TEST(QuantizedModels, MatchTheirDequantizedTwins) {
 // quantizeModel checks its options itself (tl-quant does too, before reading the model,
 // but the library has other callers): options it cannot honour are refused, naming the
 // option, before any weight changes.
+// A weight two MatMuls share (a tied projection) is quantized once: one report, one set of
+// codes (and their scales and offsets) that both tl.QMatMuls read.
+TEST(QuantizedModels, SharedWeightQuantizedOnce) {
+  Model m;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 8] x, float[N, 8] y) => (float[N, 4] a, float[N, 4] b) <float[8, 4] w = {0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1, 0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1}> {
+  a = MatMul (x, w)
+  b = MatMul (y, w)
+}
+)ONNX").IsOK());
+  QuantOptions opt;
+  opt.quantizeLmHead = true;  // (both products are graph outputs)
+  const auto report = quantizeModel(m, opt, false);
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_EQ(report[0].name, "w");
+  std::set<std::string> weights;
+  for (const auto& n : m.proto.graph().node()) {
+    EXPECT_EQ(n.op_type(), "QMatMul");
+    weights.insert(n.input(1));
+  }
+  EXPECT_EQ(weights.size(), 1u);
+  EXPECT_EQ(m.proto.graph().initializer_size(), 3);  // the codes, their scales and offsets
+}
+
 TEST(QuantizedModels, BadOptionsRefusedBeforeAnyWeightChanges) {
   const Model original = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   const std::vector<std::pair<std::function<void(QuantOptions&)>, std::string>> cases = {
