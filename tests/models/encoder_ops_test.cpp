@@ -105,6 +105,19 @@ TEST(ArgMaxKernel, FirstOrLastMaximum) {
   }
 }
 
+// Softmax over an axis of no elements (x [2, 0]) gives an empty output and launches
+// nothing, in both families; over [2, 3] its rows sum to 1.
+TEST(SoftmaxKernel, EmptyAxisGivesAnEmptyOutput) {
+  Model m = oneNodeModel("Softmax", {{"x", {"2", "N"}}}, 0, "");
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    const auto none = ex.run({floats("x", {}, {2, 0})});
+    EXPECT_EQ(none[0].dims, (std::vector<int64_t>{2, 0})) << "gpu " << gpu;
+    const auto y = ex.run({floats("x", {1, 2, 3, -1, 0, 1}, {2, 3})})[0].toDouble();
+    EXPECT_NEAR(y[0] + y[1] + y[2], 1.0, 1e-6) << "gpu " << gpu;
+    EXPECT_NEAR(y[5], std::exp(1.0) / (std::exp(-1.0) + 1 + std::exp(1.0)), 1e-6) << "gpu " << gpu;
+  });
+}
+
 // LayerNormalization with its statistics outputs, Mean and InvStdDev (over the normalized
 // axis, shaped like X with it 1), in both families against double sums; one of the two
 // alone is refused (the kernel writes both or neither), naming the node.
