@@ -615,15 +615,17 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 // ... as int8 (prep_i8_rows), with each 32 k's step and sum: [K / 32][rows rounded up to
-// 4] floats of each.
+// 4] floats of each; `stride`: this node's rows rounded up to 4, where its blocks' steps
+// and sums stand apart.
 struct Int8Rows {
   std::string codes, steps;
+  int64_t stride = 0;
 };
 Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
-  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K)};
-  const int64_t rows = rowsOfWidth(n, c), stride = (rows + 3) / 4 * 4;
+  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), (c.M + 3) / 4 * 4};
+  const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
-  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / 32) * stride) * 4);
+  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / 32) * padded) * 4);
   return keys;
 }
 
@@ -690,7 +692,7 @@ void qmatmulOp(const LowerNode& n) {
     } else if (v.mode & kInt8Rows) {
       rows8 = int8Scratch(n, c);
       Launch prep = n.launch("prep_i8_rows", "A's normed rows rounded to int8 per 32 k for the tiles that follow");
-      prep.mem(a).mem(rows8.codes).mem(rows8.steps).i32(c.K).i32((c.M + 3) / 4 * 4);
+      prep.mem(a).mem(rows8.codes).mem(rows8.steps).i32(c.K).i32(rows8.stride);
       setNormArgs(prep, n);
       prep.run(grid(static_cast<size_t>(c.M) * kGemmWg, 1, 1, kGemmWg, 1));
       l.mem(rows8.codes).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
@@ -718,7 +720,7 @@ void qmatmulOp(const LowerNode& n) {
         l.nullMem().nullMem();
       }
     }
-    if (v.mode & kInt8Rows) l.mem(rows8.steps).i32((c.M + 3) / 4 * 4);
+    if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride);
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
