@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "cli/error.h"
 #include "graph/attributes.h"
 #include "graph/graph.h"
 #include "shape/shape_inference.h"
@@ -270,6 +271,18 @@ std::string byteLevelTokenizerJson() {
   return R"({"added_tokens": [], "normalizer": null,
     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}, "post_processor": null,
     "decoder": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {)" + vocab + R"(}, "merges": []}})";
+}
+
+std::string refusalOf(Model& m) {
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  try {
+    Executor ex(device, m, graph, analysis);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 void roundRowsToInt8(float* rows, int64_t count, int64_t K, int64_t block) {

@@ -64,6 +64,9 @@ Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t
 // Runs a model on the default device in both kernel families, and in the GPU family again
 // as a GPU with 32 KB of local memory gets it, and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);
+// The error an Executor of `m` on the default device is refused with (its kernels are
+// looked up as it is made), or "" when it is made.
+std::string refusalOf(Model& m);
 // W4A8's activations as its kernels take them: each of `count` rows of K values (in a
 // row after another) rounded to the int8 grid of its largest magnitude / 127; with
 // `block`, each run of `block` values of a row on its own grid (the int8 tensor-core rows'
