@@ -378,6 +378,17 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16
   }
   MMA_STORE(128, 128, 1.0f)
 }
+// 1 / rms of a row of K values (rmsnorm_f32's order) for the preps that fold a norm into
+// A; 1 without its weight NW. The whole work-group calls it (a barrier inside).
+inline float row_inv_rms(__global const float* x, int K, __global const float* NW, float eps, __local float* part) {
+  if (!NW) return 1.0f;
+  float ss = 0.0f;
+  for (int c = get_local_id(0); c < K / 8; c += GEMM_WG) {
+    const float8 v = vload8(c, x);
+    ss += dot(v.lo, v.lo) + dot(v.hi, v.hi);
+  }
+  return 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);
+}
 // Before qgemm_mma_f16, one launch: work-groups below `wgroups` dequantize 8 codes an item
 // into WH [N][K] halves; each one after converts a row of A into AH [M][K] halves, times
 // its RMSNorm's 1 / rms and NW (rmsnorm_f32's order) when NW is given.
@@ -398,15 +409,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16
     __local float part[GEMM_WG];                                                              \
     const long m = grp - wgroups;                                                             \
     __global const float* x = A + m * K;                                                      \
-    float inv = 1.0f;                                                                         \
-    if (NW) {                                                                                 \
-      float ss = 0.0f;                                                                        \
-      for (int c = tid; c < kw; c += GEMM_WG) {                                               \
-        const float8 v = vload8(c, x);                                                        \
-        ss += dot(v.lo, v.lo) + dot(v.hi, v.hi);                                              \
-      }                                                                                       \
-      inv = 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);                               \
-    }                                                                                         \
+    const float inv = row_inv_rms(x, K, NW, eps, part);                                       \
     for (int c = tid; c < kw; c += GEMM_WG) {                                                 \
       float8 v = vload8(c, x) * inv;                                                          \
       if (NW) v *= vload8(c, NW);                                                             \
@@ -438,17 +441,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     __global const float* A, __global uint* AQ, __global float* AD, int K, int ad_stride, __global const float* NW,
     float eps) {
   __local float part[GEMM_WG];
-  const int m = get_group_id(0), tid = get_local_id(0), kw = K / 8;
+  const int m = get_group_id(0), tid = get_local_id(0);
   __global const float* x = A + (long)m * K;
-  float inv = 1.0f;
-  if (NW) {
-    float ss = 0.0f;
-    for (int c = tid; c < kw; c += GEMM_WG) {
-      const float8 v = vload8(c, x);
-      ss += dot(v.lo, v.lo) + dot(v.hi, v.hi);
-    }
-    inv = 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);
-  }
+  const float inv = row_inv_rms(x, K, NW, eps, part);
   for (int b = tid; b < K / 32; b += GEMM_WG) {
     float8 v[4];
     float amax = 0.0f, sum = 0.0f;
