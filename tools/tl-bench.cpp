@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
     tl::setGemmChoice(dev, gemm);
     tl::BenchReport report;
     progress("probing " + dev.info().name);
+    tool.blame(dev.info().name);  // what the probe and --kernels find is the device's
     report.probe = tl::probeDevice(dev, [&](const std::string& s) { progress("probe: " + s); });
     if (kernels) {
       report.kernels =

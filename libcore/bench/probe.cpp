@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "bench/timing.h"
+#include "cli/error.h"
 #include "runtime/kernel_library.h"
 
 namespace tl {
@@ -80,8 +81,9 @@ DeviceProbe probeDevice(Device& dev, const std::function<void(const std::string&
   // Enough items to fill every compute unit many times over; CPUs run a work-group per thread.
   const size_t local = 64, global = std::max<size_t>(1, info.computeUnits) * (info.isGpu ? 2048 : 256);
   Mem a(dev, bytes), b(dev, bytes), out(dev, global * sizeof(float));
-  const char zero = 0;
-  clCheck(clEnqueueFillBuffer(dev.queue(), a.m, &zero, 1, 0, bytes, 0, nullptr, nullptr), "clEnqueueFillBuffer");
+  // Ones, so that the read probe's sums must add up to the floats it claims to read.
+  const float ones = 1.0f;
+  clCheck(clEnqueueFillBuffer(dev.queue(), a.m, &ones, sizeof ones, 0, bytes, 0, nullptr, nullptr), "clEnqueueFillBuffer");
 
   say("copy bandwidth");
   std::vector<double> ms;
@@ -102,6 +104,17 @@ DeviceProbe probeDevice(Device& dev, const std::function<void(const std::string&
   const cl_int chunk = info.isGpu ? 0 : static_cast<cl_int>((n4 + global - 1) / global);
   arg(read, 3, sizeof chunk, &chunk);
   p.readGBs = bytes / (kernelMs(dev, read, global, local) * 1e-3) / 1e9;
+  // A bandwidth is only as true as the reads behind it: every float once (each item's
+  // partial sums are small integers, exact in float).
+  std::vector<float> sums(global);
+  clCheck(clEnqueueReadBuffer(dev.queue(), out.m, CL_TRUE, 0, global * sizeof(float), sums.data(), 0, nullptr, nullptr),
+          "clEnqueueReadBuffer", "probe");
+  double total = 0;
+  for (float v : sums) total += v;
+  if (total != static_cast<double>(bytes / sizeof(float)))
+    throw Error("the read probe summed " + std::to_string(static_cast<long long>(total)) + " over a buffer of " +
+                std::to_string(bytes / sizeof(float)) + " ones: its bandwidth would not be one",
+                ExitCode::Device);
 
   say("fp32 fma peak");
   p.fp32Gflops = fmaGflops(dev, kernels, "probe_fma_f32", global, local, out);
