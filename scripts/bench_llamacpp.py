@@ -6,14 +6,17 @@ tl-bench rows (docs/tl-bench.md), so that `tl-bench --peer` sets them beside tl'
       [--threads N] [--no-fa] [-p LIST] [-n LIST] [-d LIST] [-r N] [-o jsonl|md]
 
 tl-bench appends -p, -n, -d, -r and -o jsonl (empty lists: no such tests). Flash attention
-is on (-fa 1) unless --no-fa. Bytes per token follow tl-bench's definition: the weights once
+is on (-fa 1) unless --no-fa. llama-bench runs one repetition more than -r and the first is
+dropped, as tl-bench times tl only after a warm-up run: llama-bench's own warm-up leaves its
+first timed repetition cold on CUDA (H200, Llama-2-7B dims pp128: 5,036 tok/s, then
+7,928-8,100). Bytes per token follow tl-bench's definition: the weights once
 (llama-bench's model size) and the KV cache read in full and the new rows written, in f16
 (the cache type llama-bench uses by default), from the GGUF's own dimensions (read with
 gguf-py: GGUF_PY or the llama.cpp tree's gguf-py beside llama-bench; without it the rows
 carry no bytes). llama.cpp's source comes from the npm package node-llama-cpp: see
 ../shared/scripts/llamacpp/ for building it here (CPU) and on the GPU machine (CUDA).
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, statistics, subprocess, sys
 
 import peer_rows  # beside this script
 
@@ -52,7 +55,7 @@ def kv_row_bytes(path):
 ints = lambda s: [int(x) for x in s.split(",") if x.strip()]
 cmd = [a.llama_bench, "-m", a.model, "-p", ",".join(map(str, ints(a.p))) or "0",
        "-n", ",".join(map(str, ints(a.n))) or "0", "-d", ",".join(map(str, ints(a.d))) or "0",
-       "-r", str(a.r), "-ngl", str(a.ngl), "-fa", "0" if a.no_fa else "1", "-o", "json"]
+       "-r", str(a.r + 1), "-ngl", str(a.ngl), "-fa", "0" if a.no_fa else "1", "-o", "json"]
 if a.threads:
     cmd += ["-t", str(a.threads)]
 print("bench_llamacpp: " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -64,6 +67,9 @@ for x in results:
     p, n, d = x.get("n_prompt", 0), x.get("n_gen", 0), x.get("n_depth", 0)
     if not p and not n:
         continue
+    samples = x.get("samples_ts", [])[1:]
+    if samples:
+        x["avg_ts"], x["stddev_ts"] = statistics.mean(samples), statistics.stdev(samples) if len(samples) > 1 else 0.0
     test = (f"pp{p}" if p else f"tg{n}") + (f"@d{d}" if d else "")
     backend = x.get("backends") or x.get("backend", "")
     quant = x.get("model_type", "").split(" ")[-1]
@@ -72,8 +78,8 @@ for x in results:
         engine += f" -t {x.get('n_threads')}"
     row = dict(model=a.name or os.path.basename(a.model).rsplit(".", 1)[0], engine=engine,
                device=x.get("gpu_info") or x.get("cpu_info", ""), test=test, n_prompt=p, n_gen=n, n_depth=d,
-               reps=len(x.get("samples_ts", [])), avg_ts=x["avg_ts"], stddev_ts=x["stddev_ts"],
-               samples_ts=x.get("samples_ts", []), weight_bytes=x.get("model_size", 0))
+               reps=len(samples), avg_ts=x["avg_ts"], stddev_ts=x["stddev_ts"],
+               samples_ts=samples, weight_bytes=x.get("model_size", 0))
     if kv_row is not None:
         w = x.get("model_size", 0)
         row["bytes_per_token"] = peer_rows.bytes_per_token(lambda tokens: w, kv_row, p, n, d)
