@@ -264,6 +264,33 @@ g (float[1, N, 4] x) => (float[1, N, 8] y) {
   EXPECT_EQ(buffer["y"], buffer["b"]);
 }
 
+// An empty tensor (a Slice of no rows) beside ones that grow with N: no growing size is
+// provably proportional to zero, so none shares with it by proportion, and no buffer
+// ends smaller than a tensor it holds, at any length.
+TEST(PlanMemory, EmptyTensorsLeaveEveryBufferWhole) {
+  const MemoryPlan plan = planOf(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, N, 4] x) => (float[1, N, 4] y, float[1, 0, 4] f) {
+  zero = Constant <value = int64[1] {0}> ()
+  one = Constant <value = int64[1] {1}> ()
+  a = Relu (x)
+  b = Relu (a)
+  e = Slice (b, zero, zero, one)
+  f = Relu (e)
+  c = Relu (b)
+  y = Relu (c)
+}
+)ONNX");
+  bool empty = false;
+  for (const auto& t : plan.tensors) {
+    empty = empty || (t.name == "e" && t.bytes.evaluate({{"N", 5}}) == 0);
+    for (int64_t n = 1; n <= 16; ++n)
+      EXPECT_GE(plan.buffers.at(static_cast<size_t>(t.buffer)).bytes.evaluate({{"N", n}}), t.bytes.evaluate({{"N", n}}))
+          << t.name << " at N = " << n;
+  }
+  EXPECT_TRUE(empty);
+}
+
 // A tensor of sub-byte elements takes whole bytes: N x 9 int4 values are 4.5 N bytes,
 // rounded up (5 at N = 1, 14 at N = 3), as float ones take 36 N.
 TEST(PlanMemory, SubByteTensorsTakeWholeBytes) {
