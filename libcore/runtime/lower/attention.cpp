@@ -329,9 +329,12 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
   const Dims q = ropeInputDims(n, 0);
   if (q.size() != 4 || ropeInputDims(n, 3)[2] != q[2] || ropeInputDims(n, 3)[3] != q[3])
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
-  // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v.
+  // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v;
+  // on GPUs a head of each in the second dimension (the kernel's comment says why).
   const int64_t rot = n.attrInt("rotary_dim", q[3]);
-  l.writesCache(n.ex.kvBytes(nk + nv)).run1d(count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1]);
+  const int64_t items = count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1];
+  const int64_t heads = n.gpu() ? std::max({q[1], k[1], v[1]}) : 1;
+  l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>((items + 63) / 64 * 64), static_cast<size_t>(heads), 1, 64, 1));
 }
 
 // tl.KvAppend (docs/ops.md): Concat(past, new) per pair; on in-place caches (tl-plan) only
