@@ -63,10 +63,9 @@ int64_t Sampler::sample(const std::vector<float>& logits) {
     std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.p > b.p; });
     normalize(c, 1.0f);
   }
-  if (opt_.topP < 1) {
-    keepMass(c, opt_.topP);
-    normalize(c, 1.0f);
-  }
+  // Top-p's survivors are not renormalized: min-p compares each to a share of the largest,
+  // the same whatever the scale, and the draw's normalize starts again from the logits.
+  if (opt_.topP < 1) keepMass(c, opt_.topP);
   if (opt_.minP > 0) {
     const double floor = opt_.minP * c.front().p;
     c.erase(std::remove_if(c.begin() + 1, c.end(), [&](const Candidate& x) { return x.p < floor; }), c.end());

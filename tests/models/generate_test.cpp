@@ -204,7 +204,8 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
       // top-p over typical's renormalized survivors: 0.44 + 0.40 reaches 0.8 ({1, 4}); the
       // unrenormalized 0.41 + 0.37 would not, and keep 2 as well
       {"typical 0.8, top-p 0.8", 1.0f, 0, 0.8f, 0, 0.8f, {1, 4}},
-      // min-p over top-p's renormalized survivors: token 0 at 0.056 is under 0.2 x 0.415
+      // min-p after top-p: token 0 at 0.055 is under 0.2 x 0.407 (a ratio: top-p's
+      // survivors renormalized or not); flattened to temperature 2 first, it would stay
       {"top-p 0.95, min-p 0.2", 1.0f, 0, 0.95f, 0.2f, 1, {1, 2, 4}},
   };
   // chi-squared at 1 - 1e-4 by degrees of freedom (one kept token: every draw is it)
