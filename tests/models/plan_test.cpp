@@ -291,6 +291,37 @@ g (float[1, N, 4] x) => (float[1, N, 4] y, float[1, 0, 4] f) {
   EXPECT_TRUE(empty);
 }
 
+// Planning a planned model again (tl-plan over its own output) replaces its plan: each
+// tl.plan key once, holding the new plan's options, where a reader taking the first of
+// two would take the old plan's.
+TEST(PlanMemory, PlanningAgainReplacesThePlan) {
+  Model model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, N, 4] x) => (float[1, N, 4] y) {
+  a = Relu (x)
+  y = Relu (a)
+}
+)ONNX").IsOK());
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  for (int64_t maxSeq : {16, 32}) {
+    PlanOptions opt;
+    opt.maxSeq = maxSeq;
+    annotatePlan(model.proto, planMemory(graph, analysis, opt));
+  }
+  std::map<std::string, int> count;
+  std::string options;
+  for (const auto& p : model.proto.metadata_props()) {
+    ++count[p.key()];
+    if (p.key() == "tl.plan.options") options = p.value();
+  }
+  EXPECT_EQ(count.count("tl.plan.tensors"), 1u);
+  for (const auto& [key, n] : count)
+    if (key.rfind("tl.plan.", 0) == 0) EXPECT_EQ(n, 1) << key;
+  EXPECT_NE(options.find("max_seq=32"), std::string::npos) << options;
+}
+
 // A tensor of sub-byte elements takes whole bytes: N x 9 int4 values are 4.5 N bytes,
 // rounded up (5 at N = 1, 14 at N = 3), as float ones take 36 N.
 TEST(PlanMemory, SubByteTensorsTakeWholeBytes) {
