@@ -250,8 +250,8 @@ inline float2 rope_pair(__global const float* x, int i, int mid, float2 t0, floa
 // kernel's time on CPUs (bytellama's pp512 on PoCL). Tables that vary by head go element
 // by element. The launch's second dimension deals the heads out (GPUs: a head an item,
 // where 8,192 items walking 32 heads each took 25 µs at 128 rows of Llama-2-7B on an
-// H200); CPUs keep one slice, each sincos shared by every head. (n2: k's elements; bshd's bits:
-// which of x, x2, x3 are stored [B, S, H, D].)
+// H200); CPUs keep one slice, each sincos shared by every head. (n2: k's elements;
+// bshd's bits: which of x, x2, x3 are stored [B, S, H, D].)
 __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, __global const float* sinv,
                           __global float* out, int n, int D, int rot, int8 dims, int8 cs, int8 ss,
                           __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global KV_T* kc, int n2,
