@@ -260,6 +260,12 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   for (int i = 0; i < 400; ++i) ++drawn[static_cast<size_t>(reaching.sample({1.0f, 1.0f, 1.0f, 1.0f}))];
   EXPECT_EQ(drawn[3], 0);
   for (int t = 0; t < 3; ++t) EXPECT_GT(drawn[static_cast<size_t>(t)], 80) << "token " << t;
+  // No logits is an error, greedy or drawn, never token 0 (nor a draw from nothing).
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingOptions none;
+    none.temperature = temperature;
+    EXPECT_THROW(Sampler(none).sample({}), Error) << "temperature " << temperature;
+  }
   // Options outside their ranges are usage errors (exit 2), each naming its flag.
   for (const auto& [flag, set] : std::vector<std::pair<std::string, std::function<void(SamplingOptions&)>>>{
            {"--top-k", [](SamplingOptions& x) { x.topK = -1; }},
