@@ -528,6 +528,68 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
   }
 }
 
+// The key mask in each integer width tl.Attention takes (docs/ops.md: int64, int32, bool,
+// uint8): key t of batch b hidden where the mask's element is 0, any other value showing
+// it (3 here, 1 for bool), each batch with its own zeros, against double loops in both
+// families. The exports' attention_mask is int64: no model test reaches the others.
+TEST(AttentionKernel, KeyMaskOfEachIntegerWidth) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const int64_t B = 2, H = 2, S = 3, T = 40, D = 16;
+  auto visible = [](int64_t b, int64_t t) { return (t + 2 * b) % 5 != 2; };  // key 0 of each batch shows
+  for (DType type : {DType::Int64, DType::Int32, DType::Bool, DType::UInt8}) {
+    Model m = oneNodeModel("Attention", {{"q", {"B", "2", "S", "16"}}, {"k", {"B", "2", "T", "16"}},
+                                         {"v", {"B", "2", "T", "16"}}, {"km", {"B", "T"}}});
+    auto* g = m.proto.mutable_graph();
+    g->mutable_input(3)->mutable_type()->mutable_tensor_type()->set_elem_type(static_cast<int32_t>(type));
+    g->mutable_node(0)->set_input(3, "");
+    g->mutable_node(0)->add_input("km");
+    setAttr(m, "scale", 0.25f);
+    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+      std::vector<float> q(static_cast<size_t>(B * H * S * D)), k(static_cast<size_t>(B * H * T * D)), v(k.size());
+      for (auto* x : {&q, &k, &v})
+        for (auto& f : *x) f = normal(rng);
+      std::vector<int64_t> i64(static_cast<size_t>(B * T));
+      std::vector<int32_t> i32(i64.size());
+      std::vector<uint8_t> u8(i64.size());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t) {
+          const size_t e = static_cast<size_t>(b * T + t);
+          i64[e] = i32[e] = visible(b, t) ? 3 : 0;
+          u8[e] = visible(b, t) ? (type == DType::Bool ? 1 : 3) : 0;
+        }
+      const void* km = type == DType::Int64 ? static_cast<const void*>(i64.data())
+                       : type == DType::Int32 ? static_cast<const void*>(i32.data())
+                                              : static_cast<const void*>(u8.data());
+      const auto got = ex.run({floats("q", q, {B, H, S, D}), floats("k", k, {B, H, T, D}), floats("v", v, {B, H, T, D}),
+                               makeTensor("km", type, {B, T}, km)});
+      const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t s = 0; s < S; ++s) {
+            std::vector<double> p(static_cast<size_t>(T), 0.0);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < T; ++t) {
+              if (!visible(b, t)) continue;
+              double dot = 0;
+              for (int64_t e = 0; e < D; ++e)
+                dot += double(q[static_cast<size_t>(((b * H + h) * S + s) * D + e)]) * k[static_cast<size_t>(((b * H + h) * T + t) * D + e)];
+              mx = std::max(mx, p[static_cast<size_t>(t)] = dot * 0.25);
+            }
+            for (int64_t t = 0; t < T; ++t)
+              if (visible(b, t)) sum += p[static_cast<size_t>(t)] = std::exp(p[static_cast<size_t>(t)] - mx);
+            for (int64_t e = 0; e < D; ++e) {
+              double want = 0;
+              for (int64_t t = 0; t < T; ++t)
+                if (visible(b, t)) want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * H + h) * T + t) * D + e)];
+              ASSERT_NEAR(y[((b * H + h) * S + s) * D + e], want, 1e-5 * (1 + std::fabs(want)))
+                  << dtypeName(type) << " gpu " << gpu << " at b " << b << " h " << h << " s " << s << " d " << e;
+            }
+          }
+    });
+  }
+}
+
 // The GPU family's attention for shapes no other row takes (heads 7 wide here) spreads
 // long keys over about 128 work-groups: 3 rows over 700 keys in 6 splits (one per 128
 // keys), merged by attention_combine_f32; over 100 keys one split, nothing to merge.
