@@ -923,6 +923,15 @@ g (float[N, 8] x, float[1, 8] w) => (float[N, 8] y) {
 }
 )ONNX",
        "the scale is not a float32 [8]"},
+      // two Concats of one kind, the second reading the first: one node cannot be both
+      {"concat-pair", R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, 3, 8] x, float[1, 2, 4, 8] y, float[1, 2, 5, 8] z) => (float[1, 2, 12, 8] b) {
+  a = Concat <axis = 2> (x, y)
+  b = Concat <axis = 2> (a, z)
+}
+)ONNX",
+       "its output is read before"},
   };
   // split-matmul: a projection cut along its last axis, one piece by a step of 2
   const std::string split = std::string(R"ONNX(

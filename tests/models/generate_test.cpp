@@ -260,6 +260,13 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   for (int i = 0; i < 400; ++i) ++drawn[static_cast<size_t>(reaching.sample({1.0f, 1.0f, 1.0f, 1.0f}))];
   EXPECT_EQ(drawn[3], 0);
   for (int t = 0; t < 3; ++t) EXPECT_GT(drawn[static_cast<size_t>(t)], 80) << "token " << t;
+  // Logits as large as a model's can be (hundreds) draw as their differences say: shifted
+  // by 1000, the same stream (each normalized by its largest, none overflows).
+  SamplingOptions big;
+  big.temperature = 1.0f;
+  big.seed = 5;
+  Sampler shifted(big), unshifted(big);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(shifted.sample({1000.0f, 999.0f, 998.0f}), unshifted.sample({2.0f, 1.0f, 0.0f})) << i;
   // No logits is an error, greedy or drawn, never token 0 (nor a draw from nothing).
   for (float temperature : {0.0f, 1.0f}) {
     SamplingOptions none;
