@@ -41,6 +41,7 @@ TEST(Quant, E0M4KeepsZeroExactAndBeatsInt4) {
   double me = meanAbsError(w.data(), de.data(), w.size()), mi = meanAbsError(w.data(), di.data(), w.size());
   EXPECT_LT(me, mi);
   EXPECT_NEAR(me / mi, 0.955, 0.03);  // the paper's Table 2 ratio
+  EXPECT_EQ(meanAbsError(w.data(), de.data(), 0), 0.0);  // no values, no error (an empty weight's report)
   for (int64_t k = 0; k < 256; ++k)
     for (int64_t n = 0; n < 64; ++n) EXPECT_LE(code(e, k, n), 15);
 }
