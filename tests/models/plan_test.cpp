@@ -213,14 +213,17 @@ TEST(PlanMemory, FixedBatchLeavesTheSequenceBounded) {
 }
 
 // The plan of a model written in ONNX's text form, at --max-seq 16.
-MemoryPlan planOf(const char* text) {
-  Model model;
-  EXPECT_TRUE(onnx::OnnxParser::Parse(model.proto, text).IsOK());
+MemoryPlan planOf(const Model& model, int64_t maxSeq = 16) {
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   PlanOptions opt;
-  opt.maxSeq = 16;
+  opt.maxSeq = maxSeq;
   return planMemory(graph, analysis, opt);
+}
+MemoryPlan planOf(const char* text) {
+  Model model;
+  EXPECT_TRUE(onnx::OnnxParser::Parse(model.proto, text).IsOK());
+  return planOf(model);
 }
 
 // A tensor lives from the schedule position of the node that writes it to that of its last
@@ -303,13 +306,7 @@ g (float[1, N, 4] x) => (float[1, N, 4] y) {
   y = Relu (a)
 }
 )ONNX").IsOK());
-  Graph graph(model.proto.graph());
-  ShapeAnalysis analysis = inferShapes(model, graph);
-  for (int64_t maxSeq : {16, 32}) {
-    PlanOptions opt;
-    opt.maxSeq = maxSeq;
-    annotatePlan(model.proto, planMemory(graph, analysis, opt));
-  }
+  for (int64_t maxSeq : {16, 32}) annotatePlan(model.proto, planOf(model, maxSeq));
   std::map<std::string, int> count;
   std::string options;
   for (const auto& p : model.proto.metadata_props()) {
