@@ -395,11 +395,33 @@ TEST(SwiGluKernel, MatchesReference) {
   });
 }
 
+// One query row of softmax(q k^T * scale [soft-capped] + bias) v in double: the attention
+// tests' reference. q(e), k(t, e) and v(t, e) read the operands over T keys (D wide, Dv
+// values); bias(t) is the mask's addend, -inf hiding key t.
+template <class Q, class K, class V, class Bias>
+std::vector<double> attentionRow(int64_t T, int64_t D, int64_t Dv, double scale, double softcap, Q q, K k, V v, Bias bias) {
+  std::vector<double> p(static_cast<size_t>(T));
+  double mx = -INFINITY, sum = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    double dot = 0;
+    for (int64_t e = 0; e < D; ++e) dot += double(q(e)) * k(t, e);
+    double x = dot * scale;
+    if (softcap > 0) x = softcap * std::tanh(x / softcap);
+    mx = std::max(mx, p[static_cast<size_t>(t)] = x + bias(t));
+  }
+  for (auto& x : p) sum += x = std::exp(x - mx);
+  std::vector<double> out(static_cast<size_t>(Dv), 0.0);
+  for (int64_t e = 0; e < Dv; ++e)
+    for (int64_t t = 0; t < T; ++t) out[static_cast<size_t>(e)] += p[static_cast<size_t>(t)] / sum * v(t, e);
+  return out;
+}
+
 // tl.Attention alone against softmax(q k^T * scale [capped] + mask) v in double, over
-// grouped-query head counts, transposed operands, a broadcast mask with masked keys, and
-// cache lengths long enough that the GPU family splits the keys of a decode row, reads a
-// kv head's rows together (over 256 keys), and takes two blocks of keys in one split (33000
-// keys in at most 512 splits for 2 kv heads), also for several positions per head.
+// grouped-query head counts, transposed operands, the scale left to its default (1), a
+// broadcast mask with masked keys, and cache lengths long enough that the GPU family
+// splits the keys of a decode row, reads a kv head's rows together (over 256 keys), and
+// takes two blocks of keys in one split (33000 keys in at most 512 splits for 2 kv heads),
+// also for several positions per head.
 TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal;
@@ -407,11 +429,12 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
     int64_t H, Hkv, D, Dv;
     bool qT, kT, vT, oT;
     float softcap;
+    bool scaled = true;  // false: no scale attribute, which means 1 (docs/ops.md)
   };
   for (const Case& cs : {Case{4, 2, 16, 16, false, false, false, false, 0}, Case{3, 3, 7, 5, true, true, true, true, 0},
                          Case{8, 1, 64, 64, false, false, false, true, 30}, Case{2, 2, 256, 256, false, true, false, false, 0},
                          Case{4, 2, 128, 128, false, false, false, false, 0}, Case{2, 2, 128, 128, false, false, false, false, 0},
-                         Case{3, 3, 64, 64, false, false, false, false, 0}, Case{2, 1, 32, 32, false, false, false, false, 0}}) {
+                         Case{3, 3, 64, 64, false, false, false, false, 0}, Case{2, 1, 32, 32, false, false, false, false, 0, false}}) {
     auto dims = [](bool t, const std::string& heads, const std::string& rows, int64_t size) {
       std::vector<std::string> d = {"B", heads, rows, std::to_string(size)};
       if (t) std::swap(d[1], d[2]);
@@ -421,8 +444,8 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
                                          {"k", dims(cs.kT, std::to_string(cs.Hkv), "T", cs.D)},
                                          {"v", dims(cs.vT, std::to_string(cs.Hkv), "T", cs.Dv)},
                                          {"mask", {"B", "1", "S", "T"}}});
-    const float scale = 1.0f / std::sqrt(static_cast<float>(cs.D));
-    setAttr(m, "scale", scale);
+    const float scale = cs.scaled ? 1.0f / std::sqrt(static_cast<float>(cs.D)) : 1.0f;
+    if (cs.scaled) setAttr(m, "scale", scale);
     if (cs.softcap > 0) setAttr(m, "softcap", cs.softcap);
     if (cs.qT) setAttr(m, "q_bshd", int64_t{1});
     if (cs.kT) setAttr(m, "k_bthd", int64_t{1});
@@ -453,23 +476,14 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
           for (int64_t h = 0; h < cs.H; ++h)
             for (int64_t s = 0; s < S; ++s) {
               const int64_t g = h / (cs.H / cs.Hkv);
-              std::vector<double> p(static_cast<size_t>(T));
-              double mx = -INFINITY, sum = 0;
-              for (int64_t t = 0; t < T; ++t) {
-                double dot = 0;
-                for (int64_t d = 0; d < cs.D; ++d)
-                  dot += double(at(q, cs.qT, cs.H, S, cs.D, b, h, s, d)) * at(k, cs.kT, cs.Hkv, T, cs.D, b, g, t, d);
-                double x = dot * scale;
-                if (cs.softcap > 0) x = cs.softcap * std::tanh(x / cs.softcap);
-                p[t] = x + mask[static_cast<size_t>((b * S + s) * T + t)];
-                mx = std::max(mx, p[t]);
-              }
-              for (auto& x : p) sum += x = std::exp(x - mx);
+              const auto want = attentionRow(
+                  T, cs.D, cs.Dv, scale, cs.softcap, [&](int64_t e) { return at(q, cs.qT, cs.H, S, cs.D, b, h, s, e); },
+                  [&](int64_t t, int64_t e) { return at(k, cs.kT, cs.Hkv, T, cs.D, b, g, t, e); },
+                  [&](int64_t t, int64_t e) { return at(v, cs.vT, cs.Hkv, T, cs.Dv, b, g, t, e); },
+                  [&](int64_t t) { return mask[static_cast<size_t>((b * S + s) * T + t)]; });
               for (int64_t d = 0; d < cs.Dv; ++d) {
-                double want = 0;
-                for (int64_t t = 0; t < T; ++t) want += p[t] / sum * at(v, cs.vT, cs.Hkv, T, cs.Dv, b, g, t, d);
                 const int64_t o = cs.oT ? ((b * S + s) * cs.H + h) * cs.Dv + d : ((b * cs.H + h) * S + s) * cs.Dv + d;
-                ASSERT_NEAR(y[o], want, 1e-5 * (1 + std::fabs(want)))
+                ASSERT_NEAR(y[o], want[d], 1e-5 * (1 + std::fabs(want[d])))
                     << "H " << cs.H << " Hkv " << cs.Hkv << " D " << cs.D << " S " << S << " T " << T << " gpu " << gpu
                     << " at b " << b << " h " << h << " s " << s << " d " << d;
               }
@@ -505,23 +519,15 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
             for (int64_t s = 0; s < S; ++s) {
               const int64_t g = hh / (H / Hkv), seen = T - S + s + 1;  // keys up to its own position
               const float* qr = &q[static_cast<size_t>(((b * H + hh) * S + s) * D)];
-              std::vector<double> p(static_cast<size_t>(seen));
-              double mx = -INFINITY, sum = 0;
-              for (int64_t t = 0; t < seen; ++t) {
-                const float* kr = &k[static_cast<size_t>(((b * Hkv + g) * T + t) * D)];
-                double dot = 0;
-                for (int64_t e = 0; e < D; ++e) dot += double(qr[e]) * kr[e];
-                mx = std::max(mx, p[static_cast<size_t>(t)] = dot * scale);
-              }
-              for (auto& x : p) sum += x = std::exp(x - mx);
-              for (int64_t e = 0; e < D; ++e) {
-                double want = 0;
-                for (int64_t t = 0; t < seen; ++t)
-                  want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * Hkv + g) * T + t) * D + e)];
-                ASSERT_NEAR(y[((b * H + hh) * S + s) * D + e], want, 1e-2)
+              const float* kv = &k[static_cast<size_t>((b * Hkv + g) * T * D)];
+              const float* vv = &v[static_cast<size_t>((b * Hkv + g) * T * D)];
+              const auto want = attentionRow(
+                  seen, D, D, scale, 0, [&](int64_t e) { return qr[e]; }, [&](int64_t t, int64_t e) { return kv[t * D + e]; },
+                  [&](int64_t t, int64_t e) { return vv[t * D + e]; }, [](int64_t) { return 0.0; });
+              for (int64_t e = 0; e < D; ++e)
+                ASSERT_NEAR(y[((b * H + hh) * S + s) * D + e], want[e], 1e-2)
                     << "H " << H << " Hkv " << Hkv << " D " << D << " B " << B << " S " << S << " T " << T << " gpu " << gpu
                     << " at b " << b << " h " << hh << " s " << s << " d " << e;
-              }
             }
       }
     });
@@ -567,24 +573,16 @@ TEST(AttentionKernel, KeyMaskOfEachIntegerWidth) {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t s = 0; s < S; ++s) {
-            std::vector<double> p(static_cast<size_t>(T), 0.0);
-            double mx = -INFINITY, sum = 0;
-            for (int64_t t = 0; t < T; ++t) {
-              if (!visible(b, t)) continue;
-              double dot = 0;
-              for (int64_t e = 0; e < D; ++e)
-                dot += double(q[static_cast<size_t>(((b * H + h) * S + s) * D + e)]) * k[static_cast<size_t>(((b * H + h) * T + t) * D + e)];
-              mx = std::max(mx, p[static_cast<size_t>(t)] = dot * 0.25);
-            }
-            for (int64_t t = 0; t < T; ++t)
-              if (visible(b, t)) sum += p[static_cast<size_t>(t)] = std::exp(p[static_cast<size_t>(t)] - mx);
-            for (int64_t e = 0; e < D; ++e) {
-              double want = 0;
-              for (int64_t t = 0; t < T; ++t)
-                if (visible(b, t)) want += p[static_cast<size_t>(t)] / sum * v[static_cast<size_t>(((b * H + h) * T + t) * D + e)];
-              ASSERT_NEAR(y[((b * H + h) * S + s) * D + e], want, 1e-5 * (1 + std::fabs(want)))
+            const float* qr = &q[static_cast<size_t>(((b * H + h) * S + s) * D)];
+            const float* kv = &k[static_cast<size_t>((b * H + h) * T * D)];
+            const float* vv = &v[static_cast<size_t>((b * H + h) * T * D)];
+            const auto want = attentionRow(
+                T, D, D, 0.25, 0, [&](int64_t e) { return qr[e]; }, [&](int64_t t, int64_t e) { return kv[t * D + e]; },
+                [&](int64_t t, int64_t e) { return vv[t * D + e]; },
+                [&](int64_t t) { return visible(b, t) ? 0.0 : -INFINITY; });
+            for (int64_t e = 0; e < D; ++e)
+              ASSERT_NEAR(y[((b * H + h) * S + s) * D + e], want[e], 1e-5 * (1 + std::fabs(want[e])))
                   << dtypeName(type) << " gpu " << gpu << " at b " << b << " h " << h << " s " << s << " d " << e;
-            }
           }
     });
   }

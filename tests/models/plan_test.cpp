@@ -314,8 +314,11 @@ g (float[1, N, 4] x) => (float[1, N, 4] y) {
     if (p.key() == "tl.plan.options") options = p.value();
   }
   EXPECT_EQ(count.count("tl.plan.tensors"), 1u);
-  for (const auto& [key, n] : count)
-    if (key.rfind("tl.plan.", 0) == 0) EXPECT_EQ(n, 1) << key;
+  for (const auto& [key, n] : count) {
+    if (key.rfind("tl.plan.", 0) == 0) {
+      EXPECT_EQ(n, 1) << key;
+    }
+  }
   EXPECT_NE(options.find("max_seq=32"), std::string::npos) << options;
 }
 
