@@ -1076,10 +1076,12 @@ void concatPairRule(RuleContext& c) {
   const size_t pairs = c.numOutputs();
   if (c.numInputs() != 2 * pairs || pairs < (op == "tl.Concat" ? 2u : 1u) || pairs > 2)
     c.fail(op + (op == "tl.Concat" ? " takes two pairs of inputs and gives two outputs" : " takes one or two pairs of inputs, an output each"));
+  const auto axis = c.attrInt("axis");
+  if (!axis) c.fail("attribute 'axis' is missing");  // as ONNX Concat: no default
   for (size_t j = 0; j < pairs; ++j) {
     const auto &a = c.input(2 * j).dims, &b = c.input(2 * j + 1).dims;
     if (a.size() != b.size() || a.empty()) c.fail(op + "'s pair " + std::to_string(j) + " differs in rank");
-    const size_t k = c.axis(c.attrInt("axis", 0), a.size());
+    const size_t k = c.axis(*axis, a.size());
     std::vector<SymExpr> out = a;
     for (size_t i = 0; i < a.size(); ++i)
       if (i != k) out[i] = c.unify(a[i], b[i]);
