@@ -425,7 +425,8 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 // int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. prep_i8_rows first
 // rounds each 32 k of A's normed rows to int8 with its own step d (llama.cpp's q8_1) and
 // keeps the block's exact sum a; the levels being uniform (w = q s' + o' in a group: e0m4
-// s' = s / 8, o' = 2 s + o; int4 s, o), a block's product is s' d sum(qa q) + o' a. The
+// s' = s / 8, o' = 2 s + o; int4 s, o), a block's product is s' d sum(qa q) + o' a, and a
+// stage's (one group: s', o' its own) s' sum_b(d sum(qa q)) + o' sum_b(a). The
 // bytes of each 8 k of a row stand as k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the
 // two B registers by two masks, no code turned into a float. 64 x 64 tiles in
 // MMA_SLICE's layout, 128 k a stage by cp.async (two stages), local rows padded against
@@ -506,9 +507,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     const int MT = 2, NT = 2;                                                                 \
     const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
     int iacc[2][2][4];                                                                        \
-    float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's sums of squares: prep normed A) */ \
+    float acc[2][2][4], dacc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: prep normed A) */ \
     _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int j = 0; j < NT; ++j) \
-      _Pragma("unroll") for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;   \
+      _Pragma("unroll") for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = dacc[i][j][x] = 0.0f; \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
     I8_SLICE(0, kb)                                                                           \
     CP_ASYNC_COMMIT();                                                                        \
@@ -529,14 +530,24 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
           const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
           _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
         }                                                                                     \
-        _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int j = 0; j < NT; ++j) \
-          _Pragma("unroll") for (int h = 0; h < 2; ++h) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
-            const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x, lr = wm * 32 + i * 16 + g + 8 * h; \
-            const float s = Ss[st][0][lc];                                                    \
-            acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]), LEVEL_STEP(s) * Ds[st][0][u][lr], \
-                                       fma(LEVEL_BASE(s, Ss[st][1][lc]), Ds[st][1][u][lr], acc[i][j][2 * h + x])); \
+        _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int h = 0; h < 2; ++h) { \
+          const float d = Ds[st][0][u][wm * 32 + i * 16 + g + 8 * h];                        \
+          _Pragma("unroll") for (int j = 0; j < NT; ++j) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
+            dacc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]), d, dacc[i][j][2 * h + x]); \
             iacc[i][j][2 * h + x] = 0;                                                        \
           }                                                                                   \
+        }                                                                                     \
+      }                                                                                       \
+      /* the stage lies in one group: its scale and offset once, on the blocks' sums */      \
+      _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int h = 0; h < 2; ++h) { \
+        const int lr = wm * 32 + i * 16 + g + 8 * h;                                          \
+        const float a = (Ds[st][1][0][lr] + Ds[st][1][1][lr]) + (Ds[st][1][2][lr] + Ds[st][1][3][lr]); \
+        _Pragma("unroll") for (int j = 0; j < NT; ++j) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
+          const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x;                                \
+          const float s = Ss[st][0][lc];                                                      \
+          acc[i][j][2 * h + x] = fma(dacc[i][j][2 * h + x], LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \
+          dacc[i][j][2 * h + x] = 0.0f;                                                       \
+        }                                                                                     \
       }                                                                                       \
     }                                                                                         \
     KSPLIT_GATHER(64)                                                                         \
