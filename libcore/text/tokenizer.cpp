@@ -183,16 +183,16 @@ template <typename F> void forEachChar(const std::string& s, F f) {
   }
 }
 utf8proc_category_t category(int32_t c) { return utf8proc_category(c); }
-// Rust's char::is_whitespace (White_Space) and char::is_other (C*: BertNormalizer's
-// controls), tokenizers' CJK ideographs.
+// Rust's char::is_whitespace (White_Space) and unicode_categories' is_other (BertNormalizer's
+// controls: Cc, Cf, Co and Cs; its Cn table is empty, since UnicodeData.txt lists no
+// unassigned code point, so tokenizers keeps those), tokenizers' CJK ideographs.
 bool isWhitespace(int32_t c) {
   return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
          c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 bool isOther(int32_t c) {
   const auto k = category(c);
-  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CN || k == UTF8PROC_CATEGORY_CO ||
-         k == UTF8PROC_CATEGORY_CS;
+  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CS;
 }
 bool isChineseChar(int32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||

@@ -78,7 +78,7 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
 // tokenizer.json files written here, over lines that reach their corners (a Split whose
 // runs of "l" and of the rest stay whole: Contiguous): capitals
 // whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
-// and NFD, CJK, digits of other scripts, controls, a word past WordPiece's 100
+// and NFD, CJK (each edge of its ranges), digits of other scripts, controls, a word past WordPiece's 100
 // characters, special tokens in the text, characters no piece covers.
 using nlohmann::json;
 
@@ -88,6 +88,13 @@ const std::vector<std::string> kComponentLines = {
     "\xC4\xB0stanbul \xCE\xA3\xCE\x8A\xCE\xA3\xCE\xA5\xCE\xA6\xCE\x9F\xCE\xA3 ODYSSEUS",
     "caf\xC3\xA9 cafe\xCC\x81 na\xC3\xAFve \xC3\x9Cn\xC3\xAF" "c\xC3\xB6" "d\xC3\xA9 Stra\xC3\x9F" "e \xEF\xAC\x81ne",
     "\xE4\xB8\xAD\xE6\x96\x87\xE5\xAD\x97 test \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E",
+    // each edge of BertNormalizer's CJK ranges, and the characters just outside, between x's
+    "x\xE3\x8F\xBF" "x x\xE3\x90\x80" "x x\xE4\xB6\xBF" "x x\xE4\xB7\x80" "x x\xE4\xB8\x80" "x x\xE9\xBF\xBF"
+    "x x\xEA\x80\x80" "x x\xEF\xA3\xBF" "x x\xEF\xA4\x80" "x x\xEF\xAB\xBF" "x x\xEF\xAC\x80" "x x\xF0\xA0\x80\x80"
+    "x x\xF0\xAA\x9B\x9F" "x x\xF0\xAA\x9B\xA0" "x x\xF0\xAA\x9B\xBF" "x x\xF0\xAA\x9C\x80" "x x\xF0\xAB\x9C\xBF"
+    "x x\xF0\xAB\x9D\x80" "x x\xF0\xAB\xA0\x9F" "x x\xF0\xAB\xA0\xA0" "x x\xF0\xAB\xA4\x9F" "x x\xF0\xAB\xA4\xA0"
+    "x x\xF0\xAC\xBA\xAF" "x x\xF0\xAC\xBA\xB0" "x x\xF0\xAF\x9F\xBF" "x x\xF0\xAF\xA0\x80" "x x\xF0\xAF\xA8\x9F"
+    "x x\xF0\xAF\xA8\xA0" "x",
     "tabs\there  and   runs    of spaces  ",
     "  leading and trailing  ",
     "digits \xD9\xA3\xD9\xA4\xD9\xA5 and \xC2\xBD and \xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92",
