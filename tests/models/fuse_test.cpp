@@ -795,6 +795,27 @@ TEST(ElementwiseKernel, GeneratedProgramMatchesReference) {
   });
 }
 
+// A literal is a float32 constant in any of C's spellings (docs/ops.md; tl-fuse writes
+// "1.70200002", a hand-written program may write ".1" or "1e-1"), computed in float as the
+// unfused Mul computes it: x * 0.1f to the bit, where a literal left double would round
+// x * 0.1 once, from a product of more bits.
+TEST(ElementwiseKernel, LiteralsAreFloats) {
+  Model m = oneNodeModel("Elementwise", {{"a", {"N"}}});
+  setAttr(m, "program", std::string("t0=mul(x0,.1);t1=mul(t0,1e-1)"));
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> uniform(-1000.0f, 1000.0f);
+  std::vector<float> a(4096);
+  for (auto& f : a) f = uniform(rng);
+  onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    auto got = ex.run({floats("a", a, {static_cast<int64_t>(a.size())})});
+    const float* y = reinterpret_cast<const float*>(got[0].bytes.data());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float t0 = a[i] * 0.1f, want = t0 * 0.1f;
+      ASSERT_EQ(y[i], want) << "gpu " << gpu << " at " << i << " of x = " << a[i];
+    }
+  });
+}
+
 // A program tl-run cannot read is one error naming the node, before anything runs.
 TEST(ElementwiseKernel, BadProgramIsAnError) {
   Model m = oneNodeModel("Elementwise", {{"a", {"4"}}});
