@@ -880,6 +880,31 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2
   EXPECT_FLOAT_EQ(cap->f(), 50.0f);
 }
 
+// The scores' constant factors, each a Mul (the constant on either side) or a Div, in a
+// chain, multiply into the fused node's scale: s / 4 is 0.25, 0.5 * s is 0.5, and
+// (s * 0.5) / 4 is 0.125.
+TEST(FuseAttention, ScaleFromMulsAndDivs) {
+  const char* head = R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
+  four = Constant <value = float {4.0}> ()
+  half = Constant <value = float {0.5}> ()
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+)ONNX";
+  const char* tail = "  p = Softmax <axis = -1> (y)\n  o = MatMul (p, v)\n}\n";
+  for (auto [scaling, scale] : {std::pair<const char*, float>{"  y = Div (s, four)\n", 0.25f},
+                                {"  y = Mul (half, s)\n", 0.5f},
+                                {"  x = Mul (s, half)\n  y = Div (x, four)\n", 0.125f}}) {
+    Model m;
+    const onnx::NodeProto* attention = fuseOneAttention(m, (std::string(head) + scaling + tail).c_str());
+    ASSERT_NE(attention, nullptr) << scaling;
+    const auto* a = findAttr(*attention, "scale");
+    ASSERT_NE(a, nullptr) << scaling;
+    EXPECT_FLOAT_EQ(a->f(), scale) << scaling;
+  }
+}
+
 // Near misses no bundled graph reaches, each a graph that matches its pattern up to one
 // check: the pass leaves it alone and says why.
 TEST(FuseNearMisses, EachSaysWhy) {
