@@ -22,6 +22,7 @@ import glob
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -187,12 +188,19 @@ def all_mutants(root, files):
 
 
 def run(cmd, cwd, timeout):
-    try:
-        p = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, timeout=timeout)
-        return p.returncode, p.stdout + p.stderr
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return None, out
+    """(exit code, output), or (None, output so far) past `timeout` seconds. The command
+    runs in a session of its own, killed whole at its time-out: a shell's child (a test
+    binary a mutant sent into a loop) would otherwise run on, orphaned, taking a core from
+    every mutant after it."""
+    with subprocess.Popen(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True) as p:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+            return p.returncode, out
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            return None, out
 
 
 def build(build_dir, targets, jobs):
