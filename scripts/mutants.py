@@ -35,7 +35,7 @@ import time
 # access past a buffer.
 BOUNDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_bounds.sh")
 KERNEL_TESTS = [
-    ("tl_model_tests", "*Kernel.*:CausalMask.*:AllModels/RunModels.*:TlBenchCli.ProbeAlone-Schemes/QMatMulKernel.*"),
+    ("tl_model_tests", "*Kernel.*:CausalMask.*:AllModels/RunModels.*:TlBenchCli.ProbeAlone:Generate.*-Schemes/QMatMulKernel.*"),
     ("tl_model_tests", "MatMulExtras.*:Views.*:AllModels/PlanModels.*"),
     ("tl_model_tests", "Schemes/QMatMulKernel.*:KvInPlace.*"),
     ("kernel_bounds", ""),  # its default filter
