@@ -856,52 +856,37 @@ g (float[1, 2, S, 8] q, float[1, 2, T, 2, 4] kin, float[1, 2, T, 8] v) => (float
   EXPECT_EQ(attention->input(1), "k");
 }
 
-// Gemma 2's soft-capped scores, c * tanh(s / c) before the Softmax, become the fused
-// node's softcap (the kernels apply it: AttentionKernel), not a plain attention.
-TEST(FuseAttention, SoftCappedScoresKeepTheirCap) {
-  Model m;
-  const onnx::NodeProto* attention = fuseOneAttention(m, R"ONNX(
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
-  inv = Constant <value = float {0.02}> ()
-  cap = Constant <value = float {50.0}> ()
-  kt = Transpose <perm = [0, 1, 3, 2]> (k)
-  s = MatMul (q, kt)
-  x = Mul (s, inv)
-  t = Tanh (x)
-  y = Mul (t, cap)
-  p = Softmax <axis = -1> (y)
-  o = MatMul (p, v)
-}
-)ONNX");
-  ASSERT_NE(attention, nullptr);
-  const auto* cap = findAttr(*attention, "softcap");
-  ASSERT_NE(cap, nullptr);
-  EXPECT_FLOAT_EQ(cap->f(), 50.0f);
-}
-
 // The scores' constant factors, each a Mul (the constant on either side) or a Div, in a
 // chain, multiply into the fused node's scale: s / 4 is 0.25, 0.5 * s is 0.5, and
-// (s * 0.5) / 4 is 0.125.
-TEST(FuseAttention, ScaleFromMulsAndDivs) {
+// (s * 0.5) / 4 is 0.125. Gemma 2's soft-capped scores, c * tanh(s / c) before the
+// Softmax, become its softcap (the kernels apply it: AttentionKernel), not a plain
+// attention.
+TEST(FuseAttention, ScoreFactorsBecomeScaleAndSoftcap) {
   const char* head = R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[1, 2, S, 8] q, float[1, 2, T, 8] k, float[1, 2, T, 8] v) => (float[1, 2, S, 8] o) {
   four = Constant <value = float {4.0}> ()
   half = Constant <value = float {0.5}> ()
+  inv = Constant <value = float {0.02}> ()
+  cap = Constant <value = float {50.0}> ()
   kt = Transpose <perm = [0, 1, 3, 2]> (k)
   s = MatMul (q, kt)
 )ONNX";
   const char* tail = "  p = Softmax <axis = -1> (y)\n  o = MatMul (p, v)\n}\n";
-  for (auto [scaling, scale] : {std::pair<const char*, float>{"  y = Div (s, four)\n", 0.25f},
-                                {"  y = Mul (half, s)\n", 0.5f},
-                                {"  x = Mul (s, half)\n  y = Div (x, four)\n", 0.125f}}) {
+  struct Case {
+    const char* scaling;
+    const char* attribute;
+    float value;
+  };
+  for (const Case& c : {Case{"  y = Div (s, four)\n", "scale", 0.25f}, Case{"  y = Mul (half, s)\n", "scale", 0.5f},
+                        Case{"  x = Mul (s, half)\n  y = Div (x, four)\n", "scale", 0.125f},
+                        Case{"  x = Mul (s, inv)\n  t = Tanh (x)\n  y = Mul (t, cap)\n", "softcap", 50.0f}}) {
     Model m;
-    const onnx::NodeProto* attention = fuseOneAttention(m, (std::string(head) + scaling + tail).c_str());
-    ASSERT_NE(attention, nullptr) << scaling;
-    const auto* a = findAttr(*attention, "scale");
-    ASSERT_NE(a, nullptr) << scaling;
-    EXPECT_FLOAT_EQ(a->f(), scale) << scaling;
+    const onnx::NodeProto* attention = fuseOneAttention(m, (std::string(head) + c.scaling + tail).c_str());
+    ASSERT_NE(attention, nullptr) << c.scaling;
+    const auto* a = findAttr(*attention, c.attribute);
+    ASSERT_NE(a, nullptr) << c.scaling;
+    EXPECT_FLOAT_EQ(a->f(), c.value) << c.scaling;
   }
 }
 
