@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "cli/error.h"
 #include "cli/test_support.h"
@@ -130,12 +131,11 @@ g (float[N] x) => (y) {
 // from below the matrix to past it, both triangles, against the rule j - i >= k (<= k).
 TEST(TriluKernel, EachDiagonalEachTriangle) {
   for (const int upper : {0, 1})
-    for (const int given : {-4, -1, 0, 2, 5, 99}) {  // 99: no k input, the main diagonal
-      const int k = given == 99 ? 0 : given;
-      const bool none = given == 99;
+    for (const std::optional<int> given : {std::optional<int>{-4}, {-1}, {0}, {2}, {5}, {}}) {  // none: the main diagonal
+      const int k = given.value_or(0);
       const std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[2, 3, 4] x) => (float[2, 3, 4] y) {\n" +
-                               (none ? "" : "  k = Constant <value = int64 {" + std::to_string(k) + "}> ()\n") +
-                               "  y = Trilu <upper = " + std::to_string(upper) + "> (x" + (none ? "" : ", k") + ")\n}";
+                               (given ? "  k = Constant <value = int64 {" + std::to_string(k) + "}> ()\n" : "") +
+                               "  y = Trilu <upper = " + std::to_string(upper) + "> (x" + (given ? ", k" : "") + ")\n}";
       Model m;
       ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, text.c_str()).IsOK());
       std::vector<float> x(24);

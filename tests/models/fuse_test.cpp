@@ -415,6 +415,14 @@ std::vector<double> attentionRow(int64_t T, int64_t D, int64_t Dv, double scale,
     for (int64_t t = 0; t < T; ++t) out[static_cast<size_t>(e)] += p[static_cast<size_t>(t)] / sum * v(t, e);
   return out;
 }
+// ... of a query row q [D] over contiguous rows k [T][D] and v [T][Dv], not capped.
+template <class Bias>
+std::vector<double> attentionRow(int64_t T, int64_t D, int64_t Dv, double scale, const float* q, const float* k, const float* v,
+                                 Bias bias) {
+  return attentionRow(
+      T, D, Dv, scale, 0, [&](int64_t e) { return q[e]; }, [&](int64_t t, int64_t e) { return k[t * D + e]; },
+      [&](int64_t t, int64_t e) { return v[t * Dv + e]; }, bias);
+}
 
 // tl.Attention alone against softmax(q k^T * scale [capped] + mask) v in double, over
 // grouped-query head counts, transposed operands, the scale left to its default (1), a
@@ -519,11 +527,8 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
             for (int64_t s = 0; s < S; ++s) {
               const int64_t g = hh / (H / Hkv), seen = T - S + s + 1;  // keys up to its own position
               const float* qr = &q[static_cast<size_t>(((b * H + hh) * S + s) * D)];
-              const float* kv = &k[static_cast<size_t>((b * Hkv + g) * T * D)];
-              const float* vv = &v[static_cast<size_t>((b * Hkv + g) * T * D)];
-              const auto want = attentionRow(
-                  seen, D, D, scale, 0, [&](int64_t e) { return qr[e]; }, [&](int64_t t, int64_t e) { return kv[t * D + e]; },
-                  [&](int64_t t, int64_t e) { return vv[t * D + e]; }, [](int64_t) { return 0.0; });
+              const size_t kv = static_cast<size_t>((b * Hkv + g) * T * D);
+              const auto want = attentionRow(seen, D, D, scale, qr, &k[kv], &v[kv], [](int64_t) { return 0.0; });
               for (int64_t e = 0; e < D; ++e)
                 ASSERT_NEAR(y[((b * H + hh) * S + s) * D + e], want[e], 1e-2)
                     << "H " << H << " Hkv " << Hkv << " D " << D << " B " << B << " S " << S << " T " << T << " gpu " << gpu
@@ -574,12 +579,8 @@ TEST(AttentionKernel, KeyMaskOfEachIntegerWidth) {
         for (int64_t h = 0; h < H; ++h)
           for (int64_t s = 0; s < S; ++s) {
             const float* qr = &q[static_cast<size_t>(((b * H + h) * S + s) * D)];
-            const float* kv = &k[static_cast<size_t>((b * H + h) * T * D)];
-            const float* vv = &v[static_cast<size_t>((b * H + h) * T * D)];
-            const auto want = attentionRow(
-                T, D, D, 0.25, 0, [&](int64_t e) { return qr[e]; }, [&](int64_t t, int64_t e) { return kv[t * D + e]; },
-                [&](int64_t t, int64_t e) { return vv[t * D + e]; },
-                [&](int64_t t) { return visible(b, t) ? 0.0 : -INFINITY; });
+            const size_t kv = static_cast<size_t>((b * H + h) * T * D);
+            const auto want = attentionRow(T, D, D, 0.25, qr, &k[kv], &v[kv], [&](int64_t t) { return visible(b, t) ? 0.0 : -INFINITY; });
             for (int64_t e = 0; e < D; ++e)
               ASSERT_NEAR(y[((b * H + h) * S + s) * D + e], want[e], 1e-5 * (1 + std::fabs(want[e])))
                   << dtypeName(type) << " gpu " << gpu << " at b " << b << " h " << h << " s " << s << " d " << e;

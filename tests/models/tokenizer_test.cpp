@@ -78,8 +78,8 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
 // tokenizer.json files written here, over lines that reach their corners (a Split whose
 // runs of "l" and of the rest stay whole: Contiguous): capitals
 // whose lowercase is two characters (İ) or context-dependent (final sigma), accents in NFC
-// and NFD, CJK (each edge of its ranges), digits of other scripts, controls, a word past WordPiece's 100
-// characters, special tokens in the text, characters no piece covers.
+// and NFD, CJK (each edge of its ranges), digits of other scripts, controls, a word past
+// WordPiece's 100 characters, special tokens in the text, characters no piece covers.
 using nlohmann::json;
 
 const std::vector<std::string> kComponentLines = {
