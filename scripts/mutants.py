@@ -47,7 +47,8 @@ AREAS = {
               [("tl_unit_tests", "Quant.*"),
                ("tl_model_tests", "QuantizedModels.MatchTheirDequantizedTwins:OrtPeer.*:TlQuantCli.*:FuseQuantize.*:QuantGolden.*"),
                ("tl_model_tests", "QuantizedModels.*:Schemes/QMatMulKernel.*")]),
-    "lowering": (["libcore/runtime/lower/*.cpp"], KERNEL_TESTS),
+    # the launch table first: a lowering's mutant that changes a launch fails it in seconds
+    "lowering": (["libcore/runtime/lower/*.cpp"], [("tl_model_tests", "LaunchGolden.*")] + KERNEL_TESTS),
     "kernels": (["kernels/*.cl"], KERNEL_TESTS),
     "shape": (["libcore/shape/rules.cpp", "libcore/shape/rule_context.cpp"],
               [("tl_unit_tests", "ShapeRules.*"),

@@ -77,22 +77,11 @@ void printProfile(const tl::Executor& ex) {
                  r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
 }
 
-// Each launch of the last run: its node, op, the kernel variant its lowering chose and why
-// (runtime/lower/, the family's table of variants).
+// Each launch of the last run: its node, op, the kernel variant its lowering chose, its
+// grid and why (runtime/lower/, the family's table of variants).
 void printExplain(const tl::Executor& ex, const char* run) {
   const auto notes = ex.explain();
-  std::fprintf(stderr, "explain (%s): %zu launches\n", run, notes.size());
-  size_t node = 4, op = 2, kernel = 6;
-  for (const auto& l : notes) {
-    node = std::max(node, l.node.size());
-    op = std::max(op, l.op.size());
-    kernel = std::max(kernel, l.kernel.size());
-  }
-  std::fprintf(stderr, "  %-*s  %-*s  %-*s  %s\n", static_cast<int>(node), "node", static_cast<int>(op), "op",
-               static_cast<int>(kernel), "kernel", "why");
-  for (const auto& l : notes)
-    std::fprintf(stderr, "  %-*s  %-*s  %-*s  %s\n", static_cast<int>(node), l.node.c_str(), static_cast<int>(op),
-                 l.op.c_str(), static_cast<int>(kernel), l.kernel.c_str(), l.why.c_str());
+  std::fprintf(stderr, "explain (%s): %zu launches\n%s", run, notes.size(), tl::explainText(notes).c_str());
 }
 
 // Bytes for byte-level models (vocab 256), else ids separated by spaces.
@@ -328,7 +317,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", profile, "print device time per op (OpenCL profiling events)");
   app.add_flag("--explain", explain,
                "print each kernel launch of a run (--generate: the prefill and the last decode step): its node,\n"
-               "op, the kernel variant it took and why");
+               "op, the kernel variant it took, its grid (global/work-group sizes) and why");
   app.add_flag("--generate", gen, "generate text: prefill the prompt, then decode -n tokens");
   app.add_option("--prompt", prompt,
                  "prompt text, through the tokenizer (--tokenizer, or tokenizer.json beside the model; the\n"

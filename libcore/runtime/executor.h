@@ -82,10 +82,12 @@ class Executor {
 
   // A node's cost at the last run's shapes (ops/op_table.h's opCost).
   OpCost nodeCost(size_t node) const;
-  // The last run's launches in order: the node, its op, the kernel variant it took and
-  // why (tl-run --explain).
+  // The last run's launches in order: the node, its op, the kernel variant it took, its
+  // geometry (global and work-group sizes) and why (tl-run --explain).
   struct LaunchNote {
     std::string node, op, kernel, why;
+    cl_uint dims = 1;
+    size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
   };
   std::vector<LaunchNote> explain() const;
 
@@ -407,6 +409,10 @@ class Executor {
 };
 
 // How a device runs prefill GEMMs (the matmul family's rows, runtime/lower/matmul.cpp), as
+// Executor::explain()'s launches as tl-run --explain prints them: a header line, then a
+// line a launch (node, op, kernel, grid as global/work-group sizes, why) in columns.
+std::string explainText(const std::vector<Executor::LaunchNote>& notes);
+
 // tl-run --list-devices prints it: a CPU's tasks; a GPU's tensor-core tiles where it passes
 // their probe (probeTensorCores), else the portable tiles and why.
 std::string prefillGemmPath(const Device& device);

@@ -198,9 +198,40 @@ std::vector<Executor::LaunchNote> Executor::explain() const {
   std::vector<LaunchNote> notes;
   for (const auto& [node, site] : launches_) {
     const Site& s = recordings_.at(node).sites.at(site);
-    notes.push_back({graph_.nodeName(node), opKey(graph_.node(node)), s.kernel, s.why});
+    LaunchNote n{graph_.nodeName(node), opKey(graph_.node(node)), s.kernel, s.why, s.dims};
+    std::copy(s.global, s.global + 3, n.global);
+    std::copy(s.local, s.local + 3, n.local);
+    notes.push_back(std::move(n));
   }
   return notes;
+}
+
+
+std::string explainText(const std::vector<Executor::LaunchNote>& notes) {
+  auto sizes = [](cl_uint dims, const size_t* v) {
+    std::string s = std::to_string(v[0]);
+    for (cl_uint d = 1; d < dims; ++d) s += "x" + std::to_string(v[d]);
+    return s;
+  };
+  std::vector<std::string> grids;
+  size_t node = 4, op = 2, kernel = 6, grid = 4;
+  for (const auto& l : notes) {
+    grids.push_back(sizes(l.dims, l.global) + "/" + sizes(l.dims, l.local));
+    node = std::max(node, l.node.size());
+    op = std::max(op, l.op.size());
+    kernel = std::max(kernel, l.kernel.size());
+    grid = std::max(grid, grids.back().size());
+  }
+  auto line = [&](const std::string& a, const std::string& b, const std::string& c, const std::string& d,
+                  const std::string& e) {
+    std::string s = "  " + a + std::string(node - a.size() + 2, ' ') + b + std::string(op - b.size() + 2, ' ') + c +
+                    std::string(kernel - c.size() + 2, ' ') + d + std::string(grid - d.size() + 2, ' ') + e;
+    return s + "\n";
+  };
+  std::string text = line("node", "op", "kernel", "grid", "why");
+  for (size_t i = 0; i < notes.size(); ++i)
+    text += line(notes[i].node, notes[i].op, notes[i].kernel, grids[i], notes[i].why);
+  return text;
 }
 
 }  // namespace tl
