@@ -387,7 +387,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     ln -sfn "$PWD/devdata/models" "$(dirname "$PWD")/shared/models"
     ln -sfn "$PWD/devdata/encoders" "$(dirname "$PWD")/shared/encoders"
     ln -sfn "$PWD/models/bytellama-past" devdata/models/bytellama-past
-    devdata/bin/tl_model_tests --gtest_filter="${FILTER:-AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*:MatMulExtras.*:KvInPlace.*}" \
+    TL_GUARD_BYTES=256 devdata/bin/tl_model_tests --gtest_filter="${FILTER:-AllModels/FuseModels.*:AllModels/RunModels.*:*Kernel*.*:Fuse*.*:SymbolBounds.*:MatMulExtras.*:KvInPlace.*}" \
       > "$OUT/fusetests.log" 2>&1
     grep -E "FAILED|PASSED|Failure" "$OUT/fusetests.log" | head -20
     ;;

@@ -222,8 +222,9 @@ def run_tests(build_dir, tests, budgets, fail_fast=True, env=""):
         limit = budgets.get((binary, flt), 900)
         if binary == "kernel_bounds":
             cmd = "%ssh %s ./bin/tl_model_tests '%s'" % (env, BOUNDS, flt)
-        else:
-            cmd = "%s./bin/%s --gtest_filter='%s' --gtest_brief=1%s" % (env, binary, flt, " --gtest_fail_fast" if fail_fast else "")
+        else:  # with guard bytes, as ctest runs them (tests/CMakeLists.txt)
+            cmd = "%sTL_GUARD_BYTES=256 ./bin/%s --gtest_filter='%s' --gtest_brief=1%s" % (
+                env, binary, flt, " --gtest_fail_fast" if fail_fast else "")
         code, out = run(cmd, build_dir, limit)
         if code is None:
             timeouts.append("%s: time-out past %ds" % (binary, limit))

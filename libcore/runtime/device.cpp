@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "cli/error.h"
 
@@ -78,6 +79,8 @@ std::vector<DeviceInfo> listDevices() {
       const std::string ext = " " + deviceString(id, CL_DEVICE_EXTENSIONS) + " ";
       auto has = [&](const char* e) { return ext.find(std::string(" ") + e + " ") != std::string::npos; };
       d.exactBuffers = d.platformName == "Oclgrind";
+      if (const char* guard = std::getenv("TL_GUARD_BYTES"); guard && !d.exactBuffers)
+        d.guardBytes = static_cast<size_t>(std::strtoull(guard, nullptr, 10));
       // Oclgrind 21.10 lists cl_khr_fp16 but stops on a kernel with a half constant.
       d.fp16 = has("cl_khr_fp16") && !d.exactBuffers;
       d.fp64 = has("cl_khr_fp64");

@@ -28,6 +28,12 @@ struct DeviceInfo {
   // Oclgrind (a simulator that checks every access, docs/testing.md): each tensor in a
   // buffer of its own exact size, so that a read past a tensor is a read past a buffer.
   bool exactBuffers = false;
+  // TL_GUARD_BYTES (environment; 0, the default, off): each device buffer an executor makes
+  // has that many bytes more past its end, filled with 0xA5, and every run that waits for
+  // the device checks them, an error naming the buffer where a kernel wrote past it. For
+  // devices without Oclgrind (NVIDIA's tensor-core rows): a write, or a counter read and
+  // written, past a buffer's end changes them. Off under Oclgrind, which names the access.
+  size_t guardBytes = 0;
 };
 
 // cl_khr_command_buffer's entry points (a run's launches recorded once, enqueued in one call).

@@ -134,6 +134,10 @@ class Executor {
   // site's launch. `why` is the lowering's reason for the kernel (explain()).
   cl_kernel siteKernel(const std::string& name, const char* why, size_t* site);
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
+  // Checks every buffer's guard (DeviceInfo::guardBytes; nothing when off) once the queue
+  // is done: throws tl::Error (ExitCode::Device) naming the first buffer a kernel wrote
+  // past. Each run that waits for the device calls it.
+  void checkGuards();
   // A device buffer for a kernel's intermediate data (not a graph tensor), by key.
   void scratch(const std::string& key, size_t bytes) { ensure(key, bytes); }
   // ... whose bytes are zero when made or grown, for kernels that leave them at zero when
@@ -198,6 +202,15 @@ class Executor {
   std::unordered_set<std::string> kernelOutputs_;  // what kernelNodes_ write
   std::vector<size_t> runNodes_;     // kernelNodes_ less this binding's views: what the run enqueues
   std::unordered_map<std::string, Buffer> buffers_;
+  // A buffer of `bytes` (and its guard, DeviceInfo::guardBytes), for `what` (errors name it).
+  cl_mem createBuffer(size_t bytes, const std::string& what);
+  void releaseBuffer(cl_mem mem);  // a reference to one, its guard no longer checked
+  static constexpr cl_uchar kGuardFill = 0xA5;
+  struct Guard {
+    size_t at;  // where the guard starts: the bytes the buffer was made for
+    std::string what;
+  };
+  std::unordered_map<cl_mem, Guard> guards_;
   std::unordered_map<std::string, std::string> aliases_;     // a view's output -> the tensor whose buffer it is
   std::unordered_map<std::string, std::string> runAliases_;  // the same for this binding's views (isRunView)
   // This binding's contiguous Slices from a later element than 0 of a kernel's output

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "cli/error.h"
 #include "cli/test_support.h"
 #include "graph/graph.h"
 #include "quant/quantize_model.h"
@@ -146,6 +147,38 @@ TEST(KernelBounds, AttentionAtRaggedEdges) {
             }
       }
     });
+  }
+}
+
+// Guard bytes (TL_GUARD_BYTES, DeviceInfo::guardBytes): past each buffer's end a fill
+// that every synchronized run checks, for devices without Oclgrind. A run within its
+// buffers leaves the guards whole; a byte changed just past a tensor's end (here by the
+// host, as a kernel writing one element too many would) is named with the tensor.
+TEST(GuardBytes, AWritePastATensorIsNamed) {
+  Model m = test::oneNodeModel("Add", {{"a", {"3", "5"}}, {"b", {"3", "5"}}}, 0, "");
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  DeviceInfo info = selectDevice("");
+  if (info.exactBuffers) GTEST_SKIP() << "Oclgrind: guards are off, the simulator checks each access";
+  info.guardBytes = 64;
+  Device device(info, false);
+  Executor ex(device, m, graph, analysis);
+  const auto a = randomFloats(15, 1), b = randomFloats(15, 2);
+  auto out = ex.run({test::floats("a", a, {3, 5}), test::floats("b", b, {3, 5})}, {"y"});
+  ASSERT_EQ(out.size(), 1u);
+  const float* y = reinterpret_cast<const float*>(out[0].bytes.data());
+  for (size_t i = 0; i < 15; ++i) EXPECT_EQ(y[i], a[i] + b[i]) << i;
+  EXPECT_NO_THROW(ex.checkGuards());
+  const cl_uchar one = 1;  // byte 60, the first past y's 15 floats
+  ASSERT_EQ(clEnqueueFillBuffer(device.queue(), ex.buffer("y"), &one, 1, 60, 1, 0, nullptr, nullptr), CL_SUCCESS);
+  try {
+    ex.checkGuards();
+    ADD_FAILURE() << "a changed guard byte passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::Device);
+    EXPECT_STREQ(e.what(),
+                 "a kernel wrote past the end of tensor 'y' (60 bytes): its byte 60, in the guard, is 1 where 165 was written "
+                 "(TL_GUARD_BYTES)");
   }
 }
 

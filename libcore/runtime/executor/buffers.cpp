@@ -45,14 +45,53 @@ Executor::Buffer& Executor::ensure(const std::string& tensor, size_t bytes) {
   if (bytes > device_.info().maxAlloc)
     throw Error("tensor '" + tensor + "' needs " + std::to_string(bytes) + " bytes, over the device's largest allocation",
                 ExitCode::Device);
-  if (b.mem) clReleaseMemObject(b.mem);
+  if (b.mem) releaseBuffer(b.mem);
   // Grow with headroom so that decoding one more token rarely reallocates.
   size_t cap = b.capacity && !exact ? std::max(bytes, b.capacity + b.capacity / 2) : bytes;
-  cl_int err;
-  b.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, cap, nullptr, &err);
-  clCheck(err, "clCreateBuffer", "tensor '" + tensor + "'");
+  b.mem = createBuffer(cap, "tensor '" + tensor + "'");
   b.capacity = cap;
   return b;
+}
+
+
+cl_mem Executor::createBuffer(size_t bytes, const std::string& what) {
+  const size_t guard = device_.info().guardBytes;
+  cl_int err;
+  cl_mem mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, bytes + guard, nullptr, &err);
+  clCheck(err, "clCreateBuffer", what);
+  if (guard) {
+    const cl_uchar fill = kGuardFill;
+    clCheck(clEnqueueFillBuffer(device_.queue(), mem, &fill, 1, bytes, guard, 0, nullptr, nullptr), "clEnqueueFillBuffer",
+            what + "'s guard");
+    guards_[mem] = {bytes, what};
+  }
+  return mem;
+}
+
+
+void Executor::releaseBuffer(cl_mem mem) {
+  guards_.erase(mem);  // (a handle the driver may give out again)
+  clReleaseMemObject(mem);
+}
+
+
+void Executor::checkGuards() {
+  const size_t guard = device_.info().guardBytes;
+  if (!guard || guards_.empty()) return;
+  std::vector<std::pair<const Guard*, std::vector<cl_uchar>>> read;
+  for (const auto& [mem, g] : guards_) {
+    read.emplace_back(&g, std::vector<cl_uchar>(guard));
+    clCheck(clEnqueueReadBuffer(device_.queue(), mem, CL_FALSE, g.at, guard, read.back().second.data(), 0, nullptr, nullptr),
+            "clEnqueueReadBuffer", g.what + "'s guard");
+  }
+  clCheck(clFinish(device_.queue()), "clFinish");
+  for (const auto& [g, bytes] : read)
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if (bytes[i] != kGuardFill)
+        throw Error("a kernel wrote past the end of " + g->what + " (" + std::to_string(g->at) + " bytes): its byte " +
+                        std::to_string(g->at + i) + ", in the guard, is " + std::to_string(bytes[i]) + " where " +
+                        std::to_string(kGuardFill) + " was written (TL_GUARD_BYTES)",
+                    ExitCode::Device);
 }
 
 void Executor::zeroedScratch(const std::string& key, size_t bytes) {

@@ -414,6 +414,7 @@ std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offse
   pending_ = false;  // a blocking read on the in-order queue: everything before it is done
   ++syncs_;
   collectProfile();
+  checkGuards();
   return out;
 }
 
@@ -449,6 +450,7 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   pending_ = false;
   ++syncs_;
   collectProfile();
+  checkGuards();
   return at;
 }
 
@@ -517,6 +519,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
   pending_ = false;
   ++syncs_;
   collectProfile();
+  checkGuards();
   return out;
 }
 

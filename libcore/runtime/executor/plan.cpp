@@ -83,8 +83,7 @@ void Executor::usePlan() {
     throw Error("the plan's arena of " + std::to_string(total) + " bytes is over the device's largest allocation (" +
                 std::to_string(device_.info().maxAlloc) + "): plan with a smaller --max-seq", ExitCode::Device);
   cl_int err;
-  planArena_ = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, std::max<size_t>(total, 8), nullptr, &err);
-  clCheck(err, "clCreateBuffer", "the plan's arena");
+  planArena_ = createBuffer(std::max<size_t>(total, 8), "the plan's arena");
   for (size_t b = 0; b < offsets.size(); ++b) {
     cl_buffer_region where{offsets[b], capacities[b]};
     planRegions_.push_back(clCreateSubBuffer(planArena_, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &where, &err));
@@ -154,9 +153,7 @@ void Executor::useKvPlan(const std::unordered_map<std::string, std::string>& met
       throw Error("cache '" + c.past + "' needs " + std::to_string(bytes) + " bytes for max-seq " + std::to_string(cap) +
                       ", over the device's largest allocation",
                   ExitCode::Device);
-    cl_int err;
-    c.mem = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, bytes, nullptr, &err);
-    clCheck(err, "clCreateBuffer", "cache '" + c.past + "'");
+    c.mem = createBuffer(bytes, "cache '" + c.past + "'");
     const cl_uchar zero = 0;
     clCheck(clEnqueueFillBuffer(device_.queue(), c.mem, &zero, sizeof zero, 0, bytes, 0, nullptr, nullptr),
             "clEnqueueFillBuffer", "cache '" + c.past + "'");

@@ -179,7 +179,7 @@ void Executor::layoutUploads() {
       std::copy_n(arenaHost_.begin() + static_cast<std::ptrdiff_t>(old->second.offset), keep,
                   host.begin() + static_cast<std::ptrdiff_t>(r.offset));
     }
-    if (b.mem) clReleaseMemObject(b.mem);
+    if (b.mem) releaseBuffer(b.mem);
     b.mem = r.sub;
     clRetainMemObject(b.mem);  // the buffer and the region each hold one reference
     b.capacity = r.capacity;
