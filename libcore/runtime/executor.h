@@ -421,11 +421,11 @@ class Executor {
   int64_t replays_ = 0;
 };
 
-// How a device runs prefill GEMMs (the matmul family's rows, runtime/lower/matmul.cpp), as
 // Executor::explain()'s launches as tl-run --explain prints them: a header line, then a
 // line a launch (node, op, kernel, grid as global/work-group sizes, why) in columns.
 std::string explainText(const std::vector<Executor::LaunchNote>& notes);
 
+// How a device runs prefill GEMMs (the matmul family's rows, runtime/lower/matmul.cpp), as
 // tl-run --list-devices prints it: a CPU's tasks; a GPU's tensor-core tiles where it passes
 // their probe (probeTensorCores), else the portable tiles and why.
 std::string prefillGemmPath(const Device& device);

@@ -118,15 +118,20 @@ TEST(QuantizedModels, MatchTheirDequantizedTwins) {
 // option, before any weight changes.
 // A weight two MatMuls share (a tied projection) is quantized once: one report, one set of
 // codes (and their scales and offsets) that both tl.QMatMuls read.
-TEST(QuantizedModels, SharedWeightQuantizedOnce) {
+Model sharedWeightModel() {
   Model m;
-  ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+  EXPECT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[N, 8] x, float[N, 8] y) => (float[N, 4] a, float[N, 4] b) <float[8, 4] w = {0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1, 0.5, -1, 2, 0.25, 1, 1, -0.5, 3, 0, 2, 1, -1, 0.75, 0, -2, 1}> {
   a = MatMul (x, w)
   b = MatMul (y, w)
 }
 )ONNX").IsOK());
+  return m;
+}
+
+TEST(QuantizedModels, SharedWeightQuantizedOnce) {
+  Model m = sharedWeightModel();
   QuantOptions opt;
   opt.quantizeLmHead = true;  // (both products are graph outputs)
   const auto report = quantizeModel(m, opt, false);
@@ -139,6 +144,25 @@ g (float[N, 8] x, float[N, 8] y) => (float[N, 4] a, float[N, 4] b) <float[8, 4] 
   }
   EXPECT_EQ(weights.size(), 1u);
   EXPECT_EQ(m.proto.graph().initializer_size(), 3);  // the codes, their scales and offsets
+}
+
+// Progress lines (tl-quant's, a line a weight and a total) only when asked: a library
+// caller (tl-bench --kernels, the tests) quantizes without a word on stderr.
+TEST(QuantizedModels, ProgressOnlyWhenAsked) {
+  QuantOptions opt;
+  opt.quantizeLmHead = true;
+  for (bool progress : {false, true}) {
+    Model m = sharedWeightModel();
+    ::testing::internal::CaptureStderr();
+    quantizeModel(m, opt, progress);
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    if (!progress) {
+      EXPECT_EQ(said, "");
+    } else {
+      EXPECT_EQ(said.rfind("tl-quant: [1/1] w ", 0), 0u) << said;
+      EXPECT_NE(said.find("\ntl-quant: 1 weights, "), std::string::npos) << said;
+    }
+  }
 }
 
 TEST(QuantizedModels, BadOptionsRefusedBeforeAnyWeightChanges) {
