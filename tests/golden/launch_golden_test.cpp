@@ -33,10 +33,11 @@ namespace tl {
 namespace {
 
 // The default device with what lowering reads of it pinned (compute units, for splits and
-// waves; local memory and vector width, for which kernels are built), so that the table is
-// the same on every host PoCL runs on: 2 units (so that the test models' small matrices
-// still reach the rows chosen by how many work-groups fill a device), 64 KiB of local
-// memory, 8 floats a vector. Only a CPU device's table is kept: a GPU builds other kernels
+// waves; local memory and vector width, for which kernels are built; the sub-buffer
+// alignment, for which Slices are views), so that the table is the same on every host PoCL
+// runs on: 2 units (so that the test models' small matrices still reach the rows chosen by
+// how many work-groups fill a device), 64 KiB of local memory, 8 floats a vector, 128-byte
+// sub-buffers (PoCL's here). Only a CPU device's table is kept: a GPU builds other kernels
 // (TL_CPU unset).
 std::optional<DeviceInfo> pinnedDevice() {
   DeviceInfo d = selectDevice("");
@@ -45,6 +46,7 @@ std::optional<DeviceInfo> pinnedDevice() {
   d.localMem = std::min<size_t>(d.localMem, 64 << 10);
   d.floatWidth = 8;
   d.maxWorkGroup = std::min<size_t>(d.maxWorkGroup, 1024);
+  d.subBufferAlign = std::max<size_t>(d.subBufferAlign, 128);
   return d;
 }
 
