@@ -100,6 +100,7 @@ const std::vector<std::string> kComponentLines = {
     "digits \xD9\xA3\xD9\xA4\xD9\xA5 and \xC2\xBD and \xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92",
     "emoji \xF0\x9F\x98\x80\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD and \xE2\x9D\xA4\xEF\xB8\x8F",
     "controls\x01here\x7F" "and\xE2\x80\x8Bzero width",
+    std::string("a NUL\0byte", 11),  // byte 0: byte fallback's <0x00>, ByteLevel's U+0100
     "[CLS] inside [MASK] text [SEP]",
     "a <sep> b<sep>c",
     "unaffable tokenization tokenizer's",
