@@ -190,6 +190,9 @@ class Executor {
   void uploadFolded(const std::string& tensor);  // a folded tensor's values
   std::vector<uint8_t> foldedBytes(const std::string& tensor) const;  // those values in the tensor's dtype
   void collectProfile();
+  // After a wait for the device: nothing pending, one sync more, its profile collected and
+  // the guards checked (checkGuards).
+  void synced();
   void releaseEvents();
 
   Device& device_;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli/error.h"
 #include "graph/attributes.h"
@@ -47,6 +48,34 @@ std::string readFile(const std::filesystem::path& p) {
 
 void writeFile(const std::filesystem::path& p, const std::string& data) {
   std::ofstream(p, std::ios::binary).write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+void expectGolden(const std::string& file, const std::string& text) {
+  const auto golden = sourceDir() / "tests/golden" / file;
+  if (std::getenv("TL_UPDATE_GOLDEN")) writeFile(golden, text);
+  ASSERT_TRUE(std::filesystem::exists(golden)) << golden;
+  const std::string want = readFile(golden);
+  if (text == want) return;
+  // (gtest's whole diff of a table of thousands of lines would fill the terminal)
+  const auto a = lines(text), b = lines(want);
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  std::string title = "(the start)";
+  for (size_t j = 0; j < i; ++j)
+    if (b[j].rfind("== ", 0) == 0) title = b[j];
+  const auto now = tempDir("golden") / file;
+  writeFile(now, text);
+  ADD_FAILURE() << file << " differs from line " << i + 1 << ", in " << title << "\n  golden: "
+                << (i < b.size() ? b[i] : "(its end)") << "\n  now:    " << (i < a.size() ? a[i] : "(its end)")
+                << "\nthe whole text: " << now.string() << " (diff it with " << golden.string()
+                << "); regenerate with TL_UPDATE_GOLDEN=1 if the change is intended";
 }
 
 RunResult runTool(const std::string& tool, const std::string& args, const std::string& stdinFile,

@@ -33,6 +33,12 @@ std::string modelTestName(const std::filesystem::path& modelDir);
 std::filesystem::path tempDir(const std::string& name);
 std::string readFile(const std::filesystem::path& p);
 void writeFile(const std::filesystem::path& p, const std::string& data);
+// The lines of `text`, without their '\n' (a last line may lack one).
+std::vector<std::string> lines(const std::string& text);
+// `text` against tests/golden/`file` (written instead under TL_UPDATE_GOLDEN=1). A
+// difference fails the test with its first differing line, under the last "== " title
+// before it, and the path where the whole text was written to diff against the file.
+void expectGolden(const std::string& file, const std::string& text);
 
 // A tokenizer.json whose ids are the bytes: a byte-level BPE with no merges (GPT-2's
 // byte characters, ByteLevel pre-tokenizer and decoder), so that over the bundled

@@ -1,7 +1,6 @@
 // Golden tests for tl-shape's text output, and for what tl-fuse and tl-plan make of every
 // model. To regenerate after an intended change:
 //   TL_UPDATE_GOLDEN=1 ctest --test-dir build -R Golden     (then review `git diff tests/golden`)
-#include <cstdlib>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -29,19 +28,11 @@ std::filesystem::path whereDir(const std::string& where) {
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
 
-// `text` against tests/golden/`file` (written instead under TL_UPDATE_GOLDEN).
-void expectGolden(const std::string& file, const std::string& text) {
-  auto golden = test::sourceDir() / "tests/golden" / file;
-  if (std::getenv("TL_UPDATE_GOLDEN")) test::writeFile(golden, text);
-  ASSERT_TRUE(std::filesystem::exists(golden)) << golden;
-  EXPECT_EQ(text, test::readFile(golden)) << "regenerate with TL_UPDATE_GOLDEN=1 if the change is intended";
-}
-
 TEST_P(Golden, TextOutputMatches) {
   const auto& c = GetParam();
   auto r = test::runTool("tl-shape", c.args, "", whereDir(c.where));
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  expectGolden(c.file, r.out);
+  test::expectGolden(c.file, r.out);
 }
 
 // A tool's text output without its first line (the title, which names a temporary file).
@@ -90,7 +81,7 @@ TEST(PipelineGolden, FuseAndPlanOfEveryModel) {
     ++unfused;
   }
   EXPECT_EQ(unfused, 3);
-  expectGolden("pipeline.txt", text);
+  test::expectGolden("pipeline.txt", text);
 }
 
 // The fuse passes' report (rewrites and near misses) of a model, one line each.
@@ -199,7 +190,7 @@ TEST(FuseGolden, PerturbedGraphs) {
       }
     }
   }
-  expectGolden("fuse_perturbed.txt", text);
+  test::expectGolden("fuse_perturbed.txt", text);
 }
 
 // tl-quant on the bundled model: the error report in each format (another group size,
@@ -217,7 +208,7 @@ TEST(QuantGolden, ReportsAndTextOfTheBundledModel) {
     ASSERT_EQ(r.exitCode, 0) << args << ": " << r.err;
     text += std::string("== tl-quant ") + args + "\n" + (r.out.rfind("# tl-quant: ", 0) == 0 ? withoutTitle(r.out) : r.out);
   }
-  expectGolden("quant_bytellama.txt", text);
+  test::expectGolden("quant_bytellama.txt", text);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -72,29 +71,6 @@ Model plannedDecoder(const std::filesystem::path& dir, const std::string& scheme
   return model;
 }
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  for (size_t at = 0; at < text.size();) {
-    const size_t eol = std::min(text.find('\n', at), text.size());
-    out.push_back(text.substr(at, eol - at));
-    at = eol + 1;
-  }
-  return out;
-}
-
-// Where two tables first differ, under the title of the run it falls in (the whole diff
-// of a 9,000-line table would fill the terminal).
-std::string firstDifference(const std::string& got, const std::string& want) {
-  const auto a = lines(got), b = lines(want);
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  std::string title = "(the start)";
-  for (size_t j = 0; j < i && j < b.size(); ++j)
-    if (b[j].rfind("== ", 0) == 0) title = b[j];
-  return "the launch table differs from line " + std::to_string(i + 1) + ", in " + title + "\n  golden: " +
-         (i < b.size() ? b[i] : "(its end)") + "\n  now:    " + (i < a.size() ? a[i] : "(its end)");
-}
-
 using Note = std::function<void(const std::string&)>;
 
 // One model's table in both kernel families: `run` feeds the executor and names each run.
@@ -154,15 +130,7 @@ TEST(LaunchGolden, EveryModelEachFamily) {
       note("decode step");
     });
   }
-  const auto golden = test::sourceDir() / "tests/golden/launches.txt";
-  if (std::getenv("TL_UPDATE_GOLDEN")) test::writeFile(golden, text);
-  ASSERT_TRUE(std::filesystem::exists(golden)) << golden;
-  const std::string want = test::readFile(golden);
-  if (text == want) return;
-  const auto now = test::tempDir("launch-golden") / "launches.txt";
-  test::writeFile(now, text);
-  ADD_FAILURE() << firstDifference(text, want) << "\nthe whole table: " << now.string() << " (diff it with " << golden.string()
-                << "); regenerate with TL_UPDATE_GOLDEN=1 if the change is intended";
+  test::expectGolden("launches.txt", text);
 }
 
 }  // namespace

@@ -29,13 +29,6 @@ std::filesystem::path corpus() {
   return path;
 }
 
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-
 class TokenizerFamilies : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerFamilies, MatchHuggingFace) {
@@ -45,8 +38,8 @@ TEST_P(TokenizerFamilies, MatchHuggingFace) {
   const std::string cmd = "node '" + (test::sourceDir() / "scripts/tokenizer_ref.mjs").string() + "' '" + json.string() +
                           "' '" + corpus().string() + "' '" + (dir / "ids").string() + "' '" + (dir / "text").string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const auto text = lines(test::readFile(corpus())), ids = lines(test::readFile(dir / "ids")),
-             decoded = lines(test::readFile(dir / "text"));
+  const auto text = test::lines(test::readFile(corpus())), ids = test::lines(test::readFile(dir / "ids")),
+             decoded = test::lines(test::readFile(dir / "text"));
   ASSERT_EQ(ids.size(), text.size());
   ASSERT_EQ(decoded.size(), text.size());
   const Tokenizer tok = Tokenizer::fromFile(json.string());
@@ -278,7 +271,7 @@ TEST_P(TokenizerComponents, MatchHuggingFace) {
   const std::string cmd = "node '" + (test::sourceDir() / "scripts/tokenizer_ref.mjs").string() + "' '" + file.string() + "' '" +
                           text.string() + "' '" + (dir / "ids").string() + "' '" + (dir / "text").string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  const auto ids = lines(test::readFile(dir / "ids")), decoded = lines(test::readFile(dir / "text"));
+  const auto ids = test::lines(test::readFile(dir / "ids")), decoded = test::lines(test::readFile(dir / "text"));
   ASSERT_EQ(ids.size(), kComponentLines.size());
   const Tokenizer tok = Tokenizer::fromFile(file.string());
   for (size_t i = 0; i < kComponentLines.size(); ++i) {

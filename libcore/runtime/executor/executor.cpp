@@ -411,10 +411,7 @@ std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offse
     clCheck(clEnqueueReadBuffer(device_.queue(), buffer(tensor), CL_TRUE, offset * 4, n * 4, out.data(), 0, nullptr,
                                 nullptr),
             "clEnqueueReadBuffer", "tensor '" + tensor + "'");
-  pending_ = false;  // a blocking read on the in-order queue: everything before it is done
-  ++syncs_;
-  collectProfile();
-  checkGuards();
+  synced();  // a blocking read on the in-order queue: everything before it is done
   return out;
 }
 
@@ -447,10 +444,7 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   cl_long at = 0;
   clCheck(clEnqueueReadBuffer(device_.queue(), argmaxOut_, CL_TRUE, 0, sizeof at, &at, 0, nullptr, nullptr),
           "clEnqueueReadBuffer", "argmax of '" + tensor + "'");
-  pending_ = false;
-  ++syncs_;
-  collectProfile();
-  checkGuards();
+  synced();
   return at;
 }
 
@@ -486,6 +480,14 @@ int64_t Executor::tokenAt(int slot) {
 }
 
 
+void Executor::synced() {
+  pending_ = false;
+  ++syncs_;
+  collectProfile();
+  checkGuards();
+}
+
+
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::vector<std::string>& wanted) {
   for (const auto& kept : lastRows_) keepLastRows(kept.first, 0);  // a run that returns tensors computes every row
   enqueue(inputs, {});
@@ -516,10 +518,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs, const std::
     out.push_back(std::move(t));
   }
   clCheck(clFinish(device_.queue()), "clFinish");
-  pending_ = false;
-  ++syncs_;
-  collectProfile();
-  checkGuards();
+  synced();
   return out;
 }
 
