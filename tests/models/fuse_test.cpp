@@ -1339,29 +1339,61 @@ TEST(MergeSlices, ChainBecomesOneSliceWithTheSameOutput) {
   EXPECT_EQ(got.bytes, want.bytes);
 }
 
-// Negative indices on one axis are not composed: a near miss, the graph unchanged.
-TEST(MergeSlices, NegativeIndicesOfOneAxisAreANearMiss) {
-  Model m = test::oneNodeModel("Identity", {{"x", {"4", "9"}}}, 0, "");
+// Slice(Slice(x)) over x, both with the same starts, ends and axes: the named constants,
+// and `runtime` (if any) x's second dim, known only at run time, instead of a constant.
+Model twoSlices(const std::vector<std::pair<std::string, int64_t>>& constants, const std::string& runtime) {
+  Model m = test::oneNodeModel("Identity", {{"x", {"4", runtime.empty() ? "9" : "n"}}}, 0, "");
   auto& g = *m.proto.mutable_graph();
   g.mutable_node(0)->set_op_type("Slice");
   g.mutable_node(0)->set_output(0, "a");
-  for (const auto& [name, v] : std::vector<std::pair<std::string, int64_t>>{{"s", 1}, {"e", -1}, {"ax", 1}}) {
-    auto* t = g.add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(1);
-    t->add_int64_data(v);
+  for (const auto& name : {"s", "e", "ax"}) {
+    if (name == runtime) {
+      auto* shape = g.add_node();
+      shape->set_op_type("Shape");
+      shape->add_input("x");
+      shape->add_output(name);
+      auto* start = shape->add_attribute();
+      start->set_name("start");
+      start->set_type(onnx::AttributeProto::INT);
+      start->set_i(1);
+    } else {
+      auto* t = g.add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      t->add_dims(1);
+      for (const auto& [c, v] : constants)
+        if (c == name) t->add_int64_data(v);
+    }
     g.mutable_node(0)->add_input(name);
   }
+  if (!runtime.empty()) g.mutable_node()->SwapElements(0, 1);  // the Shape first
+  const int first = runtime.empty() ? 0 : 1;
   auto* outer = g.add_node();
-  *outer = g.node(0);
+  *outer = g.node(first);
   outer->set_name("outer");
   outer->set_input(0, "a");
   outer->set_output(0, "y");
+  return m;
+}
+
+// Negative indices on one axis are not composed: a near miss, the graph unchanged.
+TEST(MergeSlices, NegativeIndicesOfOneAxisAreANearMiss) {
+  Model m = twoSlices({{"s", 1}, {"e", -1}, {"ax", 1}}, "");
   const auto r = runFusePasses(m, {"merge-slices"});
   EXPECT_EQ(r[0].rewrites, 0);
   ASSERT_EQ(r[0].nearMisses.size(), 1u);
   EXPECT_NE(r[0].nearMisses[0].find("negative index"), std::string::npos) << r[0].nearMisses[0];
+}
+
+// Starts or ends known only at run time (the other one constant): not composed, and said so.
+TEST(MergeSlices, RuntimeStartsOrEndsAreANearMiss) {
+  for (const std::string runtime : {"s", "e"}) {
+    Model m = twoSlices({{"s", 1}, {"e", 5}, {"ax", 1}}, runtime);
+    const auto r = runFusePasses(m, {"merge-slices"});
+    EXPECT_EQ(r[0].rewrites, 0) << runtime;
+    ASSERT_EQ(r[0].nearMisses.size(), 1u) << runtime;
+    EXPECT_NE(r[0].nearMisses[0].find("not constant"), std::string::npos) << r[0].nearMisses[0];
+  }
 }
 
 // fold-constants folds what is exact on the host over constants too large for tl-shape to
