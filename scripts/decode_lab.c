@@ -15,8 +15,9 @@
 // SKIP=1 leaves the dots out (the stages and barriers alone), 2 the stages too (the
 // barriers and the stand-in's copy); 3 keeps the dots' loads but not their arithmetic
 // (one multiply a word: the output is wrong). gcc -O2 decode_lab.c -lOpenCL -lm;
-// ./a.out [layers] [wg] [prefetch 0|1] [skip 0|1|2] [columns a warp takes at once in the
-// residual GEMVs: 1|2]
+// ./a.out [layers] [wg] [prefetch 0|1] [skip 0|1|2|3] [columns a warp takes at once in the
+// residual GEMVs: 1|2] [q8 0|1: A as int8 a block of 32 (its scale), the codes' products by
+// dp4a: e0m4's level is (16 + c) / 8, so a block's dot is (2 s + o) sum(a) + s / 8 sum(a c)]
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <math.h>
@@ -50,7 +51,14 @@ static const char *src =
 "  float4 v; asm volatile(\"ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\" : \"=f\"(v.x), \"=f\"(v.y), \"=f\"(v.z), \"=f\"(v.w) : \"l\"(p));\n"
 "  return v;\n"
 "}\n"
-"inline void stage(__global const float* a, int K, __global const float* nw, __local float4* al, __local float* asum, __local float* red) {\n"
+// 4 unsigned bytes of a times 4 signed ones of b, plus c (PTX dp4a).
+"inline int dp4a(uint a, int b, int c) { int d; asm(\"dp4a.u32.s32 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(c)); return d; }\n"
+"inline uint pack4(float a, float b, float c, float d) {\n"
+"  return (uint)(convert_char_sat_rte(a) & 0xff) | (uint)(convert_char_sat_rte(b) & 0xff) << 8 |\n"
+"         (uint)(convert_char_sat_rte(c) & 0xff) << 16 | (uint)(convert_char_sat_rte(d) & 0xff) << 24;\n"
+"}\n"
+"inline void stage(__global const float* a, int K, __global const float* nw, __local float4* al, __local float* asum, __local float* red,\n"
+"                  __local int2* aq, __local float* qs) {\n"
 "  const int t = get_local_id(0), wg = get_local_size(0), nb = K / 32;\n"
 "  float s = 0.0f;\n"
 "  for (int e = t; e < K / 4; e += wg) {\n"
@@ -72,6 +80,16 @@ static const char *src =
 "    float4 v = 0.0f;\n"
 "    for (int f = 0; f < 8; ++f) v += al[f * nb + b];\n"
 "    asum[b] = v.x + v.y + v.z + v.w;\n"
+"    if (Q8) {\n"
+"      float m = 0.0f;\n"
+"      for (int f = 0; f < 8; ++f) { const float4 x = fabs(al[f * nb + b]); m = fmax(m, fmax(fmax(x.x, x.y), fmax(x.z, x.w))); }\n"
+"      const float inv = m > 0.0f ? 127.0f / m : 0.0f;\n"
+"      qs[b] = m / 127.0f;\n"
+"      for (int h = 0; h < 4; ++h) {\n"
+"        const float4 x0 = al[(2 * h) * nb + b] * inv, x1 = al[(2 * h + 1) * nb + b] * inv;\n"
+"        aq[h * nb + b] = (int2)(pack4(x0.x, x0.z, x1.x, x1.z), pack4(x0.y, x0.w, x1.y, x1.w));\n"
+"      }\n"
+"    }\n"
 "  }\n"
 "  barrier(CLK_LOCAL_MEM_FENCE);\n"
 "}\n"
@@ -101,18 +119,22 @@ static const char *src =
 "    _Pragma(\"unroll\") for (int j = 0; j < ((K) / 32 + 31) / 32; ++j) {             \\\n"
 "      const int b = lane + 32 * j;                                                   \\\n"
 "      if (b < nb) {                                                                  \\\n"
-"        float d[U];                                                                  \\\n"
+"        float d[U]; int di[U];                                                       \\\n"
+"        _Pragma(\"unroll\") for (int u = 0; u < U; ++u) di[u] = 0;                    \\\n"
 "        _Pragma(\"unroll\") for (int u = 0; u < U; ++u) d[u] = 0.0f;                 \\\n"
 "        _Pragma(\"unroll\") for (int h = 0; h < 4; ++h) {                            \\\n"
-"          const float4 a0 = al[(2 * h) * nb + b], a1 = al[(2 * h + 1) * nb + b];     \\\n"
+"          const float4 a0 = Q8 ? 0.0f : al[(2 * h) * nb + b], a1 = Q8 ? 0.0f : al[(2 * h + 1) * nb + b]; \\\n"
+"          const int2 aw = Q8 ? aq[h * nb + b] : 0;                                    \\\n"
 "          _Pragma(\"unroll\") for (int u = 0; u < U; ++u) {                          \\\n"
 "            const uint w = h == 0 ? q[u][j].x : h == 1 ? q[u][j].y : h == 2 ? q[u][j].z : q[u][j].w; \\\n"
-"            if (SKIP == 3) d[u] += a0.x * (float)(w & 255u);                         \\\n"
+"            if (Q8) di[u] = dp4a((w >> 4) & 0x0F0F0F0Fu, aw.y, dp4a(w & 0x0F0F0F0Fu, aw.x, di[u])); \\\n"
+"            else if (SKIP == 3) d[u] += a0.x * (float)(w & 255u);                    \\\n"
 "            else { const float8 l = lv8(w); d[u] += dot(a0, l.lo) + dot(a1, l.hi); }   \\\n"
 "          }                                                                          \\\n"
 "        }                                                                            \\\n"
 "        _Pragma(\"unroll\") for (int u = 0; u < U; ++u)                              \\\n"
-"          if (valid[u]) acc[u] += sc[u][j] * d[u] + of[u][j] * asum[b];              \\\n"
+"          if (valid[u]) acc[u] += Q8 ? (2.0f * sc[u][j] + of[u][j]) * asum[b] + 0.125f * sc[u][j] * qs[b] * (float)di[u] \\\n"
+"                                     : sc[u][j] * d[u] + of[u][j] * asum[b];        \\\n"
 "      }                                                                              \\\n"
 "    }                                                                                \\\n"
 "    _Pragma(\"unroll\") for (int u = 0; u < U; ++u) OUT[u] = warp_sum(acc[u]);       \\\n"
@@ -137,14 +159,15 @@ static const char *src =
 "                     __global const float* nw1, __global const float* nw2, volatile __global int* cnt,\n"
 "                     __global int* err, int nlayers) {\n"
 "  __local float4 al[F / 4];\n"
-"  __local float red[32], asum[F / 32];\n"
+"  __local float red[32], asum[F / 32], qs[F / 32];\n"
+"  __local int2 aq[4 * (F / 32)];\n"
 "  const int lane = get_local_id(0) & 31;\n"
 "  const int warps = get_global_size(0) / 32, gw = get_global_id(0) / 32;\n"
 "  int phase = 0;\n"
 "  const int nwg = get_num_groups(0);\n"
 "  for (int l = 0; l < nlayers; ++l) {\n"
 "    const int lq = l * NQKV, lo = l * D, lg = l * 2 * F, ld = l * D;\n"
-"    if (SKIP != 2) stage(x, D, nw1 + (long)l * D, al, asum, red);\n"
+"    if (SKIP != 2) stage(x, D, nw1 + (long)l * D, al, asum, red, aq, qs);\n"
 "    for (int c = gw; c < NQKV; c += 2 * warps) {\n"
 "      const int cols[2] = {lq + c, lq + c + warps}, valid[2] = {1, c + warps < NQKV}; float y[2] = {0.0f, 0.0f};\n"
 "      if (SKIP == 0 || SKIP == 3) DOTS(y, 2, Wq, Sq, Oq, cols, valid, D);\n"
@@ -154,7 +177,7 @@ static const char *src =
 "    grid_sync(cnt, ++phase * nwg, err);\n"
 "    for (int e = get_global_id(0); e < D / 4; e += get_global_size(0)) vstore4(ldcg4(qkv + 4 * e), e, att);\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
-"    if (SKIP != 2) stage(att, D, 0, al, asum, red);\n"
+"    if (SKIP != 2) stage(att, D, 0, al, asum, red, aq, qs);\n"
 "    for (int c = gw; c < D; c += U2 * warps) {\n"
 "      const int cols[2] = {lo + c, lo + c + warps}, valid[2] = {1, U2 > 1 && c + warps < D}; float y[2] = {0.0f, 0.0f};\n"
 "      if (SKIP == 0 || SKIP == 3) DOTS(y, U2, Wo, So, Oo, cols, valid, D);\n"
@@ -162,7 +185,7 @@ static const char *src =
 "    }\n"
 "    if (PF) for (int c = gw; c < F; c += warps) { PREFETCH(Wg, Sg, Og, lg + c, D); PREFETCH(Wg, Sg, Og, lg + F + c, D); }\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
-"    if (SKIP != 2) stage(x, D, nw2 + (long)l * D, al, asum, red);\n"
+"    if (SKIP != 2) stage(x, D, nw2 + (long)l * D, al, asum, red, aq, qs);\n"
 "    for (int c = gw; c < F; c += 2 * warps) {\n"
 "      const int more = c + warps < F;\n"
 "      const int cols[4] = {lg + c, lg + F + c, lg + c + warps, lg + F + c + warps}, valid[4] = {1, 1, more, more}; float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
@@ -171,7 +194,7 @@ static const char *src =
 "    }\n"
 "    if (PF) for (int c = gw; c < D; c += warps) PREFETCH(Wd, Sd, Od, ld + c, F);\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
-"    if (SKIP != 2) stage(h, F, 0, al, asum, red);\n"
+"    if (SKIP != 2) stage(h, F, 0, al, asum, red, aq, qs);\n"
 "    for (int c = gw; c < D; c += U2 * warps) {\n"
 "      const int cols[2] = {ld + c, ld + c + warps}, valid[2] = {1, U2 > 1 && c + warps < D}; float y[2] = {0.0f, 0.0f};\n"
 "      if (SKIP == 0 || SKIP == 3) DOTS(y, U2, Wd, Sd, Od, cols, valid, F);\n"
@@ -206,7 +229,7 @@ static void rms(const double *x, const float *nw, double *o) {
 
 int main(int argc, char **argv) {
   const int L = argc > 1 ? atoi(argv[1]) : 22, WG = argc > 2 ? atoi(argv[2]) : 512, PF = argc > 3 ? atoi(argv[3]) : 1,
-            SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 2;
+            SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 1, Q8 = argc > 6 ? atoi(argv[6]) : 0;
   cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
   cl_device_id dev = 0;
   for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
@@ -216,7 +239,7 @@ int main(int argc, char **argv) {
   cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
   cl_program p = clCreateProgramWithSource(ctx, 1, &src, 0, &err); CK(err);
   // One work-group of WG items a compute unit: at most 65536 / WG registers an item.
-  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2,
+  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -DQ8=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2, Q8,
                            65536 / WG < 255 ? 65536 / WG : 255);
   char log[65536];
   if (clBuildProgram(p, 1, &dev, opts, 0, 0)) { clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("%s\n", log); return 1; }
@@ -283,7 +306,7 @@ int main(int argc, char **argv) {
   }
   int e; CK(clEnqueueReadBuffer(q, b[19], CL_TRUE, 0, 4, &e, 0, 0, 0));
   double best = 1e30, sum = 0; for (int r = 2; r < 20; ++r) { if (ev[r] < best) best = ev[r]; sum += ev[r]; }
-  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d: kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2,
+  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d, q8 %d: kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2, Q8,
          sum / 18, best, best / L, mb / 1e6, mb / best / 1e3, wall, e ? " (barrier timed out)" : "");
   return 0;
 }
