@@ -1,23 +1,26 @@
-// A decode step's layers as one persistent kernel (issue 28): what TinyLlama's one-row
-// GEMVs cost when their phases are separated by grid barriers instead of launches.
-// Per layer, e0m4 codes (group 128, column-major as tl.QMatMul's), one work-group per
-// compute unit, all resident, a grid barrier after each phase:
-//   1  qkv = W_qkv (rmsnorm(x) * nw1)               K = D, N = Nqkv
-//   2  att = qkv[0, D)                              (a stand-in for the attention: its barrier)
-//   3  x  += W_o att                                K = D, N = D
+// A decode step's layers as one persistent kernel (issue 28): what TinyLlama's decode
+// costs when its phases are separated by grid barriers instead of launches. Per layer,
+// e0m4 codes (group 128, column-major as tl.QMatMul's), one work-group per compute unit,
+// all resident, a grid barrier after each phase:
+//   1  qkv = W_qkv (rmsnorm(x) * nw1)                K = D, N = NQKV
+//   2  the attention at position T (RoPE, GQA, fp16 caches; attention_partials), then
+//      the chunks merged (attention_merge) into att; or a stand-in, att = qkv[0, D)
+//   3  x  += W_o att                                 K = D, N = D
 //   4  h   = silu(W_g xn) * (W_u xn), xn = rmsnorm(x) * nw2   K = D, N = 2 F (gate, up)
-//   5  x  += W_d h                                  K = F, N = D
+//   5  x  += W_d h                                   K = F, N = D
 // Each warp takes whole output columns (a GLU's gate and up together), its 32 lanes the
 // column's blocks of 32 codes, summed by shuffles; A is staged in local memory, block-major
-// so that a warp's lanes read it without bank conflicts, with each block's sum (the offsets'
-// term). The output is checked against the
-// host (double); then the layers (distinct weights, more than L2) are timed, one launch. NVIDIA only (PTX; the barrier needs every work-group resident).
-// SKIP=1 leaves the dots out (the stages and barriers alone), 2 the stages too (the
-// barriers and the stand-in's copy); 3 keeps the dots' loads but not their arithmetic
-// (one multiply a word: the output is wrong). gcc -O2 decode_lab.c -lOpenCL -lm;
-// ./a.out [layers] [wg] [prefetch 0|1] [skip 0|1|2|3] [columns a warp takes at once in the
-// residual GEMVs: 1|2] [q8 0|1: A as int8 a block of 32 (its scale), the codes' products by
-// dp4a: e0m4's level is (16 + c) / 8, so a block's dot is (2 s + o) sum(a) + s / 8 sum(a c)]
+// so that a warp's lanes read it without bank conflicts, with each block's sum (the
+// offsets' term). The output is checked against the host (double); then the layers
+// (distinct weights, more than L2) are timed, one launch. NVIDIA only (PTX; the barrier
+// needs every work-group resident). gcc -O2 decode_lab.c -lOpenCL -lm; then
+//   ./a.out [layers] [wg] [prefetch] [skip] [u2] [q8] [T]
+// layers (22), wg (items a work-group, 512), prefetch 1: the next phase's weights into L2
+// before each barrier; skip 1: the dots left out (the stages and barriers alone), 2: the
+// stages too, 3: the dots' loads kept but not their arithmetic (a wrong output); u2 2: two
+// columns at once in the residual GEMVs; q8 1: A as int8 a block of 32 (its scale), the
+// codes' products by dp4a (e0m4's level is (16 + c) / 8, so a block's dot is
+// (2 s + o) sum(a) + s / 8 sum(a c)); T: the attention's position (128; -1: the stand-in).
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <math.h>
@@ -34,6 +37,12 @@ static const char *src =
 "  for (int o = 16; o > 0; o >>= 1) { float w; asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(w) : \"f\"(v), \"r\"(o)); v += w; }\n"
 "  return v;\n"
 "}\n"
+"inline float warp_max(float v) {\n"
+"  for (int o = 16; o > 0; o >>= 1) { float w; asm volatile(\"shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(w) : \"f\"(v), \"r\"(o)); v = fmax(v, w); }\n"
+"  return v;\n"
+"}\n"
+"inline void warp_sync(void) { asm volatile(\"bar.warp.sync -1;\" ::: \"memory\"); }\n"
+"inline float ldcg(__global const float* p) { float v; asm volatile(\"ld.global.cg.f32 %0, [%1];\" : \"=f\"(v) : \"l\"(p)); return v; }\n"
 "inline void grid_sync(volatile __global int* cnt, int target, __global int* err) {\n"
 "  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);\n"
 "  if (get_local_id(0) == 0) {\n"
@@ -151,13 +160,116 @@ static const char *src =
 "      if (b < nb && b % 32 == 0) { pf((S) + (long)(col) * groups + b / 4); pf((O) + (long)(col) * groups + b / 4); } \\\n"
 "    }                                                                                \\\n"
 "  }\n"
+// The decode attention of TinyLlama's heads (HQ query heads, HKV kv heads of DH dims; q
+// and the new key rotated by RoPE at position T, rotate-half pairs d, d + 32), fp16 caches
+// [HKV][TMAX][DH] a layer: a warp per (kv head, chunk of CH keys), its lanes one key each
+// for the scores of the kv head's HQ / HKV query heads (from local memory), then one dim
+// pair each for the values; the new key and value (T) from qkv, appended to the caches by
+// the warp whose chunk holds T. Each chunk leaves (max, sum, output) per head in part;
+// attention_merge, after a barrier, a warp a head, merges them into att.
+"#define HQ 32\n"
+"#define HKV 4\n"
+"#define DH 64\n"
+"#define CH 32\n"
+"#define AW 7\n"
+"#define GQ (HQ / HKV)\n"
+"inline void attention_partials(__global const float* qkv, __global half* Kc, __global half* Vc, __global const float* cs,\n"
+"                               __global float* part, int T, __local float* scratch) {\n"
+"  const int lane = get_local_id(0) & 31, w = get_local_id(0) >> 5, nwg = get_num_groups(0), nch = (T + CH) / CH;\n"
+"  if (w >= AW) return;\n"
+"  __local float* qw = scratch + w * (GQ * DH + GQ * CH);\n"
+"  __local float* pw = qw + GQ * DH;\n"
+"  const float co = cs[T * DH + lane], si = cs[T * DH + 32 + lane];\n"
+"  for (int u = get_group_id(0) + nwg * w; u < HKV * nch; u += nwg * AW) {\n"
+"    const int g = u / nch, c = u % nch, t = c * CH + lane;\n"
+"    for (int hh = 0; hh < GQ; ++hh) {\n"
+"      const int h = g * GQ + hh;\n"
+"      const float a = ldcg(qkv + h * DH + lane), b = ldcg(qkv + h * DH + 32 + lane);\n"
+"      qw[hh * DH + lane] = (a * co - b * si) * 0.125f;\n"
+"      qw[hh * DH + 32 + lane] = (b * co + a * si) * 0.125f;\n"
+"    }\n"
+"    warp_sync();\n"
+"    float s[GQ];\n"
+"    for (int hh = 0; hh < GQ; ++hh) s[hh] = 0.0f;\n"
+"    if (t < T) {\n"
+"      __global const half* kr = Kc + ((long)g * TMAX + t) * DH;\n"
+"      for (int d = 0; d < DH; d += 8) {\n"
+"        const float8 k8 = vload_half8(d / 8, kr);\n"
+"        for (int hh = 0; hh < GQ; ++hh) s[hh] += dot(vload4(0, qw + hh * DH + d), k8.lo) + dot(vload4(1, qw + hh * DH + d), k8.hi);\n"
+"      }\n"
+"    } else if (t == T) {\n"
+"      __global const float* kn = qkv + HQ * DH + g * DH;\n"
+"      __global const float* vn = qkv + HQ * DH + HKV * DH + g * DH;\n"
+"      for (int i = 0; i < 32; ++i) {\n"
+"        const float a = ldcg(kn + i), b = ldcg(kn + 32 + i), ci = cs[T * DH + i], sn = cs[T * DH + 32 + i];\n"
+"        const float k0 = a * ci - b * sn, k1 = b * ci + a * sn;\n"
+"        for (int hh = 0; hh < GQ; ++hh) s[hh] += qw[hh * DH + i] * k0 + qw[hh * DH + 32 + i] * k1;\n"
+"        vstore_half_rte(k0, ((long)g * TMAX + T) * DH + i, Kc);\n"
+"        vstore_half_rte(k1, ((long)g * TMAX + T) * DH + 32 + i, Kc);\n"
+"        vstore_half_rte(ldcg(vn + i), ((long)g * TMAX + T) * DH + i, Vc);\n"
+"        vstore_half_rte(ldcg(vn + 32 + i), ((long)g * TMAX + T) * DH + 32 + i, Vc);\n"
+"      }\n"
+"    }\n"
+"    float m[GQ], l[GQ];\n"
+"    for (int hh = 0; hh < GQ; ++hh) {\n"
+"      m[hh] = warp_max(t <= T ? s[hh] : -INFINITY);\n"
+"      const float p = t <= T ? exp(s[hh] - m[hh]) : 0.0f;\n"
+"      l[hh] = warp_sum(p);\n"
+"      pw[hh * CH + lane] = p;\n"
+"    }\n"
+"    warp_sync();\n"
+"    float o0[GQ], o1[GQ];\n"
+"    for (int hh = 0; hh < GQ; ++hh) o0[hh] = o1[hh] = 0.0f;\n"
+"    for (int j = 0; j < CH && c * CH + j <= T; ++j) {\n"
+"      const int tj = c * CH + j;\n"
+"      float v0, v1;\n"
+"      if (tj < T) {\n"
+"        __global const half* vr = Vc + ((long)g * TMAX + tj) * DH;\n"
+"        v0 = vload_half(lane, vr);\n"
+"        v1 = vload_half(lane + 32, vr);\n"
+"      } else {\n"
+"        v0 = ldcg(qkv + HQ * DH + HKV * DH + g * DH + lane);\n"
+"        v1 = ldcg(qkv + HQ * DH + HKV * DH + g * DH + 32 + lane);\n"
+"      }\n"
+"      for (int hh = 0; hh < GQ; ++hh) { const float pj = pw[hh * CH + j]; o0[hh] += pj * v0; o1[hh] += pj * v1; }\n"
+"    }\n"
+"    for (int hh = 0; hh < GQ; ++hh) {\n"
+"      __global float* b = part + ((long)(g * GQ + hh) * nch + c) * (DH + 2);\n"
+"      if (lane == 0) { b[0] = m[hh]; b[1] = l[hh]; }\n"
+"      b[2 + lane] = o0[hh];\n"
+"      b[34 + lane] = o1[hh];\n"
+"    }\n"
+"    warp_sync();\n"
+"  }\n"
+"}\n"
+"inline void attention_merge(__global const float* part, __global float* att, int T) {\n"
+"  const int lane = get_local_id(0) & 31, nch = (T + CH) / CH;\n"
+"  const int warps = get_global_size(0) / 32, gw = get_global_id(0) / 32;\n"
+"  for (int h = gw; h < HQ; h += warps) {\n"
+"    __global const float* ph = part + (long)h * nch * (DH + 2);\n"
+"    float M = -INFINITY;\n"
+"    for (int c = lane; c < nch; c += 32) M = fmax(M, ldcg(ph + c * (DH + 2)));\n"
+"    M = warp_max(M);\n"
+"    float L = 0.0f, a0 = 0.0f, a1 = 0.0f;\n"
+"    for (int c = 0; c < nch; ++c) {\n"
+"      __global const float* b = ph + c * (DH + 2);\n"
+"      const float wt = exp(ldcg(b) - M);\n"
+"      L += wt * ldcg(b + 1);\n"
+"      a0 += wt * ldcg(b + 2 + lane);\n"
+"      a1 += wt * ldcg(b + 34 + lane);\n"
+"    }\n"
+"    att[h * DH + lane] = a0 / L;\n"
+"    att[h * DH + 32 + lane] = a1 / L;\n"
+"  }\n"
+"}\n"
 "__kernel void layers(__global float* x, __global float* qkv, __global float* att, __global float* h,\n"
 "                     __global const uchar* Wq, __global const float* Sq, __global const float* Oq,\n"
 "                     __global const uchar* Wo, __global const float* So, __global const float* Oo,\n"
 "                     __global const uchar* Wg, __global const float* Sg, __global const float* Og,\n"
 "                     __global const uchar* Wd, __global const float* Sd, __global const float* Od,\n"
 "                     __global const float* nw1, __global const float* nw2, volatile __global int* cnt,\n"
-"                     __global int* err, int nlayers) {\n"
+"                     __global int* err, int nlayers, __global half* Kc, __global half* Vc, __global const float* cs,\n"
+"                     __global float* part, int T) {\n"
 "  __local float4 al[F / 4];\n"
 "  __local float red[32], asum[F / 32], qs[F / 32];\n"
 "  __local int2 aq[4 * (F / 32)];\n"
@@ -175,7 +287,13 @@ static const char *src =
 "    }\n"
 "    if (PF) for (int c = gw; c < D; c += warps) PREFETCH(Wo, So, Oo, lo + c, D);\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
-"    for (int e = get_global_id(0); e < D / 4; e += get_global_size(0)) vstore4(ldcg4(qkv + 4 * e), e, att);\n"
+"    if (!ATT) {\n"
+"      for (int e = get_global_id(0); e < D / 4; e += get_global_size(0)) vstore4(ldcg4(qkv + 4 * e), e, att);\n"
+"    } else {\n"
+"      attention_partials(qkv, Kc + (long)l * HKV * TMAX * DH, Vc + (long)l * HKV * TMAX * DH, cs, part, T, (__local float*)al);\n"
+"      grid_sync(cnt, ++phase * nwg, err);\n"
+"      attention_merge(part, att, T);\n"
+"    }\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
 "    if (SKIP != 2) stage(att, D, 0, al, asum, red, aq, qs);\n"
 "    for (int c = gw; c < D; c += U2 * warps) {\n"
@@ -222,6 +340,54 @@ static double wq(const Q *q, int K, long col, int k) {
 static void gemv(const Q *q, int K, long col0, int N, const double *a, double *y) {
   for (int n = 0; n < N; ++n) { double s = 0; for (int k = 0; k < K; ++k) s += a[k] * wq(q, K, col0 + n, k); y[n] = s; }
 }
+// fp16 bits from a float of the caches' range (round to nearest even; no subnormals
+// needed), and back.
+static unsigned short f2h(float f) {
+  unsigned u; memcpy(&u, &f, 4);
+  const unsigned sign = (u >> 16) & 0x8000u; int e = (int)((u >> 23) & 255) - 127 + 15; unsigned m = u & 0x7fffffu;
+  if (e <= 0) return (unsigned short)sign;
+  unsigned h = sign | (unsigned)e << 10 | m >> 13; const unsigned rest = m & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+  return (unsigned short)h;
+}
+static float h2f(unsigned short h) {
+  const unsigned sign = (h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3ffu;
+  unsigned u = e ? sign | (e - 15 + 127) << 23 | m << 13 : sign;
+  float f; memcpy(&f, &u, 4); return f;
+}
+enum { HQ = 32, HKV = 4, DH = 64, TMAX = 4096 };
+// The decode attention of one layer at position T (RoPE'd q and new key; the caches'
+// rows below T), as the kernel computes it, in double.
+static void attention(const double *qkv, const unsigned short *kc, const unsigned short *vc, const float *cs, int T, double *out) {
+  for (int g = 0; g < HKV; ++g) {
+    double kn[DH];
+    for (int i = 0; i < 32; ++i) {
+      const double a = qkv[HQ * DH + g * DH + i], b = qkv[HQ * DH + g * DH + 32 + i], c = cs[T * DH + i], s = cs[T * DH + 32 + i];
+      kn[i] = a * c - b * s; kn[i + 32] = b * c + a * s;
+    }
+    for (int hh = 0; hh < HQ / HKV; ++hh) {
+      const int h = g * (HQ / HKV) + hh;
+      double q[DH];
+      for (int i = 0; i < 32; ++i) {
+        const double a = qkv[h * DH + i], b = qkv[h * DH + 32 + i], c = cs[T * DH + i], s = cs[T * DH + 32 + i];
+        q[i] = (a * c - b * s) * 0.125; q[i + 32] = (b * c + a * s) * 0.125;
+      }
+      double *sc = malloc(sizeof(double) * (T + 1)), m = -1e300, l = 0;
+      for (int t = 0; t <= T; ++t) {
+        double d = 0;
+        for (int i = 0; i < DH; ++i) d += q[i] * (t < T ? h2f(kc[((long)g * TMAX + t) * DH + i]) : kn[i]);
+        sc[t] = d; if (d > m) m = d;
+      }
+      for (int t = 0; t <= T; ++t) { sc[t] = exp(sc[t] - m); l += sc[t]; }
+      for (int i = 0; i < DH; ++i) {
+        double o = 0;
+        for (int t = 0; t <= T; ++t) o += sc[t] * (t < T ? h2f(vc[((long)g * TMAX + t) * DH + i]) : qkv[HQ * DH + HKV * DH + g * DH + i]);
+        out[h * DH + i] = o / l;
+      }
+      free(sc);
+    }
+  }
+}
 static void rms(const double *x, const float *nw, double *o) {
   double s = 0; for (int k = 0; k < D; ++k) s += x[k] * x[k];
   const double inv = 1.0 / sqrt(s / D + 1e-5); for (int k = 0; k < D; ++k) o[k] = x[k] * inv * nw[k];
@@ -229,7 +395,8 @@ static void rms(const double *x, const float *nw, double *o) {
 
 int main(int argc, char **argv) {
   const int L = argc > 1 ? atoi(argv[1]) : 22, WG = argc > 2 ? atoi(argv[2]) : 512, PF = argc > 3 ? atoi(argv[3]) : 1,
-            SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 1, Q8 = argc > 6 ? atoi(argv[6]) : 0;
+            SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 1, Q8 = argc > 6 ? atoi(argv[6]) : 0,
+            T = argc > 7 ? atoi(argv[7]) : 128, ATT = T >= 0;
   cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
   cl_device_id dev = 0;
   for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
@@ -239,7 +406,7 @@ int main(int argc, char **argv) {
   cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
   cl_program p = clCreateProgramWithSource(ctx, 1, &src, 0, &err); CK(err);
   // One work-group of WG items a compute unit: at most 65536 / WG registers an item.
-  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -DQ8=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2, Q8,
+  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -DQ8=%d -DATT=%d -DTMAX=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2, Q8, ATT, TMAX,
                            65536 / WG < 255 ? 65536 / WG : 255);
   char log[65536];
   if (clBuildProgram(p, 1, &dev, opts, 0, 0)) { clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("%s\n", log); return 1; }
@@ -269,8 +436,28 @@ int main(int argc, char **argv) {
   b[17] = BUF(nw2, (size_t)L * D * 4); CK(err);
   b[18] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4, 0, &err); CK(err);
   b[19] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4, 0, &err); CK(err);
+  // The caches (random rows below T), RoPE's table ([position][cos 32 | sin 32], base
+  // 10000), the chunks' partials.
+  const size_t kvn = (size_t)L * HKV * TMAX * DH;
+  unsigned short *kc = malloc(kvn * 2), *vc = malloc(kvn * 2);
+  for (size_t i = 0; i < kvn; ++i) { kc[i] = f2h(2.0f * rand() / RAND_MAX - 1.0f); vc[i] = f2h(2.0f * rand() / RAND_MAX - 1.0f); }
+  float *rope = malloc(sizeof(float) * (TMAX + 1) * DH);
+  for (int t = 0; t <= TMAX; ++t)
+    for (int i = 0; i < 32; ++i) {
+      const double th = t * pow(10000.0, -2.0 * i / DH);
+      rope[t * DH + i] = (float)cos(th); rope[t * DH + 32 + i] = (float)sin(th);
+    }
+  cl_mem kcb = BUF(kc, kvn * 2); CK(err);
+  cl_mem vcb = BUF(vc, kvn * 2); CK(err);
+  cl_mem csb = BUF(rope, sizeof(float) * (TMAX + 1) * DH); CK(err);
+  cl_mem partb = clCreateBuffer(ctx, CL_MEM_READ_WRITE, sizeof(float) * HQ * (TMAX / 32 + 1) * (DH + 2), 0, &err); CK(err);
+  if (ATT) mb += (double)L * HKV * (T + 1) * DH * 2 * 2;
   cl_kernel k = clCreateKernel(p, "layers", &err); CK(err);
   for (int i = 0; i < 20; ++i) CK(clSetKernelArg(k, i, sizeof(cl_mem), &b[i]));
+  CK(clSetKernelArg(k, 21, sizeof kcb, &kcb)); CK(clSetKernelArg(k, 22, sizeof vcb, &vcb));
+  CK(clSetKernelArg(k, 23, sizeof csb, &csb)); CK(clSetKernelArg(k, 24, sizeof partb, &partb));
+  const int tpos = ATT ? T : 0;
+  CK(clSetKernelArg(k, 25, sizeof(int), &tpos));
   const size_t global = (size_t)cus * WG, local = WG;
   const int zero = 0;
   // The layers against the host (double).
@@ -285,7 +472,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < D; ++i) x[i] = x0[i];
     for (int l = 0; l < L; ++l) {
       rms(x, nw1 + (long)l * D, a); gemv(&wqkv, D, (long)l * NQKV, NQKV, a, qkv);
-      gemv(&wo, D, (long)l * D, D, qkv, y); for (int i = 0; i < D; ++i) x[i] += y[i];
+      if (ATT) {
+        static double at[D];
+        attention(qkv, kc + (size_t)l * HKV * TMAX * DH, vc + (size_t)l * HKV * TMAX * DH, rope, T, at);
+        gemv(&wo, D, (long)l * D, D, at, y);
+      } else {
+        gemv(&wo, D, (long)l * D, D, qkv, y);
+      }
+      for (int i = 0; i < D; ++i) x[i] += y[i];
       rms(x, nw2 + (long)l * D, a); gemv(&wg, D, (long)l * 2 * F, 2 * F, a, gu);
       for (int i = 0; i < F; ++i) hh[i] = gu[i] / (1.0 + exp(-gu[i])) * gu[F + i];
       gemv(&wd, F, (long)l * D, D, hh, yd); for (int i = 0; i < D; ++i) x[i] += yd[i];
@@ -306,7 +500,7 @@ int main(int argc, char **argv) {
   }
   int e; CK(clEnqueueReadBuffer(q, b[19], CL_TRUE, 0, 4, &e, 0, 0, 0));
   double best = 1e30, sum = 0; for (int r = 2; r < 20; ++r) { if (ev[r] < best) best = ev[r]; sum += ev[r]; }
-  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d, q8 %d: kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2, Q8,
+  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d, q8 %d, attention at %d: kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2, Q8, ATT ? T : -1,
          sum / 18, best, best / L, mb / 1e6, mb / best / 1e3, wall, e ? " (barrier timed out)" : "");
   return 0;
 }
