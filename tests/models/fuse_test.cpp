@@ -1443,5 +1443,34 @@ g (float[40, 50] x) => (float[40, 50] y) <float[50, 40] w = {)ONNX" + w + R"ONNX
   for (size_t k = 1; k < outs.size(); ++k) EXPECT_EQ(outs[k], outs[0]) << k;
 }
 
+// fold-constants leaves an output over 2^20 elements a node (a folded copy of a large weight
+// would grow the model), of inputs within the limit, and folds one of exactly 2^20: Concat
+// of two 1024 x 512 initializers folds, of two 1024 x 513 stays.
+TEST(FoldConstants, OutputsOverTheLimitStayNodes) {
+  for (int64_t cols : {512, 513}) {
+    Model m = test::oneNodeModel("Add", {{"x", {"1024", std::to_string(2 * cols)}}}, 0, "");
+    auto& g = *m.proto.mutable_graph();
+    g.mutable_node(0)->add_input("ww");
+    auto* w = g.add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(1024);
+    w->add_dims(cols);
+    w->set_raw_data(std::string(static_cast<size_t>(1024 * cols * 4), '\0'));
+    auto* concat = g.add_node();
+    concat->set_op_type("Concat");
+    concat->add_input("w");
+    concat->add_input("w");
+    concat->add_output("ww");
+    auto* axis = concat->add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    g.mutable_node()->SwapElements(0, 1);  // the Concat first
+    const auto r = runFusePasses(m, {"fold-constants"});
+    EXPECT_EQ(r[0].rewrites, cols == 512 ? 1 : 0) << cols;
+  }
+}
+
 }  // namespace
 }  // namespace tl
