@@ -14,13 +14,14 @@
 // offsets' term). The output is checked against the host (double); then the layers
 // (distinct weights, more than L2) are timed, one launch. NVIDIA only (PTX; the barrier
 // needs every work-group resident). gcc -O2 decode_lab.c -lOpenCL -lm; then
-//   ./a.out [layers] [wg] [prefetch] [skip] [u2] [q8] [T]
+//   ./a.out [layers] [wg] [prefetch] [skip] [u2] [q8] [T] [attention form]
 // layers (22), wg (items a work-group, 512), prefetch 1: the next phase's weights into L2
 // before each barrier; skip 1: the dots left out (the stages and barriers alone), 2: the
 // stages too, 3: the dots' loads kept but not their arithmetic (a wrong output); u2 2: two
 // columns at once in the residual GEMVs; q8 1: A as int8 a block of 32 (its scale), the
 // codes' products by dp4a (e0m4's level is (16 + c) / 8, so a block's dot is
-// (2 s + o) sum(a) + s / 8 sum(a c)); T: the attention's position (128; -1: the stand-in).
+// (2 s + o) sum(a) + s / 8 sum(a c)); T: the attention's position (128; -1: the stand-in);
+// attention form 1: a warp per (kv head, 32 keys), 2 (default): a warp per (query head, chunk).
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <math.h>
@@ -262,6 +263,105 @@ static const char *src =
 "    att[h * DH + 32 + lane] = a1 / L;\n"
 "  }\n"
 "}\n"
+// The second form (ATTV=2): a warp per (query head, chunk), at most 16 chunks of at least
+// 32 keys, its lanes one key each for the scores (q from local memory), an online softmax
+// over its passes of 32 keys, and one dim pair each for the values (the probabilities by
+// shuffles); the merge a warp a head, each lane one chunk's (max, sum), the partial outputs
+// loaded all at once before they are summed. Each kv head's new key and value are appended
+// by its first query head's last chunk; every other reader of key T takes it from qkv.
+"inline float lane_of(float v, int j) { float r; asm volatile(\"shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;\" : \"=f\"(r) : \"f\"(v), \"r\"(j)); return r; }\n"
+"inline int chunks2(int T) { return min(16, (T + 32) / 32); }\n"
+"inline void attention_partials2(__global const float* qkv, __global half* Kc, __global half* Vc, __global const float* cs,\n"
+"                                __global float* part, int T, __local float* scratch) {\n"
+"  const int lane = get_local_id(0) & 31, nch = chunks2(T), per = (T + nch) / nch;\n"
+"  __local float* qw = scratch + (get_local_id(0) >> 5) * DH;\n"
+"  const float co = cs[T * DH + lane], si = cs[T * DH + 32 + lane];\n"
+"  for (int u = get_global_id(0) / 32; u < HQ * nch; u += get_global_size(0) / 32) {\n"
+"    const int h = u / nch, c = u % nch, g = h / GQ, t0 = c * per, t1 = min(T + 1, t0 + per);\n"
+"    const float a = ldcg(qkv + h * DH + lane), b = ldcg(qkv + h * DH + 32 + lane);\n"
+"    qw[lane] = (a * co - b * si) * 0.125f;\n"
+"    qw[32 + lane] = (b * co + a * si) * 0.125f;\n"
+"    warp_sync();\n"
+"    float m = -INFINITY, l = 0.0f, o0 = 0.0f, o1 = 0.0f;\n"
+"    for (int base = t0; base < t1; base += 32) {\n"
+"      const int t = base + lane;\n"
+"      float s = -INFINITY;\n"
+"      if (t < T && t < t1) {\n"
+"        __global const half* kr = Kc + ((long)g * TMAX + t) * DH;\n"
+"        float acc = 0.0f;\n"
+"        for (int d = 0; d < DH; d += 8) {\n"
+"          const float8 k8 = vload_half8(d / 8, kr);\n"
+"          acc += dot(vload4(0, qw + d), k8.lo) + dot(vload4(1, qw + d), k8.hi);\n"
+"        }\n"
+"        s = acc;\n"
+"      } else if (t == T) {\n"
+"        __global const float* kn = qkv + HQ * DH + g * DH;\n"
+"        __global const float* vn = qkv + HQ * DH + HKV * DH + g * DH;\n"
+"        float acc = 0.0f;\n"
+"        for (int i = 0; i < 32; ++i) {\n"
+"          const float x = ldcg(kn + i), y = ldcg(kn + 32 + i), ci = cs[T * DH + i], sn = cs[T * DH + 32 + i];\n"
+"          const float k0 = x * ci - y * sn, k1 = y * ci + x * sn;\n"
+"          acc += qw[i] * k0 + qw[32 + i] * k1;\n"
+"          if (h % GQ == 0) {\n"
+"            vstore_half_rte(k0, ((long)g * TMAX + T) * DH + i, Kc);\n"
+"            vstore_half_rte(k1, ((long)g * TMAX + T) * DH + 32 + i, Kc);\n"
+"            vstore_half_rte(ldcg(vn + i), ((long)g * TMAX + T) * DH + i, Vc);\n"
+"            vstore_half_rte(ldcg(vn + 32 + i), ((long)g * TMAX + T) * DH + 32 + i, Vc);\n"
+"          }\n"
+"        }\n"
+"        s = acc;\n"
+"      }\n"
+"      const float mn = fmax(m, warp_max(s));\n"
+"      const float p = t < t1 ? exp(s - mn) : 0.0f, keep = exp(m - mn);\n"
+"      l = l * keep + warp_sum(p);\n"
+"      o0 *= keep;\n"
+"      o1 *= keep;\n"
+"      for (int j = 0; j < 32 && base + j < t1; ++j) {\n"
+"        const float pj = lane_of(p, j);\n"
+"        const int tj = base + j;\n"
+"        float v0, v1;\n"
+"        if (tj < T) {\n"
+"          __global const half* vr = Vc + ((long)g * TMAX + tj) * DH;\n"
+"          v0 = vload_half(lane, vr);\n"
+"          v1 = vload_half(lane + 32, vr);\n"
+"        } else {\n"
+"          v0 = ldcg(qkv + HQ * DH + HKV * DH + g * DH + lane);\n"
+"          v1 = ldcg(qkv + HQ * DH + HKV * DH + g * DH + 32 + lane);\n"
+"        }\n"
+"        o0 += pj * v0;\n"
+"        o1 += pj * v1;\n"
+"      }\n"
+"      m = mn;\n"
+"    }\n"
+"    __global float* bp = part + ((long)h * nch + c) * (DH + 2);\n"
+"    if (lane == 0) { bp[0] = m; bp[1] = l; }\n"
+"    bp[2 + lane] = o0;\n"
+"    bp[34 + lane] = o1;\n"
+"    warp_sync();\n"
+"  }\n"
+"}\n"
+"inline void attention_merge2(__global const float* part, __global float* att, int T) {\n"
+"  const int lane = get_local_id(0) & 31, nch = chunks2(T);\n"
+"  for (int h = get_global_id(0) / 32; h < HQ; h += get_global_size(0) / 32) {\n"
+"    __global const float* ph = part + (long)h * nch * (DH + 2);\n"
+"    const float mc = lane < nch ? ldcg(ph + lane * (DH + 2)) : -INFINITY;\n"
+"    const float lc = lane < nch ? ldcg(ph + lane * (DH + 2) + 1) : 0.0f;\n"
+"    float x0[16], x1[16];\n"
+"    for (int c = 0; c < 16; ++c) {\n"
+"      x0[c] = c < nch ? ldcg(ph + c * (DH + 2) + 2 + lane) : 0.0f;\n"
+"      x1[c] = c < nch ? ldcg(ph + c * (DH + 2) + 34 + lane) : 0.0f;\n"
+"    }\n"
+"    const float M = warp_max(mc), wc = lane < nch ? exp(mc - M) : 0.0f, L = warp_sum(wc * lc);\n"
+"    float a0 = 0.0f, a1 = 0.0f;\n"
+"    for (int c = 0; c < 16; ++c) {\n"
+"      const float wt = lane_of(wc, c);\n"
+"      a0 += wt * x0[c];\n"
+"      a1 += wt * x1[c];\n"
+"    }\n"
+"    att[h * DH + lane] = a0 / L;\n"
+"    att[h * DH + 32 + lane] = a1 / L;\n"
+"  }\n"
+"}\n"
 "__kernel void layers(__global float* x, __global float* qkv, __global float* att, __global float* h,\n"
 "                     __global const uchar* Wq, __global const float* Sq, __global const float* Oq,\n"
 "                     __global const uchar* Wo, __global const float* So, __global const float* Oo,\n"
@@ -290,9 +390,13 @@ static const char *src =
 "    if (!ATT) {\n"
 "      for (int e = get_global_id(0); e < D / 4; e += get_global_size(0)) vstore4(ldcg4(qkv + 4 * e), e, att);\n"
 "    } else {\n"
-"      attention_partials(qkv, Kc + (long)l * HKV * TMAX * DH, Vc + (long)l * HKV * TMAX * DH, cs, part, T, (__local float*)al);\n"
+"      __global half* kl = Kc + (long)l * HKV * TMAX * DH;\n"
+"      __global half* vl = Vc + (long)l * HKV * TMAX * DH;\n"
+"      if (ATTV == 2) attention_partials2(qkv, kl, vl, cs, part, T, (__local float*)al);\n"
+"      else attention_partials(qkv, kl, vl, cs, part, T, (__local float*)al);\n"
 "      grid_sync(cnt, ++phase * nwg, err);\n"
-"      attention_merge(part, att, T);\n"
+"      if (ATTV == 2) attention_merge2(part, att, T);\n"
+"      else attention_merge(part, att, T);\n"
 "    }\n"
 "    grid_sync(cnt, ++phase * nwg, err);\n"
 "    if (SKIP != 2) stage(att, D, 0, al, asum, red, aq, qs);\n"
@@ -396,7 +500,7 @@ static void rms(const double *x, const float *nw, double *o) {
 int main(int argc, char **argv) {
   const int L = argc > 1 ? atoi(argv[1]) : 22, WG = argc > 2 ? atoi(argv[2]) : 512, PF = argc > 3 ? atoi(argv[3]) : 1,
             SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 1, Q8 = argc > 6 ? atoi(argv[6]) : 0,
-            T = argc > 7 ? atoi(argv[7]) : 128, ATT = T >= 0;
+            T = argc > 7 ? atoi(argv[7]) : 128, ATT = T >= 0, ATTV = argc > 8 ? atoi(argv[8]) : 2;
   cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
   cl_device_id dev = 0;
   for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
@@ -406,7 +510,7 @@ int main(int argc, char **argv) {
   cl_command_queue q = clCreateCommandQueueWithProperties(ctx, dev, (cl_queue_properties[]){CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0}, &err); CK(err);
   cl_program p = clCreateProgramWithSource(ctx, 1, &src, 0, &err); CK(err);
   // One work-group of WG items a compute unit: at most 65536 / WG registers an item.
-  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -DQ8=%d -DATT=%d -DTMAX=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2, Q8, ATT, TMAX,
+  char opts[256]; snprintf(opts, sizeof opts, "-DD=%d -DNQKV=%d -DF=%d -DPF=%d -DSKIP=%d -DU2=%d -DQ8=%d -DATT=%d -DATTV=%d -DTMAX=%d -cl-nv-verbose -cl-nv-maxrregcount=%d", D, NQKV, F, PF, SKIP, U2, Q8, ATT, ATTV, TMAX,
                            65536 / WG < 255 ? 65536 / WG : 255);
   char log[65536];
   if (clBuildProgram(p, 1, &dev, opts, 0, 0)) { clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, 0); printf("%s\n", log); return 1; }
@@ -500,7 +604,7 @@ int main(int argc, char **argv) {
   }
   int e; CK(clEnqueueReadBuffer(q, b[19], CL_TRUE, 0, 4, &e, 0, 0, 0));
   double best = 1e30, sum = 0; for (int r = 2; r < 20; ++r) { if (ev[r] < best) best = ev[r]; sum += ev[r]; }
-  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d, q8 %d, attention at %d: kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2, Q8, ATT ? T : -1,
+  printf("%d layers, %u x %d items, prefetch %d, skip %d, u2 %d, q8 %d, attention at %d (form %d): kernel %.1f us (best %.1f), %.2f us a layer, %.1f MB read: %.0f GB/s; wall %.1f us%s\n", L, cus, WG, PF, SKIP, U2, Q8, ATT ? T : -1, ATTV,
          sum / 18, best, best / L, mb / 1e6, mb / best / 1e3, wall, e ? " (barrier timed out)" : "");
   return 0;
 }
