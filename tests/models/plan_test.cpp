@@ -464,15 +464,25 @@ std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays 
 // Greedy decoding through the in-place cache, 500 tokens across buckets of 64 (and exact
 // lengths, and the heads-first layout), equals decoding through the copying path, byte for
 // byte, in both kernel families; steps within a bucket replay their launches.
-// A tl.RoPE marked in_attention launches nothing: its attention reads the RoPE's inputs
-// (q, k, v: inputs 0, 3, 6) at its own step, so the memory plan keeps each alive until
-// then, or another tensor could take its bytes before the attention reads them. The
-// caches in place (present.*) are none of the arena's.
-TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
+// bytellama-past fused, its caches planned in place (tl-plan's in_attention marks on its
+// tl.RoPEs, or none with `unmark`), memory-planned: for each tl.RoPE that appends to the
+// caches, the schedule step of its outputs' last reader and the last steps of its inputs
+// 0, 3 and 6 (q, k, v; a view's bytes are its root's).
+struct RopeLives {
+  std::string name;
+  int attention;
+  std::vector<int> inputs;
+};
+std::vector<RopeLives> ropeInputLives(bool unmark) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(model, {});
   const KvPlan kv = planKvCache(model, KvLayout::Sequence, 16, std::nullopt);
   annotateKvPlan(model.proto, kv);
+  for (auto& n : *model.proto.mutable_graph()->mutable_node()) {
+    auto* attrs = n.mutable_attribute();
+    for (int i = attrs->size() - 1; i >= 0 && unmark; --i)
+      if (attrs->Get(i).name() == "in_attention") attrs->DeleteSubrange(i, 1);
+  }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   PlanOptions opt;
@@ -488,24 +498,45 @@ TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
   int at = 0;
   for (size_t i : graph.topoOrder())
     if (analysis.nodeClass[i] == NodeClass::Tensor) step[i] = at++;
-  int ropes = 0;
+  std::vector<RopeLives> out;
   for (size_t i = 0; i < graph.nodeCount(); ++i) {
     const auto& n = graph.node(i);
-    if (n.op_type() != "RoPE" || !attrInt(n, "in_attention").value_or(0)) continue;
-    ++ropes;
-    int attention = -1;  // the last reader of the RoPE's outputs
+    if (n.op_type() != "RoPE" || n.input_size() < 7) continue;
+    EXPECT_EQ(attrInt(n, "in_attention").value_or(0), unmark ? 0 : 1) << n.name();
+    RopeLives r{n.name(), -1, {}};
     for (size_t j = 0; j < graph.nodeCount(); ++j)
       for (const auto& in : graph.node(j).input())
-        for (const auto& out : n.output())
-          if (!out.empty() && in == out && step.count(j)) attention = std::max(attention, step[j]);
-    ASSERT_GT(attention, step[i]);
-    for (int k : {0, 3, 6}) {  // a view's bytes are its root's
+        for (const auto& o : n.output())
+          if (!o.empty() && in == o && step.count(j)) r.attention = std::max(r.attention, step[j]);
+    EXPECT_GT(r.attention, step[i]) << n.name();
+    for (int k : {0, 3, 6}) {
       const std::string root = producerThroughViews(graph, n.input(k), analysis.dtypeOf()).tensors.back();
-      ASSERT_TRUE(last.count(root)) << root << " is not planned";
-      EXPECT_GE(last[root], attention) << n.input(k) << ", input " << k << " of " << n.name();
+      EXPECT_TRUE(last.count(root)) << root << " is not planned";
+      r.inputs.push_back(last.count(root) ? last[root] : -1);
     }
+    out.push_back(r);
   }
-  EXPECT_EQ(ropes, 4);  // one a layer
+  return out;
+}
+
+// A tl.RoPE marked in_attention launches nothing: its attention reads the RoPE's inputs
+// (q, k, v: inputs 0, 3, 6) at its own step, so the memory plan keeps each alive until
+// then, or another tensor could take its bytes before the attention reads them. The
+// caches in place (present.*) are none of the arena's.
+TEST(PlanMemory, InAttentionRopeInputsLiveUntilTheAttention) {
+  const auto ropes = ropeInputLives(false);
+  EXPECT_EQ(ropes.size(), 4u);  // one a layer
+  for (const auto& r : ropes)
+    for (size_t k = 0; k < r.inputs.size(); ++k) EXPECT_GE(r.inputs[k], r.attention) << r.name << " input " << k;
+}
+
+// ... and an unmarked one (its own launch) reads them itself: they end at the RoPE, before
+// the attention, and their bytes are free for the tensors between.
+TEST(PlanMemory, UnmarkedRopeInputsEndAtTheRope) {
+  const auto ropes = ropeInputLives(true);
+  EXPECT_EQ(ropes.size(), 4u);
+  for (const auto& r : ropes)
+    for (size_t k = 0; k < r.inputs.size(); ++k) EXPECT_LT(r.inputs[k], r.attention) << r.name << " input " << k;
 }
 
 TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
