@@ -57,7 +57,7 @@ AREAS = {
     "fuse": (["libcore/fuse/*.cpp"],
              [("tl_model_tests", "Fuse*.*:MergeSlices.*:FoldConstants.*:TlFuseCli.*:CausalMask.*:RopeKernel.*:RmsNormKernel.*:"
                                  "PipelineGolden.*:SwiGluKernel.*:GeGluKernel.*:AttentionKernel.*:ConcatKernel.*:ElementwiseKernel.*:"
-                                 "AllModels/FuseModels.*/*_all"),
+                                 "AllModels/FuseModels.*/*_all:KvInPlace.DecodeGemvMergesTheAttentionSplits"),
               ("tl_model_tests", "AllModels/FuseModels.*")]),
     "plan": (["libcore/plan/memory_plan.cpp"],
              [("tl_model_tests", "PlanMemory.*:TlPlanCli.*:PipelineGolden.*:AllModels/PlanModels.*")]),
