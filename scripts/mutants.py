@@ -192,9 +192,9 @@ def run(cmd, cwd, timeout):
     """(exit code, output), or (None, output so far) past `timeout` seconds. The command
     runs in a session of its own, killed whole at its time-out: a shell's child (a test
     binary a mutant sent into a loop) would otherwise run on, orphaned, taking a core from
-    every mutant after it."""
+    every mutant after it. Bytes that are not UTF-8 (a mutant's garbled text) read as U+FFFD."""
     with subprocess.Popen(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True) as p:
+                          errors="replace", start_new_session=True) as p:
         try:
             out, _ = p.communicate(timeout=timeout)
             return p.returncode, out

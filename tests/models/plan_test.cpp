@@ -355,6 +355,37 @@ g (float[B, 4] a, float[N, 8] x) => (float[B, 4] y, float[N, 8] z) {
   EXPECT_EQ(plan.worst.at("B"), 1);
 }
 
+// Two lengths besides the batch are planned (the arena's worst case is searched over
+// both); a third is refused, naming the count.
+TEST(PlanMemory, AtMostTwoSequenceSymbols) {
+  const MemoryPlan plan = planOf(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, 4] a, float[N, 8] x, float[M, 8] w) => (float[B, 4] y, float[N, 8] z, float[M, 8] v) {
+  y = Relu (a)
+  z = Relu (x)
+  v = Relu (w)
+}
+)ONNX");
+  EXPECT_EQ(plan.worst.at("N"), 16);
+  EXPECT_EQ(plan.worst.at("M"), 16);
+  Model three;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(three.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, 4] a, float[N, 8] x, float[M, 8] w, float[K, 8] u) => (float[B, 4] y, float[N, 8] z, float[M, 8] v, float[K, 8] t) {
+  y = Relu (a)
+  z = Relu (x)
+  v = Relu (w)
+  t = Relu (u)
+}
+)ONNX").IsOK());
+  try {
+    planOf(three);
+    ADD_FAILURE() << "three sequence symbols planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 sequence symbols"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
