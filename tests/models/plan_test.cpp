@@ -492,9 +492,6 @@ std::vector<int64_t> greedy(Model& model, int64_t n, bool gpu, int64_t* replays 
   return out;
 }
 
-// Greedy decoding through the in-place cache, 500 tokens across buckets of 64 (and exact
-// lengths, and the heads-first layout), equals decoding through the copying path, byte for
-// byte, in both kernel families; steps within a bucket replay their launches.
 // bytellama-past fused, its caches planned in place (tl-plan's in_attention marks on its
 // tl.RoPEs, or none with `unmark`), memory-planned: for each tl.RoPE that appends to the
 // caches, the schedule step of its outputs' last reader and the last steps of its inputs
@@ -509,11 +506,12 @@ std::vector<RopeLives> ropeInputLives(bool unmark) {
   runFusePasses(model, {});
   const KvPlan kv = planKvCache(model, KvLayout::Sequence, 16, std::nullopt);
   annotateKvPlan(model.proto, kv);
-  for (auto& n : *model.proto.mutable_graph()->mutable_node()) {
-    auto* attrs = n.mutable_attribute();
-    for (int i = attrs->size() - 1; i >= 0 && unmark; --i)
-      if (attrs->Get(i).name() == "in_attention") attrs->DeleteSubrange(i, 1);
-  }
+  if (unmark)
+    for (auto& n : *model.proto.mutable_graph()->mutable_node()) {
+      auto* attrs = n.mutable_attribute();
+      for (int i = attrs->size() - 1; i >= 0; --i)
+        if (attrs->Get(i).name() == "in_attention") attrs->DeleteSubrange(i, 1);
+    }
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   PlanOptions opt;
@@ -570,6 +568,9 @@ TEST(PlanMemory, UnmarkedRopeInputsEndAtTheRope) {
     for (size_t k = 0; k < r.inputs.size(); ++k) EXPECT_LT(r.inputs[k], r.attention) << r.name << " input " << k;
 }
 
+// Greedy decoding through the in-place cache, 500 tokens across buckets of 64 (and exact
+// lengths, and the heads-first layout), equals decoding through the copying path, byte for
+// byte, in both kernel families; steps within a bucket replay their launches.
 TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
   Model plain = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   runFusePasses(plain, {});
