@@ -196,7 +196,9 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
   for (bool gpu : gpus) {
     device.setGpuKernels(gpu);
     Executor ex(device, model, graph, analysis);
+    int64_t mostRows = 0;
     for (int64_t M : rows) {
+      mostRows = std::max(mostRows, M);
       Mat x(M, K), r(M, width);
       std::uniform_real_distribution<float> u(-1.0f, 1.0f);
       for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = u(rng);
@@ -232,6 +234,14 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         const bool prepped = launches.back().kernel == "qgemm_mma_f16" || int8Rows(launches);
         ASSERT_EQ(launches.size(), prepped ? 2u : 1u) << scheme;
         EXPECT_EQ(launches.back().kernel.rfind("qgemm", 0), 0u) << launches.back().kernel;
+      }
+      if (int8Rows(launches)) {
+        // The int8 rows' scratch is a byte a code and two floats a 32 k (K / 32 steps and
+        // sums a row, 1/16 of A's fp32 bytes): with the rest (the output, the residual, any
+        // split's partials) the node's memory besides its weights stays within 8 times A's
+        // and the output's fp32 bytes (at most 3.8 times on an H200).
+        const size_t bytes = static_cast<size_t>(mostRows * (K + N)) * 4;
+        EXPECT_LT(ex.memoryUse({}).activations, 8 * bytes) << scheme << " K=" << K << " M=" << M;
       }
       Mat xa = x;
       for (int64_t m = 0; m < M && e.norm; ++m) {
