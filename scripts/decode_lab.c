@@ -21,7 +21,8 @@
 // columns at once in the residual GEMVs; q8 1: A as int8 a block of 32 (its scale), the
 // codes' products by dp4a (e0m4's level is (16 + c) / 8, so a block's dot is
 // (2 s + o) sum(a) + s / 8 sum(a c)); T: the attention's position (128; -1: the stand-in);
-// attention form 1: a warp per (kv head, 32 keys), 2 (default): a warp per (query head, chunk).
+// attention form 1 (default): a warp per (kv head, 32 keys), 2: a warp per (query head, chunk),
+// slower (docs/tl-bench.md).
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <math.h>
@@ -491,7 +492,7 @@ static void rms(const double *x, const float *nw, double *o) {
 int main(int argc, char **argv) {
   const int L = argc > 1 ? atoi(argv[1]) : 22, WG = argc > 2 ? atoi(argv[2]) : 512, PF = argc > 3 ? atoi(argv[3]) : 1,
             SKIP = argc > 4 ? atoi(argv[4]) : 0, U2 = argc > 5 ? atoi(argv[5]) : 1, Q8 = argc > 6 ? atoi(argv[6]) : 0,
-            T = argc > 7 ? atoi(argv[7]) : 128, ATT = T >= 0, ATTV = argc > 8 ? atoi(argv[8]) : 2;
+            T = argc > 7 ? atoi(argv[7]) : 128, ATT = T >= 0, ATTV = argc > 8 ? atoi(argv[8]) : 1;
   cl_platform_id ps[8]; cl_uint np; CK(clGetPlatformIDs(8, ps, &np));
   cl_device_id dev = 0;
   for (cl_uint i = 0; i < np && !dev; i++) if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_GPU, 1, &dev, 0)) dev = 0;
