@@ -182,5 +182,35 @@ TEST(GuardBytes, AWritePastATensorIsNamed) {
   }
 }
 
+// Scratch that kernels leave at zero when they finish (the split-K rows' tile counters,
+// kernels/gemm.cl) is zero when made and when grown, and kept as the kernels left it
+// otherwise. Growth decides, not the handle: a buffer released and another made can get
+// the old one's handle back (on an H200 the split-K rows then summed 300 rows after 64
+// over stale counters, now and then).
+TEST(ZeroedScratch, ZeroWhenMadeAndWhenGrown) {
+  Model m = test::oneNodeModel("Add", {{"a", {"3", "5"}}, {"b", {"3", "5"}}}, 0, "");
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  Executor ex(device, m, graph, analysis);
+  const cl_uchar dirty = 0xab;
+  auto bytesOf = [&](size_t n) {
+    std::vector<cl_uchar> v(n, 1);
+    EXPECT_EQ(clEnqueueReadBuffer(device.queue(), ex.buffer("#counters"), CL_TRUE, 0, n, v.data(), 0, nullptr, nullptr),
+              CL_SUCCESS);
+    return v;
+  };
+  for (size_t bytes : {64, 72, 200, 4096, 4100}) {
+    ex.zeroedScratch("#counters", bytes);
+    const auto made = bytesOf(bytes);
+    EXPECT_EQ(std::count(made.begin(), made.end(), 0), static_cast<long>(bytes)) << bytes << " bytes, after growing";
+    ASSERT_EQ(clEnqueueFillBuffer(device.queue(), ex.buffer("#counters"), &dirty, 1, 0, bytes, 0, nullptr, nullptr),
+              CL_SUCCESS);
+    ex.zeroedScratch("#counters", bytes);  // no growth: what the kernels left stays
+    const auto kept = bytesOf(bytes);
+    EXPECT_EQ(std::count(kept.begin(), kept.end(), dirty), static_cast<long>(bytes)) << bytes << " bytes, not grown";
+  }
+}
+
 }  // namespace
 }  // namespace tl

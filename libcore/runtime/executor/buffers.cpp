@@ -95,9 +95,12 @@ void Executor::checkGuards() {
 }
 
 void Executor::zeroedScratch(const std::string& key, size_t bytes) {
-  const cl_mem before = buffers_[key].mem;
+  // Made anew exactly when its capacity changes (ensure). Not the handle: a buffer
+  // released and another made may get the old one's handle back (NVIDIA's driver does),
+  // and the split-K rows then met counters left unzeroed: wrong sums at 300 rows after 64.
+  const size_t before = buffers_[key].capacity;
   Buffer& b = ensure(key, bytes);
-  if (b.mem == before) return;
+  if (b.capacity == before) return;
   const cl_uchar zero = 0;
   clCheck(clEnqueueFillBuffer(device_.queue(), b.mem, &zero, 1, 0, b.capacity, 0, nullptr, nullptr),
           "clEnqueueFillBuffer", "scratch '" + key + "'");
