@@ -176,8 +176,9 @@ Device::~Device() {
 const char* const kGemmChoiceHelp =
     "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see tl-run\n"
     "--list-devices; below 256 rows, 4-bit codes times A rounded to int8 per 32 values, as\n"
-    "llama.cpp does), f16 (the tensor cores with A in fp16 everywhere) or portable (the fp32\n"
-    "tiles every GPU runs)";
+    "llama.cpp does, and so too NVIDIA's one-row decode GEMVs over wide weights or K >= 4096),\n"
+    "f16 (the tensor cores with A in fp16 everywhere, fp32 A in every GEMV) or portable (the\n"
+    "fp32 tiles every GPU runs)";
 
 void setGemmChoice(Device& dev, const std::string& choice) {
   if (choice != "auto" && choice != "f16" && choice != "portable")

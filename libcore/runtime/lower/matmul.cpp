@@ -295,6 +295,11 @@ struct QCase {
   // One row over wide weights: 8 columns a work-group (kernels/qmatmul.cl's QGEMV_WIDE)
   // where 4 would launch over 16 groups per compute unit; fewer groups left the H100 idle.
   bool wide() const { return gemv16() && M == 1 && N / 4 > 16 * computeUnits; }
+  // ... or with A rounded to int8 a block of 32 and the codes' products by dp4a
+  // (qgemv_wide_i8_*, NVIDIA), over wide weights and from K = 4096 (where 8 columns a
+  // group still make enough groups): H200, Llama-2-7B's one-row GEMVs 6-23% faster,
+  // TinyLlama's 2-9% (docs/tl-bench.md). Not merging the attention's splits.
+  bool int8Gemv() const { return int8 && gemv16() && M == 1 && !merged && (wide() || K >= 4096); }
   // Prefill through kernels/gemm.cl's tiles and tasks.
   bool tiled() const { return M > 4 && coded(); }
   // What gemm.cl's kernels read: chunks of 8 codes that share a scale, code rows its
@@ -387,6 +392,7 @@ template <int64_t T> Geometry splitGeometry(const QCase& c) {  // ... and a slic
 template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.merged && c.wide(); }
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
 template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
+template <Scheme S> bool int8Gemv(const QCase& c) { return c.scheme == S && c.int8Gemv(); }
 template <Scheme S> bool gemv16Plain(const QCase& c) {
   return c.scheme == S && c.gemv16() && c.M == 1 && (!c.norm || c.handed);
 }
@@ -418,6 +424,8 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
+const char* const kWideInt8Why =
+    "one decode row, 8 columns a work-group, A rounded to int8 per 32 k and multiplied by the codes 4 at a time";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
 const char* const kHandedWhy =
     "one decode row, its RMSNorm handed on by the GEMV that wrote A (A times the norm's weights, the sums of squares)";
@@ -447,6 +455,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide_i8_e0m4", int8Gemv<E0m4>, wideGeometry, kWideInt8Why, kNative | kHands},
+    {"qgemv_wide_i8_int4", int8Gemv<Int4>, wideGeometry, kWideInt8Why, kNative | kHands},
     {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative | kHands},
     {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative | kHands},
     {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative | kHands},
