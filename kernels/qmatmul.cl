@@ -537,6 +537,21 @@ inline float8 merged8(__global const float* pr, const float* mw, int splits, int
 QGEMV16_PLAIN_FROM(qgemv16_merge_e0m4_m1, E0M4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK, MERGED_ROW0)
 
+// The wide rows' start (QGEMV_WIDE_FROM, QGEMV_WIDE_I8): a work-group's COLS columns (a
+// GLU's gate columns, then their up columns N / 2 further on) and each item's sums.
+#define GEMV_WIDE_START(COLS)                                                                       \
+  __local float red[(COLS + 1) * GEMV_WG], part[(COLS + 1) * 8];                                    \
+  const int t = get_local_id(0), grp = get_group_id(0), width = glu ? N / 2 : N;                    \
+  int col[COLS]; /* indices, not pointers: a third of the registers */                              \
+  for (int c = 0; c < COLS; ++c)                                                                    \
+    col[c] = glu ? min(grp * (COLS / 2) + c % (COLS / 2), width - 1) + c / (COLS / 2) * width       \
+                 : min(grp * COLS + c, N - 1);                                                      \
+  float acc[COLS];                                                                                  \
+  for (int c = 0; c < COLS; ++c) acc[c] = 0.0f;                                                     \
+  float ss = 0.0f;                                                                                  \
+  __global const float8* a8 = (__global const float8*)A;                                            \
+  __global const float8* nw8 = (__global const float8*)NW;
+
 // The wide rows' end (QGEMV_WIDE_FROM, QGEMV_WIDE_I8): each item's COLS sums and its sum of
 // squares reduced over the group, the norm's inverse applied, the columns stored (a GLU's
 // gate and up together), an RMSNorm handed on where asked.
@@ -580,17 +595,7 @@ QGEMV16_PLAIN_FROM(qgemv16_merge_int4_m1, INT4_LEVELS8, MERGE_ARGS, MERGE_BLOCK,
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
             int groups, GEMV_ARGS HAND_ARGS MORE()) {                                               \
-    __local float red[(COLS + 1) * GEMV_WG], part[(COLS + 1) * 8];                                  \
-    const int t = get_local_id(0), grp = get_group_id(0), width = glu ? N / 2 : N;                  \
-    int col[COLS]; /* indices, not pointers: a third of the registers */                            \
-    for (int c = 0; c < COLS; ++c)                                                                  \
-      col[c] = glu ? min(grp * (COLS / 2) + c % (COLS / 2), width - 1) + c / (COLS / 2) * width     \
-                   : min(grp * COLS + c, N - 1);                                                    \
-    float acc[COLS];                                                                                \
-    for (int c = 0; c < COLS; ++c) acc[c] = 0.0f;                                                   \
-    float ss = 0.0f;                                                                                \
-    __global const float8* a8 = (__global const float8*)A;                                          \
-    __global const float8* nw8 = (__global const float8*)NW;                                        \
+    GEMV_WIDE_START(COLS)                                                                           \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
       BLOCK()                                                                                       \
@@ -643,17 +648,7 @@ inline int pack_i8(float a, float b, float c, float d) {
   void NAME(__global const float* A, __global const uchar* W, __global const float* S,              \
             __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes,  \
             int groups, GEMV_ARGS HAND_ARGS) {                                                      \
-    __local float red[(COLS + 1) * GEMV_WG], part[(COLS + 1) * 8];                                  \
-    const int t = get_local_id(0), grp = get_group_id(0), width = glu ? N / 2 : N;                  \
-    int col[COLS];                                                                                  \
-    for (int c = 0; c < COLS; ++c)                                                                  \
-      col[c] = glu ? min(grp * (COLS / 2) + c % (COLS / 2), width - 1) + c / (COLS / 2) * width     \
-                   : min(grp * COLS + c, N - 1);                                                    \
-    float acc[COLS];                                                                                \
-    for (int c = 0; c < COLS; ++c) acc[c] = 0.0f;                                                   \
-    float ss = 0.0f;                                                                                \
-    __global const float8* a8 = (__global const float8*)A;                                          \
-    __global const float8* nw8 = (__global const float8*)NW;                                        \
+    GEMV_WIDE_START(COLS)                                                                           \
     for (int i = t; i < K / 32; i += GEMV_WG) {                                                     \
       const int g = 32 * i / G;                                                                     \
       uint4 q[COLS]; /* the codes first: their loads in flight while A is rounded */               \
