@@ -60,12 +60,14 @@ TEST(KernelBounds, FloatProductsAtRaggedEdges) {
 }
 
 // tl.QMatMul of every scheme at K = 37 (a ragged last group of 5 and a half-filled last
-// byte), N = 9 and M = 1, 5 and 17, in both families: each column's scales and offsets
-// end at the buffer's end for the last one.
+// byte) and K = 40 (whole words of codes: the CPU family's qgemv_cpu_* and the GPU's
+// gemv rows, which K = 37 leaves to the column kernels), N = 9 and M = 1, 5 and 17, in
+// both families: each column's scales and offsets end at the buffer's end for the last one.
 TEST(KernelBounds, QuantizedProductsAtRaggedEdges) {
-  const int64_t K = 37, N = 9;
-  const auto w = randomFloats(static_cast<size_t>(K * N), 3);
+  for (const int64_t K : {37, 40})
   for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8, QuantScheme::W4A8, QuantScheme::Q3H}) {
+    const int64_t N = 9;
+    const auto w = randomFloats(static_cast<size_t>(K * N), 3);
     Model model = matmulModel(w.data(), K, N);
     QuantOptions opt;
     opt.scheme = s;
