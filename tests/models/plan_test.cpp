@@ -416,6 +416,9 @@ TEST(TlPlanCli, TextArtifactAndBadInput) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   r = test::runTool("tl-plan", model.string() + " --max-seq 0 --emit text");
   EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = test::runTool("tl-plan", model.string() + " --max-seq 64 --batch 0 --emit text");
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--batch must be at least 1"), std::string::npos) << r.err;
   r = test::runTool("tl-plan", model.string() + " --max-seq 64 --align 48 --emit text");
   EXPECT_EQ(r.exitCode, 2) << r.err;
   EXPECT_NE(r.err.find("--align must be a power of two"), std::string::npos) << r.err;
