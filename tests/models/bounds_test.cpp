@@ -64,35 +64,36 @@ TEST(KernelBounds, FloatProductsAtRaggedEdges) {
 // gemv rows, which K = 37 leaves to the column kernels), N = 9 and M = 1, 5 and 17, in
 // both families: each column's scales and offsets end at the buffer's end for the last one.
 TEST(KernelBounds, QuantizedProductsAtRaggedEdges) {
-  for (const int64_t K : {37, 40})
-  for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8, QuantScheme::W4A8, QuantScheme::Q3H}) {
-    const int64_t N = 9;
+  const int64_t N = 9;
+  for (const int64_t K : {37, 40}) {
     const auto w = randomFloats(static_cast<size_t>(K * N), 3);
-    Model model = matmulModel(w.data(), K, N);
-    QuantOptions opt;
-    opt.scheme = s;
-    opt.group = 16;
-    opt.quantizeLmHead = true;
-    ASSERT_EQ(quantizeModel(model, opt, false).size(), 1u);
-    const auto deq = dequantize(quantize(w.data(), K, N, s, 16));
-    test::onBothFamilies(model, [&](Executor& ex, bool gpu) {
-      expectCheckedDevice(ex);
-      for (int64_t M : {1, 5, 17}) {
-        auto x = randomFloats(static_cast<size_t>(M * K), static_cast<unsigned>(M));
-        const auto got = ex.run({makeTensor("x", DType::Float, {M, K}, x.data())});
-        ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, N}));
-        const auto y = got[0].toDouble();
-        if (s == QuantScheme::W4A8) test::roundRowsToInt8(x.data(), M, K);
-        for (int64_t r = 0; r < M; ++r) {
-          for (int64_t n = 0; n < N; ++n) {
-            double want = 0;
-            for (int64_t k = 0; k < K; ++k) want += double(x[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(k * N + n)];
-            ASSERT_NEAR(y[static_cast<size_t>(r * N + n)], want, 1e-4) << schemeName(s) << " M=" << M << " row " << r
-                                                                        << " column " << n << " gpu " << gpu;
+    for (auto s : {QuantScheme::E0M4, QuantScheme::Int4, QuantScheme::Q8, QuantScheme::W4A8, QuantScheme::Q3H}) {
+      Model model = matmulModel(w.data(), K, N);
+      QuantOptions opt;
+      opt.scheme = s;
+      opt.group = 16;
+      opt.quantizeLmHead = true;
+      ASSERT_EQ(quantizeModel(model, opt, false).size(), 1u);
+      const auto deq = dequantize(quantize(w.data(), K, N, s, 16));
+      test::onBothFamilies(model, [&](Executor& ex, bool gpu) {
+        expectCheckedDevice(ex);
+        for (int64_t M : {1, 5, 17}) {
+          auto x = randomFloats(static_cast<size_t>(M * K), static_cast<unsigned>(M));
+          const auto got = ex.run({makeTensor("x", DType::Float, {M, K}, x.data())});
+          ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, N}));
+          const auto y = got[0].toDouble();
+          if (s == QuantScheme::W4A8) test::roundRowsToInt8(x.data(), M, K);
+          for (int64_t r = 0; r < M; ++r) {
+            for (int64_t n = 0; n < N; ++n) {
+              double want = 0;
+              for (int64_t k = 0; k < K; ++k) want += double(x[static_cast<size_t>(r * K + k)]) * deq[static_cast<size_t>(k * N + n)];
+              ASSERT_NEAR(y[static_cast<size_t>(r * N + n)], want, 1e-4) << schemeName(s) << " M=" << M << " row " << r
+                                                                          << " column " << n << " gpu " << gpu;
+            }
           }
         }
-      }
-    });
+      });
+    }
   }
 }
 
