@@ -340,6 +340,24 @@ g (float[1, N, 9] x) => (float[1, N, 9] y) {
   EXPECT_EQ(byName["y"]->bytes.evaluate({{"N", 3}}), 108);
 }
 
+// A string tensor has no size to plan: refused by name, not planned as 0 bytes (which
+// would let every later tensor share its buffer).
+TEST(PlanMemory, SizelessTensorsRefusedByName) {
+  try {
+    planOf(R"ONNX(
+<ir_version: 10, opset_import: ["" : 21]>
+g (float[1, N, 9] x) => (float[1, N, 9] y) {
+  s = Cast <to = 8> (x)
+  y = Cast <to = 1> (s)
+}
+)ONNX");
+    ADD_FAILURE() << "a string tensor planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 's' has dtype string, which has no size"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Only the batch (the first input's leading symbol) is left to the batch size: another
 // input's leading symbol is a length like any other, held to --max-seq (16 here), and the
 // arena is sized there: a's 4 floats of a batch of 1, x's and z's 16 x 8.
