@@ -235,6 +235,18 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
     EXPECT_EQ(inSet, draws) << st.name << ": drew a token the filters drop";
     EXPECT_LT(chi2, critical[st.kept.size() - 1]) << st.name;
   }
+  // Filters left off keep every token, however unlikely at temperature 1, where they rank
+  // them: at {0, -40, -40, -40} token 0's probability rounds to 1, so a top-p or typical
+  // pass at mass 1 would keep it alone; drawn at temperature 100 the three others have
+  // e^-0.4 of its weight (0.223 each, token 0 0.332).
+  SamplingOptions flat;
+  flat.temperature = 100.0f;
+  flat.seed = 5;
+  Sampler flattened(flat);
+  std::vector<int> tail(4, 0);
+  for (int i = 0; i < draws; ++i) ++tail[static_cast<size_t>(flattened.sample({0.0f, -40.0f, -40.0f, -40.0f}))];
+  for (int t = 0; t < 4; ++t)
+    EXPECT_NEAR(tail[static_cast<size_t>(t)] / double(draws), t == 0 ? 0.332 : 0.223, 0.02) << "token " << t;
   // Typical's sort keeps ties in order, the lower id first: a cut between two equal tokens
   // keeps the lower, as greedy takes the first maximum.
   SamplingOptions tie;

@@ -404,6 +404,29 @@ g (float[B, 4] a, float[N, 8] x, float[M, 8] w, float[K, 8] u) => (float[B, 4] y
   }
 }
 
+// The arena's worst case is searched at the longest second length only where every size
+// grows with it: x's rows from M on (N - M of them) shrink as M grows, so such a model is
+// refused, not planned short of what a smaller M needs.
+TEST(PlanMemory, SizesThatShrinkWithTheSecondLengthRefused) {
+  try {
+    planOf(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, 4] a, float[N, 8] x, float[M, 8] w) => (float[B, 4] z, float[M, 8] v, float[?, 8] y) {
+  z = Relu (a)
+  v = Relu (w)
+  m = Shape <end = 1> (w)
+  e = Constant <value = int64[1] {1000000}> ()
+  r = Slice (x, m, e)
+  y = Relu (r)
+}
+)ONNX");
+    ADD_FAILURE() << "a size shrinking with a length planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the activations' size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not provably grow with M"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TlPlanCli, TextArtifactAndBadInput) {
   const auto model = test::sharedModels() / "llama-past/model.onnx";
   auto r = test::runTool("tl-plan", model.string() + " --max-seq 2048 --emit text");
