@@ -109,6 +109,8 @@ class OneNode {
     return r;
   }
   std::string out() { return outputs(1)[0]; }
+  // The output's element type.
+  DType dtype() { return analyze(1).at("out0").dtype; }
   // The output's tracked value as text ("[0, 1]"), or "none".
   std::string value(int outputs = 1) {
     const ShapeAnalysis a = analyze(outputs);
@@ -566,6 +568,21 @@ TEST(ShapeRules, OpsTheModelsDoNotReach) {
   EXPECT_NE(N("KvAppend").tl().input("a", {"1", "2"}).input("b", {"1", "3"}).failure().find("attribute 'axis' is missing"),
             std::string::npos);
   EXPECT_EQ(N("KvAppend").tl().input("a", {"1", "past", "4"}).input("b", {"1", "N", "4"}).attr("axis", 1).out(), "[1, N + past, 4]");
+}
+
+// Where an op reads indices beside its data, the output takes the data's element type, not
+// the indices' (and TopK's second output is the indices).
+TEST(ShapeRules, DataNotIndicesGiveTheOutputType) {
+  using N = OneNode;
+  const auto i64 = onnx::TensorProto::INT64;
+  const auto f16 = onnx::TensorProto::FLOAT16;
+  EXPECT_EQ(N("ScatterND").input("x", {"4", "5"}, f16).input("i", {"2", "1"}, i64).input("u", {"2", "5"}, f16).dtype(),
+            DType::Float16);
+  EXPECT_EQ(N("ScatterElements").input("x", {"4", "5"}).input("i", {"2", "5"}, i64).input("u", {"2", "5"}).dtype(),
+            DType::Float);
+  EXPECT_EQ(N("GatherElements").input("x", {"2", "3"}).input("i", {"2", "5"}, i64).attr("axis", 1).dtype(), DType::Float);
+  EXPECT_EQ(N("Gather").input("x", {"6", "3"}, f16).input("i", {"2"}, i64).dtype(), DType::Float16);
+  EXPECT_EQ(N("GatherND").input("x", {"6", "3"}).input("i", {"2", "1"}, i64).dtype(), DType::Float);
 }
 
 // Values that are expressions of a symbol (n = N, the first dim of x, N >= 1): decided
