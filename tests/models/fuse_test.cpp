@@ -9,6 +9,7 @@
 #include <cstring>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <tuple>
@@ -1188,6 +1189,27 @@ TEST(FuseGenerate, BytellamaGreedyUnchanged) {
   Model plain = loadModel(path.string()), fused = loadModel(path.string());
   runFusePasses(fused, {});
   EXPECT_EQ(generate(fused), generate(plain));
+}
+
+// A fused model imports tl's domain (its nodes' ops, docs/ops.md) once, at version 1, and
+// keeps the default domain's import as it was; fusing it again adds none.
+TEST(FuseOpsets, TlDomainImportedOnce) {
+  const auto path = test::sharedModels() / "llama-past/model.onnx";
+  Model m = loadModel(path.string());
+  std::map<std::string, int64_t> before;
+  for (const auto& o : m.proto.opset_import()) before[o.domain()] = o.version();
+  ASSERT_FALSE(before.count("tl"));
+  for (int round = 0; round < 2; ++round) {
+    runFusePasses(m, {});
+    std::map<std::string, int> count;
+    for (const auto& o : m.proto.opset_import()) {
+      ++count[o.domain()];
+      EXPECT_EQ(o.version(), o.domain() == "tl" ? 1 : before.at(o.domain())) << "'" << o.domain() << "'";
+    }
+    EXPECT_EQ(count["tl"], 1) << "round " << round;
+    EXPECT_EQ(count[""], 1) << "round " << round;
+    EXPECT_EQ(count.size(), before.size() + 1) << "round " << round;
+  }
 }
 
 TEST(TlFuseCli, ListsPassesReportsNearMissesAndRefusesUnknownPasses) {
