@@ -74,6 +74,8 @@
 #   scripts/device_bench.sh decode NAMES     (after peerprep or closing NAMES, on its machine) one tl-bench run a
 #                                            model: tg128 and tg128@d2048 of its planned e0m4 model, llama.cpp
 #                                            CUDA Q4_0 -fa 1 beside it
+#   scripts/device_bench.sh decodeab NAMES   (after peerprep NAMES) `decode NAMES`, then each model again with
+#                                            --gemm f16 (fp32 A: no int8 GEMVs), same depths
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -268,7 +270,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     L=devdata/llamacpp
     setsid nohup bash $L/device.sh build "$PWD/$L" > "$W/llamacpp-build.log" 2>&1 < /dev/null &
     for m in $(echo "$2" | tr , ' '); do
-      [ -f "$W/$m-e0m4/model.onnx" ] || "$0" export "$m" 2>&1 | grep -E "export_real|tl-quant" || true
+      [ -f "$W/$m-e0m4/model.onnx" ] || QUANTIZE_7B=1 "$0" export "$m" 2>&1 | grep -E "export_real|tl-quant" || true
       fuse_and_plan "$m"
     done
     ls "$W"
@@ -378,6 +380,14 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       GGUF_PY=/root/lc/gguf-py $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --name "$m" -p '' -n 128 -d 0,2048 -r "$R" \
         --device NVIDIA --peer "$peer" -o "$OUT/$m-decode.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep "^| " "$OUT/$m-decode.md"
+    done
+    ;;
+  decodeab)
+    OUT=$OUT "$0" decode "$2"
+    for m in $(echo "$2" | tr , ' '); do
+      $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --name "$m-f16" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA \
+        --gemm f16 -o "$OUT/$m-decode-gemm-f16.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
+      grep "^| " "$OUT/$m-decode-gemm-f16.md"
     done
     ;;
   fusetests)
