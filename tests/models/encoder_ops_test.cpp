@@ -3,9 +3,11 @@
 // (clip-text's N <= 77) that a run over it is refused by.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "cli/error.h"
 #include "cli/test_support.h"
@@ -26,26 +28,45 @@ using test::setAttr;
 struct ConvCase {
   int64_t N, C, H, W, M, KH, KW, group;
   std::vector<int64_t> strides, dilations, pads;  // pads: top, left, bottom, right
+  std::string autoPad = "";                       // SAME_*: pads worked out, not given
 };
 
 // Conv against a direct loop in double: patch embedding (stride = kernel), padding,
-// dilation, groups, 1x1.
+// dilation, groups, 1x1, and auto_pad's SAME_UPPER and SAME_LOWER, whose odd totals (3 of
+// a 4-wide kernel) put the extra pad at the end or the start, and whose even ones (4 of a
+// 5-wide kernel, 2 of a 3-wide one at stride 2) split evenly.
 TEST(ConvKernel, MatchesReference) {
   std::mt19937 rng(21);
   std::normal_distribution<float> normal;
   for (const ConvCase& c : {ConvCase{2, 3, 32, 32, 8, 8, 8, 1, {8, 8}, {1, 1}, {0, 0, 0, 0}},
                             ConvCase{1, 4, 9, 7, 6, 3, 3, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}},
-                            ConvCase{1, 5, 4, 4, 3, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}}}) {
+                            ConvCase{1, 5, 4, 4, 3, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+                            ConvCase{1, 2, 6, 7, 3, 4, 5, 1, {1, 1}, {1, 1}, {}, "SAME_UPPER"},
+                            ConvCase{1, 2, 6, 7, 3, 4, 5, 1, {1, 1}, {1, 1}, {}, "SAME_LOWER"},
+                            ConvCase{1, 2, 7, 6, 3, 3, 4, 1, {2, 1}, {1, 1}, {}, "SAME_LOWER"}}) {
     const auto s = [](int64_t v) { return std::to_string(v); };
     Model m = oneNodeModel("Conv", {{"x", {"B", s(c.C), s(c.H), s(c.W)}}, {"w", {s(c.M), s(c.C / c.group), s(c.KH), s(c.KW)}},
                                     {"b", {s(c.M)}}},
                            0, "");
     setAttr(m, "strides", c.strides);
     setAttr(m, "dilations", c.dilations);
-    setAttr(m, "pads", c.pads);
+    std::vector<int64_t> pads = c.pads;
+    if (c.autoPad.empty()) {
+      setAttr(m, "pads", pads);
+    } else {  // ONNX: the output is ceil(in / stride), the pads what that takes, split
+      setAttr(m, "auto_pad", c.autoPad);
+      const int64_t in[2] = {c.H, c.W}, ker[2] = {c.KH, c.KW};
+      pads.assign(4, 0);
+      for (int i = 0; i < 2; ++i) {
+        const int64_t out = (in[i] + c.strides[i] - 1) / c.strides[i];
+        const int64_t total = std::max<int64_t>(0, (out - 1) * c.strides[i] + c.dilations[i] * (ker[i] - 1) + 1 - in[i]);
+        pads[i] = c.autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        pads[i + 2] = total - pads[i];
+      }
+    }
     setAttr(m, "group", c.group);
-    const int64_t OH = (c.H + c.pads[0] + c.pads[2] - c.dilations[0] * (c.KH - 1) - 1) / c.strides[0] + 1;
-    const int64_t OW = (c.W + c.pads[1] + c.pads[3] - c.dilations[1] * (c.KW - 1) - 1) / c.strides[1] + 1;
+    const int64_t OH = (c.H + pads[0] + pads[2] - c.dilations[0] * (c.KH - 1) - 1) / c.strides[0] + 1;
+    const int64_t OW = (c.W + pads[1] + pads[3] - c.dilations[1] * (c.KW - 1) - 1) / c.strides[1] + 1;
     onBothFamilies(m, [&](Executor& ex, bool gpu) {
       std::vector<float> x(static_cast<size_t>(c.N * c.C * c.H * c.W)),
           w(static_cast<size_t>(c.M * c.C / c.group * c.KH * c.KW)), b(static_cast<size_t>(c.M));
@@ -64,8 +85,8 @@ TEST(ConvKernel, MatchesReference) {
               for (int64_t ci = 0; ci < cpg; ++ci)
                 for (int64_t kh = 0; kh < c.KH; ++kh)
                   for (int64_t kw = 0; kw < c.KW; ++kw) {
-                    const int64_t ih = oh * c.strides[0] - c.pads[0] + kh * c.dilations[0];
-                    const int64_t iw = ow * c.strides[1] - c.pads[1] + kw * c.dilations[1];
+                    const int64_t ih = oh * c.strides[0] - pads[0] + kh * c.dilations[0];
+                    const int64_t iw = ow * c.strides[1] - pads[1] + kw * c.dilations[1];
                     if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
                     const int64_t ch = mo / mpg * cpg + ci;
                     want += double(x[static_cast<size_t>(((n * c.C + ch) * c.H + ih) * c.W + iw)]) *
