@@ -571,7 +571,7 @@ TEST(ShapeRules, OpsTheModelsDoNotReach) {
 }
 
 // Where an op reads indices beside its data, the output takes the data's element type, not
-// the indices' (and TopK's second output is the indices).
+// the indices'.
 TEST(ShapeRules, DataNotIndicesGiveTheOutputType) {
   using N = OneNode;
   const auto i64 = onnx::TensorProto::INT64;
