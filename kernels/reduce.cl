@@ -199,17 +199,20 @@ ARG_EXTREME(argmax_i32, int, ARG_GT)
 ARG_EXTREME(argmin_i32, int, ARG_LT)
 
 // The first largest of x[offset .. offset + n) into *out, by one work-group of 256: a
-// greedy decode step's next token without reading the logits back. NaN never wins; a
-// row with nothing above -inf gives 0 (the first element, as std::max_element).
+// greedy decode step's next token without reading the logits back. A row with nothing
+// above -inf gives 0 (the first element, as std::max_element). A logit that is no number
+// (NaN or +inf) gives -1 - its index instead, the first such: the host refuses it
+// (Executor::argmax), where NaN would silently never win.
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void argmax_row_f32(__global const float* x, long offset, int n, __global long* out) {
   __local float best_v[256];
-  __local int best_i[256];
+  __local int best_i[256], bad_i[256];
   const int lid = get_local_id(0);
   float best = -INFINITY;
-  int at = n;
+  int at = n, bad = n;
   for (int j = lid; j < n; j += 256) {
     const float v = x[offset + j];
+    if (bad == n && (isnan(v) || v == INFINITY)) bad = j;
     if (v > best) {
       best = v;
       at = j;
@@ -217,6 +220,7 @@ void argmax_row_f32(__global const float* x, long offset, int n, __global long* 
   }
   best_v[lid] = best;
   best_i[lid] = at;
+  bad_i[lid] = bad;
   for (int s = 128; s > 0; s >>= 1) {
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < s) {
@@ -226,7 +230,8 @@ void argmax_row_f32(__global const float* x, long offset, int n, __global long* 
         best_v[lid] = v;
         best_i[lid] = i;
       }
+      bad_i[lid] = min(bad_i[lid], bad_i[lid + s]);
     }
   }
-  if (lid == 0) *out = best_i[0] == n ? 0 : best_i[0];
+  if (lid == 0) *out = bad_i[0] < n ? -1 - (long)bad_i[0] : best_i[0] == n ? 0 : best_i[0];
 }

@@ -67,8 +67,9 @@ class Executor {
   // Reads `count` elements of a tensor from `offset` (blocking: the run's one sync).
   std::vector<float> readFloats(const std::string& tensor, int64_t offset, int64_t count);
   // The index of the largest of `count` floats of a tensor from `offset` (the first of
-  // equals; NaN never wins), found on the device: a greedy decode step reads back 8
-  // bytes, not the logits (blocking: the run's one sync).
+  // equals), found on the device: a greedy decode step reads back 8 bytes, not the logits
+  // (blocking: the run's one sync). Floats that are no number (NaN, +inf) are refused,
+  // naming the first, as the sampler refuses them (tokenAt likewise).
   int64_t argmax(const std::string& tensor, int64_t offset, int64_t count);
   // Greedy decoding without a wait per token (CausalLm::generateGreedy). argmaxToSlot
   // enqueues argmax()'s kernel into one of two device slots, and a read of the slot that
@@ -193,6 +194,7 @@ class Executor {
   // After a wait for the device: nothing pending, one sync more, its profile collected and
   // the guards checked (checkGuards).
   void synced();
+  static int64_t checkedToken(int64_t at);  // argmax results: a negative one names a NaN or inf
   void releaseEvents();
 
   Device& device_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "cli/error.h"
 
@@ -46,6 +47,12 @@ void keepMass(std::vector<Candidate>& c, double mass) {
 
 int64_t Sampler::sample(const std::vector<float>& logits) {
   if (logits.empty()) throw Error("no logits to sample from");
+  // NaN fails every comparison and +inf makes every probability NaN: either would draw a
+  // token silently, with no meaning.
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isnan(logits[i]) || logits[i] == INFINITY)
+      throw Error("the logits are not numbers (token " + std::to_string(i) + ": " + (std::isnan(logits[i]) ? "nan" : "inf") +
+                  "): the model's output is broken");
   if (opt_.temperature <= 0)
     return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first maximum
   std::vector<Candidate> c(logits.size());

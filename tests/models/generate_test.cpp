@@ -109,9 +109,10 @@ TEST(Generate, GreedyOnTheDeviceEqualsTheHostArgmax) {
 
 // The device's argmax of a row (kernels/reduce.cl's argmax_row_f32, greedy decoding's next
 // token), on rows that make the reduction's order matter: equal maxima (the first wins), a
-// row of -inf (index 0, as std::max_element), NaN (never wins), lengths around the group
-// size, and one peak at each position an item of the 256 holds first or last, or the
-// reduction's halves meet (0, 127, 128, 255, 256, the last).
+// row of -inf (index 0, as std::max_element), NaN and +inf (refused, naming the first, as
+// the sampler refuses them), lengths around the group size, and one peak at each position
+// an item of the 256 holds first or last, or the reduction's halves meet (0, 127, 128,
+// 255, 256, the last).
 TEST(ArgmaxRowKernel, TakesTheFirstOfEquals) {
   for (int64_t n : {1, 7, 255, 256, 257, 1000, 151936}) {
     std::vector<float> v(static_cast<size_t>(n));
@@ -123,9 +124,6 @@ TEST(ArgmaxRowKernel, TakesTheFirstOfEquals) {
       auto tie = v;
       tie[n / 3] = tie[n - 1] = tie[2] = 9.f;
       rows.push_back(tie);
-      auto nan = v;
-      nan[0] = nan[n / 2] = std::numeric_limits<float>::quiet_NaN();
-      rows.push_back(nan);
     }
     for (int64_t p : {int64_t{0}, int64_t{127}, int64_t{128}, int64_t{255}, int64_t{256}, n - 1})
       if (p < n && n < 100000) {
@@ -134,17 +132,36 @@ TEST(ArgmaxRowKernel, TakesTheFirstOfEquals) {
         rows.push_back(peak);
       }
     rows.push_back(std::vector<float>(static_cast<size_t>(n), -std::numeric_limits<float>::infinity()));
+    Model m = test::oneNodeModel("Identity", {{"x", {"1", std::to_string(n)}}}, 0, "");
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto& row = rows[r];
       int64_t want = 0;
       for (int64_t i = 1; i < n; ++i)
-        if (row[i] > row[want] || std::isnan(row[want])) want = i;
-      Model m = test::oneNodeModel("Identity", {{"x", {"1", std::to_string(n)}}}, 0, "");
+        if (row[i] > row[want]) want = i;
       test::onBothFamilies(m, [&](Executor& ex, bool gpu) {
         ex.run({test::floats("x", row, {1, n})});
         EXPECT_EQ(ex.argmax("y", 0, n), want) << "n " << n << " row " << r << (gpu ? " gpu" : " cpu");
       });
     }
+    // a NaN or +inf anywhere, a large value before it: refused, the first named
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
+      for (int64_t at : {n / 2, n - 1}) {
+        auto row = v;
+        row[0] = 9.f;
+        row[static_cast<size_t>(at)] = bad;
+        if (at + 1 < n) row[static_cast<size_t>(n - 1)] = bad;
+        test::onBothFamilies(m, [&](Executor& ex, bool gpu) {
+          ex.run({test::floats("x", row, {1, n})});
+          try {
+            ex.argmax("y", 0, n);
+            ADD_FAILURE() << bad << " at " << at << " of " << n << (gpu ? " gpu" : " cpu") << " taken";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("the logits are not numbers (token " + std::to_string(at) + ": "),
+                      std::string::npos)
+                << e.what();
+          }
+        });
+      }
   }
 }
 
@@ -247,6 +264,24 @@ TEST(Sampler, DrawsFollowTheFilteredDistribution) {
   for (int i = 0; i < draws; ++i) ++tail[static_cast<size_t>(flattened.sample({0.0f, -40.0f, -40.0f, -40.0f}))];
   for (int t = 0; t < 4; ++t)
     EXPECT_NEAR(tail[static_cast<size_t>(t)] / double(draws), t == 0 ? 0.332 : 0.223, 0.02) << "token " << t;
+  // Logits that are not numbers are refused, greedy or sampled, naming the token: NaN would
+  // fail every comparison and +inf make every probability NaN. -inf (a masked token) is
+  // never drawn.
+  for (float bad : {NAN, INFINITY})
+    for (float t : {0.0f, 1.0f}) {
+      SamplingOptions o;
+      o.temperature = t;
+      try {
+        Sampler(o).sample({0.5f, bad, 1.0f});
+        ADD_FAILURE() << bad << " sampled at temperature " << t;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the logits are not numbers (token 1: "), std::string::npos) << e.what();
+      }
+    }
+  SamplingOptions warm;
+  warm.temperature = 1.0f;
+  Sampler masked(warm);
+  for (int i = 0; i < 50; ++i) EXPECT_NE(masked.sample({0.0f, -INFINITY, 0.5f}), 1);
   // Typical's sort keeps ties in order, the lower id first: a cut between two equal tokens
   // keeps the lower, as greedy takes the first maximum.
   SamplingOptions tie;

@@ -445,7 +445,7 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
   clCheck(clEnqueueReadBuffer(device_.queue(), argmaxOut_, CL_TRUE, 0, sizeof at, &at, 0, nullptr, nullptr),
           "clEnqueueReadBuffer", "argmax of '" + tensor + "'");
   synced();
-  return at;
+  return checkedToken(at);
 }
 
 
@@ -476,7 +476,13 @@ int64_t Executor::tokenAt(int slot) {
   clReleaseEvent(tokenRead_[slot]);
   tokenRead_[slot] = nullptr;
   ++syncs_;
-  return tokenHost_[slot];
+  return checkedToken(tokenHost_[slot]);
+}
+
+// argmax_row_f32 gives -1 - i where x[i] is NaN or +inf (kernels/reduce.cl).
+int64_t Executor::checkedToken(int64_t at) {
+  if (at < 0) throw Error("the logits are not numbers (token " + std::to_string(-1 - at) + ": nan or inf): the model's output is broken");
+  return at;
 }
 
 
