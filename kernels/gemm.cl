@@ -559,33 +559,45 @@ QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
 #endif  // TL_MAX_WG >= GEMM_WG
 
 // CPUs (matmul.cpp's qgemm_cpu_* rows): a work-group of one item is a task on one core,
-// CPU_MB rows x 16 weight columns (with a GLU: 8 gate columns and their 8 up columns) of
+// CPU_MB rows x 32 weight columns (with a GLU: 16 gate columns and their 16 up columns) of
 // the product, the norm prologue and GLU epilogue inside as above. Per block of CPU_KB k:
-// the block's 16 columns dequantized once (the norm's scale folded into them) and laid out
-// k-major, a k's 16 weights one float16 (CPU_B); then each micro-tile of CPU_MR rows keeps
-// its sums in registers, each k one A value broadcast per row against the k's weights,
-// where the column kernels (qmatmul_cols_*) did one FMA per load and dequantized each code
-// once per 8 rows. The tile follows the device's vector width (TL_VEC): where a float16 is
-// one register (AVX-512: 32 of them), 12 rows of one float16 sum each, 12 FMAs for 13
-// loads, twice the multiply-adds an instruction (bytellama pp512 on PoCL 12.8k -> 16.5k
-// tok/s); elsewhere 6 rows of two float8 sums, 12 FMAs for 8 loads (AVX2's 16 registers).
-#define CPU_KB 128
+// the block's 32 columns dequantized once (the norm's scale folded into them) and laid out
+// k-major, a k's 32 weights two float16 made by a few vector operations each (LEVEL16);
+// then each micro-tile of CPU_MR rows keeps its sums in registers, each k one A value
+// broadcast per row against the k's weights. The tile follows the device's vector width
+// (TL_VEC): where a float16 is one register (AVX-512: 32 of them), 12 rows of two float16
+// sums each, 24 FMAs for 14 loads (bytellama pp512 on PoCL: 12 rows of one float16, 12
+// FMAs for 13 loads, were 12.8k -> 16.5k tok/s over 6 x 2 float8); elsewhere 6 rows of
+// two float8 sums over each half of the columns in turn, 12 FMAs for 8 loads (AVX2's 16
+// registers). 32 columns a task, not 16: each A value read from memory feeds twice the
+// FMAs, and the rows' norm sums, which every task computes again, are spread over twice
+// the columns (this host: that epilogue took 19% of the 16-column kernel's time).
+#define CPU_KB 256
 #define CPU_MB 96
 #if TL_VEC >= 16
 #define CPU_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define CPU_MR 12
-#define CPU_B const float16 b = vload16(k, wt);
-#define CPU_LOAD(i)                        \
-  float16 c##i = vload16(r0 + i, acc);     \
+#define CPU_HALVES 1
+#define CPU_B const float16 b0 = vload16(2 * k, wt), b1 = vload16(2 * k + 1, wt);
+#define CPU_LOAD(i)                                                                       \
+  float16 c##i##a = vload16(2 * (r0 + i), acc), c##i##b = vload16(2 * (r0 + i) + 1, acc); \
   __global const float* a##i = A + (long)min(m0 + r0 + i, M - 1) * K + k0;
-#define CPU_FMA(i) c##i = fma((float16)a##i[k], b, c##i);
-#define CPU_SAVE(i) vstore16(c##i, r0 + i, acc);
+#define CPU_FMA(i)                             \
+  {                                            \
+    const float16 x = (float16)a##i[k];        \
+    c##i##a = fma(x, b0, c##i##a);             \
+    c##i##b = fma(x, b1, c##i##b);             \
+  }
+#define CPU_SAVE(i)                       \
+  vstore16(c##i##a, 2 * (r0 + i), acc);   \
+  vstore16(c##i##b, 2 * (r0 + i) + 1, acc);
 #else
 #define CPU_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define CPU_MR 6
-#define CPU_B const float8 b0 = vload8(2 * k, wt), b1 = vload8(2 * k + 1, wt);
-#define CPU_LOAD(i)                                                               \
-  float8 c##i##a = vload8(2 * (r0 + i), acc), c##i##b = vload8(2 * (r0 + i) + 1, acc); \
+#define CPU_HALVES 2
+#define CPU_B const float8 b0 = vload8(4 * k + 2 * h, wt), b1 = vload8(4 * k + 2 * h + 1, wt);
+#define CPU_LOAD(i)                                                                                  \
+  float8 c##i##a = vload8(4 * (r0 + i) + 2 * h, acc), c##i##b = vload8(4 * (r0 + i) + 2 * h + 1, acc); \
   __global const float* a##i = A + (long)min(m0 + r0 + i, M - 1) * K + k0;
 #define CPU_FMA(i)                             \
   {                                            \
@@ -593,81 +605,110 @@ QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
     c##i##a = fma(x, b0, c##i##a);             \
     c##i##b = fma(x, b1, c##i##b);             \
   }
-#define CPU_SAVE(i)                       \
-  vstore8(c##i##a, 2 * (r0 + i), acc);    \
-  vstore8(c##i##b, 2 * (r0 + i) + 1, acc);
+#define CPU_SAVE(i)                             \
+  vstore8(c##i##a, 4 * (r0 + i) + 2 * h, acc);  \
+  vstore8(c##i##b, 4 * (r0 + i) + 2 * h + 1, acc);
 #endif
 
-#define QGEMM_CPU(NAME, LOAD, LEVELS8)                                                        \
+// A k's levels across 16 columns, from their 16 words of 8 codes each (r, a WORD_T16; p,
+// the code's place in its word, a constant once unrolled).
+#define E0M4_LEVEL16(r, p) \
+  as_float16(((p) <= 4 ? (r) << (19 - 4 * (p)) : (r) >> (4 * (p) - 19)) & 0x00780000u | 0x40000000u)
+#define INT4_LEVEL16(r, p) convert_float16((r) >> (4 * (p)) & 15u)
+#define Q8_WORD(w, k) as_ulong(Q8_LOAD(w, k))
+#define Q8_LEVEL16(r, p) convert_float16(as_int16(convert_uint16((r) >> (8 * (p))) << 24) >> 24)
+#define Q3H_LEVEL16(r, p) \
+  convert_float16((p) % 2 ? ((r) >> (7 * ((p) / 2)) & 0x7fu) % 11u : ((r) >> (7 * ((p) / 2)) & 0x7fu) / 11u)
+#define CPU_CAT(a, b) a##b
+#define CPU_VEC16(T) CPU_CAT(T, 16)
+
+#define QGEMM_CPU(NAME, WORD_T, WORD, LEVEL16)                                                \
   __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
-    float wt[CPU_KB * 16] __attribute__((aligned(64))), acc[CPU_MB * 16] __attribute__((aligned(64))); \
-    const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu ? 8 : 16);           \
+    float wt[CPU_KB * 32] __attribute__((aligned(64))), acc[CPU_MB * 32] __attribute__((aligned(64))); \
+    const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu ? 16 : 32);          \
     const int rows = min(CPU_MB, M - m0);                                                     \
-    int col[16];                                                                              \
-    for (int j = 0; j < 16; ++j) col[j] = tile_column(c0, j, j % 8, j >= 8, N, glu);          \
-    for (int i = 0; i < CPU_MB * 16; ++i) acc[i] = 0.0f;                                      \
+    int col[32];                                                                              \
+    __global const uchar* wc[32];                                                             \
+    for (int j = 0; j < 32; ++j) {                                                            \
+      col[j] = tile_column(c0, j, j % 16, j >= 16, N, glu);                                   \
+      wc[j] = W + (long)max(col[j], 0) * row_bytes;                                           \
+    }                                                                                         \
+    float nsq[CPU_MB];                                                                        \
+    for (int i = 0; i < CPU_MB * 32; ++i) acc[i] = 0.0f;                                      \
+    for (int i = 0; i < CPU_MB; ++i) nsq[i] = 0.0f;                                           \
+    float16 s0, s1, o0, o1;                                                                   \
     for (int k0 = 0; k0 < K; k0 += CPU_KB) {                                                  \
       const int kn = min(CPU_KB, K - k0);                                                     \
-      for (int j = 0; j < 16; ++j)                                                            \
-        for (int k = 0; k < kn; k += 8) {                                                     \
-          float8 w = 0.0f;                                                                    \
-          if (col[j] >= 0) {                                                                  \
-            const long g = (long)col[j] * groups + (k0 + k) / G;                              \
-            w = fma(LEVELS8(LOAD(W + (long)col[j] * row_bytes, k0 + k)), (float8)S[g], (float8)O[g]); \
-            if (NW) w *= vload8(0, NW + k0 + k);                                              \
+      for (int k = 0; k < kn; k += 8) {                                                       \
+        const int kk = k0 + k;                                                                \
+        if (k == 0 || kk % G == 0) { /* a new group: its 32 scales and offsets, 0 past N */  \
+          float s[32], o[32];                                                                 \
+          for (int j = 0; j < 32; ++j) {                                                      \
+            const long g = (long)max(col[j], 0) * groups + kk / G;                            \
+            s[j] = col[j] >= 0 ? S[g] : 0.0f, o[j] = col[j] >= 0 ? O[g] : 0.0f;               \
           }                                                                                   \
-          float* d = wt + k * 16 + j;                                                         \
-          d[0] = w.s0, d[16] = w.s1, d[32] = w.s2, d[48] = w.s3;                              \
-          d[64] = w.s4, d[80] = w.s5, d[96] = w.s6, d[112] = w.s7;                            \
+          s0 = vload16(0, s), s1 = vload16(1, s), o0 = vload16(0, o), o1 = vload16(1, o);     \
         }                                                                                     \
+        WORD_T raw[32];                                                                       \
+        _Pragma("clang loop vectorize(disable)") /* scalar loads: gathers cost more */        \
+        for (int j = 0; j < 32; ++j) raw[j] = WORD(wc[j], kk);                                \
+        const CPU_VEC16(WORD_T) w0 = vload16(0, raw), w1 = vload16(1, raw);                   \
+        _Pragma("unroll") for (int p = 0; p < 8; ++p) {                                       \
+          float16 b0 = fma(LEVEL16(w0, p), s0, o0), b1 = fma(LEVEL16(w1, p), s1, o1);         \
+          if (NW) b0 *= NW[kk + p], b1 *= NW[kk + p];                                         \
+          vstore16(b0, 2 * (k + p), wt);                                                      \
+          vstore16(b1, 2 * (k + p) + 1, wt);                                                  \
+        }                                                                                     \
+      }                                                                                       \
       for (int r0 = 0; r0 < rows; r0 += CPU_MR) {                                             \
-        CPU_ROWS(CPU_LOAD)                                                                    \
-        for (int k = 0; k < kn; ++k) {                                                        \
-          CPU_B                                                                               \
-          CPU_ROWS(CPU_FMA)                                                                   \
+        /* the rows' norm sums over this block, 16 at a time (their A then in L1 for the FMAs) */ \
+        for (int i = 0; NW && i < min(CPU_MR, rows - r0); ++i) {                              \
+          __global const float* a = A + (long)(m0 + r0 + i) * K + k0;                         \
+          float16 q = 0.0f;                                                                   \
+          int k = 0;                                                                          \
+          for (; k + 16 <= kn; k += 16) {                                                     \
+            const float16 v = vload16(0, a + k);                                              \
+            q = fma(v, v, q);                                                                 \
+          }                                                                                   \
+          if (k < kn) {                                                                       \
+            const float8 v = vload8(0, a + k);                                                \
+            q.lo = fma(v, v, q.lo);                                                           \
+          }                                                                                   \
+          nsq[r0 + i] += sum8(q.lo + q.hi);                                                   \
         }                                                                                     \
-        CPU_ROWS(CPU_SAVE)                                                                    \
+        for (int h = 0; h < CPU_HALVES; ++h) {                                                \
+          CPU_ROWS(CPU_LOAD)                                                                  \
+          for (int k = 0; k < kn; ++k) {                                                      \
+            CPU_B                                                                             \
+            CPU_ROWS(CPU_FMA)                                                                 \
+          }                                                                                   \
+          CPU_ROWS(CPU_SAVE)                                                                  \
+        }                                                                                     \
       }                                                                                       \
     }                                                                                         \
     for (int r = 0; r < rows; ++r) {                                                          \
       const int m = m0 + r;                                                                   \
-      float sc = 1.0f;                                                                        \
-      if (NW) {                                                                               \
-        /* four sums, not one chain of FMAs waiting on each other */                          \
-        __global const float* a = A + (long)m * K;                                            \
-        float8 q0 = 0.0f, q1 = 0.0f, q2 = 0.0f, q3 = 0.0f;                                    \
-        int k = 0;                                                                            \
-        for (; k + 32 <= K; k += 32) {                                                        \
-          const float8 v0 = vload8(0, a + k), v1 = vload8(1, a + k);                          \
-          const float8 v2 = vload8(2, a + k), v3 = vload8(3, a + k);                          \
-          q0 = fma(v0, v0, q0), q1 = fma(v1, v1, q1), q2 = fma(v2, v2, q2), q3 = fma(v3, v3, q3); \
-        }                                                                                     \
-        for (; k < K; k += 8) {                                                               \
-          const float8 v = vload8(0, a + k);                                                  \
-          q0 = fma(v, v, q0);                                                                 \
-        }                                                                                     \
-        sc = 1.0f / sqrt(sum8((q0 + q1) + (q2 + q3)) / K + eps);                              \
-      }                                                                                       \
-      const float* v = acc + r * 16;                                                          \
+      const float sc = NW ? 1.0f / sqrt(nsq[r] / K + eps) : 1.0f;                             \
+      const float* v = acc + r * 32;                                                          \
       if (glu) {                                                                              \
-        if (glu == 1 && c0 + 8 <= N / 2) {                                                    \
-          const float8 g = vload8(0, v) * sc + (bias ? vload8(0, bias + c0) : 0.0f);          \
-          const float8 u = vload8(1, v) * sc + (bias ? vload8(0, bias + N / 2 + c0) : 0.0f);  \
-          vstore8(g / (1.0f + exp(-g)) * u, 0, &OUT_AT(m, c0));                               \
+        if (glu == 1 && c0 + 16 <= N / 2) {                                                   \
+          const float16 g = vload16(0, v) * sc + (bias ? vload16(0, bias + c0) : 0.0f);       \
+          const float16 u = vload16(1, v) * sc + (bias ? vload16(0, bias + N / 2 + c0) : 0.0f); \
+          vstore16(g / (1.0f + exp(-g)) * u, 0, &OUT_AT(m, c0));                              \
         } else {                                                                              \
-          for (int j = 0; j < 8; ++j)                                                         \
-            if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j] * sc, v[8 + j] * sc, N / 2);        \
+          for (int j = 0; j < 16; ++j)                                                        \
+            if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j] * sc, v[16 + j] * sc, N / 2);       \
         }                                                                                     \
-      } else if (c0 + 16 <= N && (c0 < N0) == (c0 + 15 < N0) && (c0 < N0 + N1) == (c0 + 15 < N0 + N1)) { \
+      } else if (c0 + 32 <= N && (c0 < N0) == (c0 + 31 < N0) && (c0 < N0 + N1) == (c0 + 31 < N0 + N1)) { \
         __global float* o = &OUT_AT(m, c0);                                                   \
-        for (int h = 0; h < 2; ++h) {                                                         \
+        for (int h = 0; h < 4; ++h) {                                                         \
           float8 x = vload8(h, v) * sc;                                                       \
           if (bias) x += vload8(h, bias + c0);                                                \
           if (res) x += vload8(h, res + (long)m * N0 + c0);                                   \
           vstore8(x, h, o);                                                                   \
         }                                                                                     \
       } else {                                                                                \
-        for (int j = 0; j < 16; ++j)                                                          \
+        for (int j = 0; j < 32; ++j)                                                          \
           if (c0 + j < N) STORE(m, c0 + j, v[j] * sc);                                        \
       }                                                                                       \
     }                                                                                         \
@@ -727,8 +768,8 @@ QGEMV_CPU(qgemv_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_int4, INT4_LOAD, INT4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q8, Q8_LOAD, Q8_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
-QGEMM_CPU(qgemm_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM_CPU(qgemm_cpu_int4, INT4_LOAD, INT4_LEVELS8)
-QGEMM_CPU(qgemm_cpu_q8, Q8_LOAD, Q8_LEVELS8)
-QGEMM_CPU(qgemm_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
+QGEMM_CPU(qgemm_cpu_e0m4, uint, E0M4_LOAD, E0M4_LEVEL16)
+QGEMM_CPU(qgemm_cpu_int4, uint, INT4_LOAD, INT4_LEVEL16)
+QGEMM_CPU(qgemm_cpu_q8, ulong, Q8_WORD, Q8_LEVEL16)
+QGEMM_CPU(qgemm_cpu_q3h, uint, Q3H_LOAD, Q3H_LEVEL16)
 #endif  // TL_CPU

@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
   app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
       ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "print to stderr, for each test, its profiled step's device time per op and kernel variant (tl-run\n"
+               "--profile's table, after the warm-up: a prefill test's step, a decode test's last step)");
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
                "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
@@ -226,6 +230,11 @@ int main(int argc, char** argv) {
       tl::BenchOptions opt;
       opt.reps = reps;
       opt.progress = [&](const std::string& m) { progress(s.name + ": " + m); };
+      if (profile)
+        opt.profiled = [&](const std::string& test, const tl::Executor& ex) {
+          std::fprintf(stderr, "%s %s: ", s.name.c_str(), test.c_str());
+          std::fputs(tl::profileText(ex).c_str(), stderr);
+        };
       progress(s.name + ": loading");
       tl::Executor ex(dev, s.model, *s.graph, s.analysis);  // freed before the next model or peer runs
       std::vector<tl::BenchRow> got;

@@ -20,7 +20,6 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -43,39 +42,6 @@
 #include "text/tokenizer.h"
 
 namespace {
-
-// Device time per op, and what its nodes move and compute at the run's shapes (the op
-// table's cost): GB/s and GFLOP/s over that time.
-void printProfile(const tl::Executor& ex) {
-  struct Row {
-    double ms = 0, bytes = 0, flops = 0;
-    int kernels = 0;
-  };
-  // By op and kernel: which variant (and so which path, e.g. tensor cores or not) each took.
-  std::map<std::pair<std::string, std::string>, Row> byKernel;
-  std::map<int64_t, const tl::OpTime*> longest;  // a node's cost goes to the row of its longest launch
-  double total = 0;
-  for (const auto& t : ex.profile()) {
-    Row& r = byKernel[{t.op, t.kernel}];
-    r.ms += t.ms;
-    r.kernels += 1;
-    total += t.ms;
-    if (t.index >= 0 && (!longest.count(t.index) || longest[t.index]->ms < t.ms)) longest[t.index] = &t;
-  }
-  for (const auto& [node, t] : longest) {
-    const tl::OpCost c = ex.nodeCost(static_cast<size_t>(node));
-    byKernel[{t->op, t->kernel}].bytes += c.bytes;
-    byKernel[{t->op, t->kernel}].flops += c.flops;
-  }
-  std::vector<std::pair<std::pair<std::string, std::string>, Row>> rows(byKernel.begin(), byKernel.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::fprintf(stderr, "profile: %zu kernels, %.3f ms device time\n", ex.profile().size(), total);
-  std::fprintf(stderr, "  %-18s %-26s %8s %10s %7s %9s %9s\n", "op", "kernel", "launches", "ms", "share", "GB/s", "GFLOP/s");
-  for (const auto& [key, r] : rows)
-    std::fprintf(stderr, "  %-18s %-26s %8d %10.3f %6.1f%% %9.1f %9.1f\n", key.first.c_str(), key.second.c_str(), r.kernels,
-                 r.ms, total > 0 ? 100 * r.ms / total : 0, r.ms > 0 ? r.bytes / r.ms * 1e-6 : 0,
-                 r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
-}
 
 // Each launch of the last run: its node, op, the kernel variant its lowering chose, its
 // grid and why (runtime/lower/, the family's table of variants).
@@ -128,7 +94,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   auto t0 = std::chrono::steady_clock::now();
   auto logits = lm.step(prompt);
   const double prefill = tl::secondsSince(t0);
-  if (profile) printProfile(ex);
+  if (profile) std::fputs(tl::profileText(ex).c_str(), stderr);
   if (explain) printExplain(ex, "prefill");
   auto t1 = std::chrono::steady_clock::now();
   // Greedy steps pick their token on the device; sampling reads the logits.
@@ -150,7 +116,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   if (lm.vocab() != 256 || n > 0) std::printf("\n");
   if (profile && n > 1) {
     std::fprintf(stderr, "last decode step:\n");
-    printProfile(ex);
+    std::fputs(tl::profileText(ex).c_str(), stderr);
   }
   if (explain && n > 1) printExplain(ex, "last decode step");
   std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
@@ -467,7 +433,7 @@ int main(int argc, char** argv) {
                     c.pass() ? "PASS" : "FAIL", c.maxAbs, c.maxRel, static_cast<long long>(c.mismatches),
                     static_cast<long long>(set.outputs[j].numel()), atol, rtol);
       }
-      if (profile) printProfile(ex);
+      if (profile) std::fputs(tl::profileText(ex).c_str(), stderr);
       if (explain) printExplain(ex, set.dir.filename().c_str());
     }
     std::printf("%s\n", allPass ? "PASSED" : "FAILED");

@@ -81,6 +81,7 @@ void measure(Executor& ex, const std::string& label, int64_t steps, double units
   dev.setProfiling(true);
   once(&totals);
   dev.setProfiling(false);
+  if (opt.profiled) opt.profiled(label, ex);
   double wall = 0;
   const double enqueued = ex.enqueueSeconds(), inOpenCl = ex.openclSeconds();
   for (int r = 0; r < opt.reps; ++r) {

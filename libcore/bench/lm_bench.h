@@ -51,6 +51,9 @@ struct BenchRow {
 struct BenchOptions {
   int reps = 5;
   std::function<void(const std::string&)> progress;
+  // Called after each test's profiled run with the test's name: the executor's profile()
+  // then holds that run's last step (tl-bench --profile prints it).
+  std::function<void(const std::string&, const Executor&)> profiled;
 };
 
 // Throws tl::Error (bad input) for a test the model cannot take: a context longer than

@@ -430,6 +430,11 @@ class Executor {
 // line a launch (node, op, kernel, grid as global/work-group sizes, why) in columns.
 std::string explainText(const std::vector<Executor::LaunchNote>& notes);
 
+// Executor::profile() as tl-run --profile and tl-bench --profile print it: device time per
+// op and kernel variant, longest first, with what their nodes move and compute at the run's
+// shapes (the op table's cost) as GB/s and GFLOP/s over that time.
+std::string profileText(const Executor& ex);
+
 // How a device runs prefill GEMMs (the matmul family's rows, runtime/lower/matmul.cpp), as
 // tl-run --list-devices prints it: a CPU's tasks; a GPU's tensor-core tiles where it passes
 // their probe (probeTensorCores), else the portable tiles and why.

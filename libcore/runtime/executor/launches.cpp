@@ -3,7 +3,9 @@
 // and a run with the last run's shapes replays its launches as recorded (issue 10).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "cli/error.h"
 #include "runtime/executor.h"
@@ -231,6 +233,44 @@ std::string explainText(const std::vector<Executor::LaunchNote>& notes) {
   std::string text = line("node", "op", "kernel", "grid", "why");
   for (size_t i = 0; i < notes.size(); ++i)
     text += line(notes[i].node, notes[i].op, notes[i].kernel, grids[i], notes[i].why);
+  return text;
+}
+
+std::string profileText(const Executor& ex) {
+  struct Row {
+    double ms = 0, bytes = 0, flops = 0;
+    int kernels = 0;
+  };
+  // By op and kernel: which variant (and so which path, e.g. tensor cores or not) each took.
+  std::map<std::pair<std::string, std::string>, Row> byKernel;
+  std::map<int64_t, const OpTime*> longest;  // a node's cost goes to the row of its longest launch
+  double total = 0;
+  for (const auto& t : ex.profile()) {
+    Row& r = byKernel[{t.op, t.kernel}];
+    r.ms += t.ms;
+    r.kernels += 1;
+    total += t.ms;
+    if (t.index >= 0 && (!longest.count(t.index) || longest[t.index]->ms < t.ms)) longest[t.index] = &t;
+  }
+  for (const auto& [node, t] : longest) {
+    const OpCost c = ex.nodeCost(static_cast<size_t>(node));
+    byKernel[{t->op, t->kernel}].bytes += c.bytes;
+    byKernel[{t->op, t->kernel}].flops += c.flops;
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, Row>> rows(byKernel.begin(), byKernel.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "profile: %zu kernels, %.3f ms device time\n", ex.profile().size(), total);
+  std::string text = buf;
+  std::snprintf(buf, sizeof buf, "  %-18s %-26s %8s %10s %7s %9s %9s\n", "op", "kernel", "launches", "ms", "share", "GB/s",
+                "GFLOP/s");
+  text += buf;
+  for (const auto& [key, r] : rows) {
+    std::snprintf(buf, sizeof buf, "  %-18s %-26s %8d %10.3f %6.1f%% %9.1f %9.1f\n", key.first.c_str(), key.second.c_str(),
+                  r.kernels, r.ms, total > 0 ? 100 * r.ms / total : 0, r.ms > 0 ? r.bytes / r.ms * 1e-6 : 0,
+                  r.ms > 0 ? r.flops / r.ms * 1e-6 : 0);
+    text += buf;
+  }
   return text;
 }
 

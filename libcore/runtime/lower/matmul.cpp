@@ -377,8 +377,8 @@ Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 6
 Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
 Geometry cols8Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 8), 1, 64, 1); }
 constexpr int64_t kCpuGemmRows = 96;  // kernels/gemm.cl's CPU_MB
-Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 16 weight columns per task
-  return grid(c.glu ? up(c.N / 2, 8) : up(c.N, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
+Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight columns per task
+  return grid(c.glu ? up(c.N / 2, 16) : up(c.N, 32), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
 Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
 constexpr size_t kGemmWg = 256;  // kernels/gemm.cl's GEMM_WG
@@ -445,7 +445,7 @@ const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would not fill the device), the norm and GLU inside";
-const char* const kCpuGemmWhy = "CPU prefill: 96 x 16 tasks, each code dequantized once a task, 12 (AVX-512) or 6 rows x 16 in registers, the norm and GLU inside";
+const char* const kCpuGemmWhy = "CPU prefill: 96 x 32 tasks, each code dequantized once a task, 12 x 32 (AVX-512) or 6 x 16 sums in registers, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
