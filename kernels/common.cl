@@ -77,6 +77,7 @@ inline float4 kv_half4(uint2 u) {
 #define KV_LD16(o, p) vload_half16((o), (p))
 #endif
 #define KV_ST(x, i, p) vstore_half((x), (i), (p))
+#define KV_ST8(x, i, p) vstore_half8((x), 0, (p) + (i))
 #elif defined(TL_KV_Q8)
 #define KV_T char
 #define KV_Q8_BLOCK 36
@@ -106,6 +107,7 @@ inline void kv_q8_store(const float* x, long e, __global char* p) {
 #define KV_LD8(o, p) vload8((o), (p))
 #define KV_LD16(o, p) vload16((o), (p))
 #define KV_ST(x, i, p) ((p)[i] = (x))
+#define KV_ST8(x, i, p) vstore8((x), 0, (p) + (i))
 #endif
 
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).

@@ -320,6 +320,75 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
   }
 }
 
+#if defined(TL_CPU) && !defined(TL_KV_Q8)
+// CPUs (tables shared by the heads, v rows of q's length, rot / 2 <= ROPE_CPU_MID): what
+// rope_kv_f32 does, a task per ROPE_CPU_TOKENS tokens, for each token (b, s) its cos and sin
+// per rotated dim once, then each head's row of q, k and v along d, loops the compiler
+// vectorizes. rope_kv_f32's item per (token, dim) computed its indices and conversions one
+// element at a time there (bytellama pp512 on PoCL: 8-10% of the step), and a task per token
+// left half the time in PoCL's dealing out of 512 tasks.
+#define ROPE_CPU_MID 128
+#define ROPE_CPU_TOKENS 16
+// A head's row r rotated by the token's tables, 8 dims at a time (explicit vectors: the
+// compiler left the loop scalar, unsure r and the output do not overlap), the dims past
+// rot passed through; ST8 and ST store 8 values or one at place d.
+#define ROPE_CPU_ROW(r, ST8, ST)                                             \
+  {                                                                          \
+    int d = 0;                                                               \
+    for (; d + 8 <= mid; d += 8) {                                           \
+      const float8 a = vload8(0, r + d), e = vload8(0, r + d + mid);         \
+      ST8(a * vload8(0, c0 + d) - e * vload8(0, s0 + d), d);                 \
+      ST8(e * vload8(0, c1 + d) + a * vload8(0, s1 + d), d + mid);           \
+    }                                                                        \
+    for (; d < mid; ++d) {                                                   \
+      const float a = r[d], e = r[d + mid];                                  \
+      ST(a * c0[d] - e * s0[d], d);                                          \
+      ST(e * c1[d] + a * s1[d], d + mid);                                    \
+    }                                                                        \
+    for (d = 2 * mid; d < D; ++d) ST(r[d], d);                               \
+  }
+// ... into q's output row o, or k's cache row from c.
+#define ROPE_Q_ST8(v, d) vstore8((v), 0, o + (d))
+#define ROPE_Q_ST(v, d) (o[d] = (v))
+#define ROPE_K_ST8(v, d) KV_ST8((v), c + (d), kc)
+#define ROPE_K_ST(v, d) KV_ST((v), c + (d), kc)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void rope_kv_cpu_f32(
+    __global const float* x, __global const float* cosv, __global const float* sinv, __global float* out, int n, int D,
+    int rot, int8 dims, int8 cs, int8 ss, __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global KV_T* kc,
+    int n2, int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3, __global KV_T* vc, int n3, int H3,
+    int N3, int D3, int vsb, int vsh, int vst, __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
+  const int H = dims.s5, S = dims.s6, mid = rot / 2, rows0 = kv_rows[0];
+  const int t0 = (int)get_group_id(0) * ROPE_CPU_TOKENS, tokens = n / (H * D);
+  for (int t = t0; t < min(t0 + ROPE_CPU_TOKENS, tokens); ++t) {
+    const int s = t % S, b = t / S;
+    float c0[ROPE_CPU_MID], s0[ROPE_CPU_MID], c1[ROPE_CPU_MID], s1[ROPE_CPU_MID];
+    const int co = b * cs.s4 + s * cs.s6, so = b * ss.s4 + s * ss.s6;
+    for (int d = 0; d < mid; ++d) {
+      const float2 t0 = rope_trig(cosv, sinv, co + d * cs.s7, so + d * ss.s7, d, rot, ROPE_TRIG);
+      const float2 t1 = positions ? t0 : rope_trig(cosv, sinv, co + (d + mid) * cs.s7, so + (d + mid) * ss.s7, d + mid, rot, ROPE_TRIG);
+      c0[d] = t0.x, s0[d] = t0.y, c1[d] = t1.x, s1[d] = t1.y;
+    }
+    for (int h = 0; h < H; ++h) {
+      __global const float* r = x + (bshd & 1 ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D);
+      __global float* o = out + ((b * H + h) * S + s) * D;
+      ROPE_CPU_ROW(r, ROPE_Q_ST8, ROPE_Q_ST)
+    }
+    for (int h = 0; h < H2; ++h) {
+      __global const float* r = x2 + (bshd & 2 ? ((b * S + s) * H2 + h) * D : ((b * H2 + h) * S + s) * D);
+      const long c = (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst;
+      ROPE_CPU_ROW(r, ROPE_K_ST8, ROPE_K_ST)
+    }
+    for (int h = 0; h < H3; ++h) {
+      __global const float* r = x3 + (bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 : ((b * H3 + h) * N3 + s) * D3);
+      const long c = (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst;
+      int d = 0;
+      for (; d + 8 <= D3; d += 8) KV_ST8(vload8(0, r + d), c + d, vc);
+      for (; d < D3; ++d) KV_ST(r[d], c + d, vc);
+    }
+  }
+}
+#endif
+
 // tl.KvAppend on in-place caches: one or two tensors of new rows [B, H, N, D] written into
 // their caches after the caches' *kv_rows tokens (n1 = 0: one pair).
 __kernel void kv_append_f32(__global const float* x0, __global KV_T* c0, int n0, int H0, int N0, int D0, int sb0,

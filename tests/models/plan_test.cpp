@@ -830,8 +830,8 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
 
 // The rotary kernel over in-place caches with cos and sin tables rather than position ids
 // (every tl-fuse pass but rope-positions): a 9-token prefill (rope_kv_f32's rotated pairs
-// read each half's table entry) and 40 decode steps give the copying path's greedy tokens,
-// in both kernel families.
+// read each half's table entry; rope_kv_cpu_f32's tables of the token) and 40 decode steps
+// give the copying path's greedy tokens, in both kernel families.
 TEST(KvInPlace, RopeTablesOverInPlaceCachesEqualTheCopyingPath) {
   std::vector<std::string> passes;
   for (const auto& p : fusePasses())
@@ -854,7 +854,7 @@ TEST(KvInPlace, RopeTablesOverInPlaceCachesEqualTheCopyingPath) {
       for (int s = 0; s < 40; ++s) tokens[i].push_back(next = d.lm.stepGreedy({next}));
       if (i) {
         bool rope = false;
-        for (const auto& t : d.ex.profile()) rope |= t.kernel == "rope_kv_f32";
+        for (const auto& t : d.ex.profile()) rope |= t.kernel == (gpu ? "rope_kv_f32" : "rope_kv_cpu_f32");
         EXPECT_TRUE(rope) << (gpu ? "gpu" : "cpu");
       }
     }

@@ -313,9 +313,23 @@ int64_t kvRowsArgs(const LowerNode& n, Launch& l, const Dims& x, const std::stri
   return elementCount(x);
 }
 
+// rope_kv_cpu_f32's cases (a task per 16 tokens): a CPU, caches not 8-bit, cos and sin shared
+// by the heads (their strides along H zero, for q and for k), v rows of q's length, at most
+// kernels/elementwise.cl's ROPE_CPU_MID rotated pairs.
+bool ropePerToken(const LowerNode& n) {
+  if (n.gpu() || n.ex.kvType() == KvType::Q8) return false;
+  const Dims q = ropeInputDims(n, 0), k = ropeInputDims(n, 3), v = ropeInputDims(n, 6);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || v[2] != q[2]) return false;
+  for (const Dims* d : {&q, &k})
+    for (size_t t : {1, 2})
+      if (broadcastStrides(n.shape(n.in(t)), *d)[1] != 0) return false;
+  return n.attrInt("rotary_dim", q[3]) / 2 <= 128;
+}
+
 // tl.RoPE with cache_axis over in-place caches (tl-plan): q rotated, the new k rows rotated
-// into their cache and the new v rows copied into theirs after the true length (rope_kv_f32).
-void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
+// into their cache and the new v rows copied into theirs after the true length (rope_kv_f32,
+// or on CPUs rope_kv_cpu_f32 where ropePerToken).
+void ropeInPlace(const LowerNode& n, Launch& l, int64_t count, bool perToken) {
   const Dims k = ropeInputDims(n, 3);
   if (n.axis(n.attrInt("cache_axis", 0), k.size()) != 2) throw Error("tl.RoPE appends in place along axis 2 only", ExitCode::BadInput);
   l.mem(n.in(3)).vec(pad8(k, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), k), 0));
@@ -331,6 +345,9 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count) {
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
   // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v;
   // on GPUs a head of each in the second dimension (the kernel's comment says why).
+  constexpr int64_t kRopeCpuTokens = 16;  // kernels/elementwise.cl's ROPE_CPU_TOKENS
+  if (perToken)
+    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>((count / (q[1] * q[3]) + kRopeCpuTokens - 1) / kRopeCpuTokens), 1, 1, 1, 1));
   const int64_t rot = n.attrInt("rotary_dim", q[3]);
   const int64_t items = count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1];
   const int64_t heads = n.gpu() ? std::max({q[1], k[1], v[1]}) : 1;
@@ -372,12 +389,14 @@ void ropeOp(const LowerNode& n) {
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
   if (inPlace && joinedToAttention(n)) return;  // the attention's launch does this one's work
-  Launch l = inPlace                ? n.launch("rope_kv_f32", "appending k and v to in-place caches (tl-plan)")
+  const bool perToken = inPlace && ropePerToken(n);
+  Launch l = perToken               ? n.launch("rope_kv_cpu_f32", "appending k and v to in-place caches (tl-plan), a task per 16 tokens")
+             : inPlace              ? n.launch("rope_kv_f32", "appending k and v to in-place caches (tl-plan)")
              : n.attr("cache_axis") ? n.launch("rope_cache_f32", "appending k and v to caches by Concat")
                                     : n.launch("rope_f32", "q (and k) rotated");
   l.mem(n.in(0)).mem(n.in(1)).mem(n.in(2)).mem(n.out(0)).i32(count).i32(d.back()).i32(n.attrInt("rotary_dim", d.back()));
   l.vec(pad8(d, 1)).vec(pad8(broadcastStrides(n.shape(n.in(1)), d), 0)).vec(pad8(broadcastStrides(n.shape(n.in(2)), d), 0));
-  if (inPlace) return ropeInPlace(n, l, count);
+  if (inPlace) return ropeInPlace(n, l, count, perToken);
   if (n.attr("cache_axis")) return ropeCache(n, l, count);
   int64_t count2 = 0;
   if (n.hasIn(3)) {
