@@ -132,8 +132,11 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
 // chains share every load of kt and v. Each row's running max, sum and Dv sums stay in
 // private arrays between blocks. (attention_f32 does one row's dot product per key: 4 to
 // 6 times slower on bytellama's pp512 under PoCL.) The row macros' names (sr0, q0, ...)
-// must not shadow the kernel's own: `const int s0 = s0 + ...` would read itself.
-#define ATT_CPUQ_ROWS 32
+// must not shadow the kernel's own: `const int s0 = s0 + ...` would read itself. 64 rows
+// a task, not 32: a block's transposition (its halves widened and scattered into kt, 16%
+// of the kernel at head size 32) serves twice the rows (bytellama pp512 on PoCL: the
+// attention's 19-21 ms a step 17-17.5).
+#define ATT_CPUQ_ROWS 64
 #define ATT_CPUQ_MAX_D 128
 #define CPUQ_ROWS(X) X(0) X(1) X(2) X(3)
 // Row r0 + i of the four: its position, whether it takes this block (a row past the

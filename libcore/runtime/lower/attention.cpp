@@ -72,7 +72,7 @@ constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's G
 // Past this many splits attention_combine_f32 merges them sooner than the last work-group
 // (126 splits: 45.4 us against 43.5 with the combine; 63: 27.9 against 28.7; H200, att_lab).
 constexpr int64_t kGqaMergeSplits = 64;
-constexpr int64_t kCpuAttentionRows = 32;  // kernels/attention.cl's ATT_CPUQ_ROWS
+constexpr int64_t kCpuAttentionRows = 64;  // kernels/attention.cl's ATT_CPUQ_ROWS
 KeySplit keySplit(int mode, const AttentionCase& c) {
   KeySplit k;
   const int64_t T = c.T;
