@@ -115,6 +115,20 @@ TEST_F(TlBenchCli, EveryFormat) {
   EXPECT_NE(svg.find("GB/s</text>"), std::string::npos);
 }
 
+// --profile: each test's warm step kernel by kernel on stderr, headed by the model and the
+// test; the rows on stdout as without it.
+TEST_F(TlBenchCli, ProfilePrintsEachTestsStep) {
+  auto r = runTool("tl-bench", tiny_ + " -p 3 -n 2 -r 1 -o jsonl --profile");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
+  for (const char* test : {"pp3", "tg2"}) {
+    const auto at = r.err.find(std::string("tiny ") + test + ": profile: ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_TRUE(std::regex_search(r.err.substr(at), std::regex("\\n  MatMul +[a-z0-9_]+ +1 +[0-9.]+ "))) << r.err;
+  }
+  EXPECT_EQ(runTool("tl-bench", tiny_ + " -p 3 -n 2 -r 1 -o jsonl").err.find("profile: "), std::string::npos);
+}
+
 TEST_F(TlBenchCli, ProbeAlone) {
   auto r = runTool("tl-bench", "--probe -o jsonl");
   ASSERT_EQ(r.exitCode, 0) << r.err;

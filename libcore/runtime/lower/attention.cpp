@@ -313,9 +313,13 @@ int64_t kvRowsArgs(const LowerNode& n, Launch& l, const Dims& x, const std::stri
   return elementCount(x);
 }
 
-// rope_kv_cpu_f32's cases (a task per 16 tokens): a CPU, caches not 8-bit, cos and sin shared
-// by the heads (their strides along H zero, for q and for k), v rows of q's length, at most
-// kernels/elementwise.cl's ROPE_CPU_MID rotated pairs.
+constexpr int64_t kRopeCpuTokens = 16;  // kernels/elementwise.cl's ROPE_CPU_TOKENS
+constexpr int64_t kRopeCpuMid = 128;    // ... and ROPE_CPU_MID
+constexpr int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// rope_kv_cpu_f32's cases (a task per kRopeCpuTokens tokens): a CPU, caches not 8-bit, cos
+// and sin shared by the heads (their strides along H zero, for q and for k), v rows of q's
+// length, at most kRopeCpuMid rotated pairs.
 bool ropePerToken(const LowerNode& n) {
   if (n.gpu() || n.ex.kvType() == KvType::Q8) return false;
   const Dims q = ropeInputDims(n, 0), k = ropeInputDims(n, 3), v = ropeInputDims(n, 6);
@@ -323,7 +327,7 @@ bool ropePerToken(const LowerNode& n) {
   for (const Dims* d : {&q, &k})
     for (size_t t : {1, 2})
       if (broadcastStrides(n.shape(n.in(t)), *d)[1] != 0) return false;
-  return n.attrInt("rotary_dim", q[3]) / 2 <= 128;
+  return n.attrInt("rotary_dim", q[3]) / 2 <= kRopeCpuMid;
 }
 
 // tl.RoPE with cache_axis over in-place caches (tl-plan): q rotated, the new k rows rotated
@@ -343,13 +347,13 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count, bool perToken) {
   const Dims q = ropeInputDims(n, 0);
   if (q.size() != 4 || ropeInputDims(n, 3)[2] != q[2] || ropeInputDims(n, 3)[3] != q[3])
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
+  const int64_t tokens = count / (q[1] * q[3]);
+  if (perToken)
+    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>(up(tokens, kRopeCpuTokens)), 1, 1, 1, 1));
   // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v;
   // on GPUs a head of each in the second dimension (the kernel's comment says why).
-  constexpr int64_t kRopeCpuTokens = 16;  // kernels/elementwise.cl's ROPE_CPU_TOKENS
-  if (perToken)
-    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>((count / (q[1] * q[3]) + kRopeCpuTokens - 1) / kRopeCpuTokens), 1, 1, 1, 1));
   const int64_t rot = n.attrInt("rotary_dim", q[3]);
-  const int64_t items = count / (q[1] * q[3]) * (q[3] - rot / 2) + nv / v[1];
+  const int64_t items = tokens * (q[3] - rot / 2) + nv / v[1];
   const int64_t heads = n.gpu() ? std::max({q[1], k[1], v[1]}) : 1;
   l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>((items + 63) / 64 * 64), static_cast<size_t>(heads), 1, 64, 1));
 }
