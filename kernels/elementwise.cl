@@ -358,8 +358,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void rope_kv_cpu_f32(
     int n2, int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3, __global KV_T* vc, int n3, int H3,
     int N3, int D3, int vsb, int vsh, int vst, __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   const int H = dims.s5, S = dims.s6, mid = rot / 2, rows0 = kv_rows[0];
-  const int t0 = (int)get_group_id(0) * ROPE_CPU_TOKENS, tokens = n / (H * D);
-  for (int t = t0; t < min(t0 + ROPE_CPU_TOKENS, tokens); ++t) {
+  const int first = (int)get_group_id(0) * ROPE_CPU_TOKENS, tokens = n / (H * D);
+  for (int t = first; t < min(first + ROPE_CPU_TOKENS, tokens); ++t) {
     const int s = t % S, b = t / S;
     float c0[ROPE_CPU_MID], s0[ROPE_CPU_MID], c1[ROPE_CPU_MID], s1[ROPE_CPU_MID];
     const int co = b * cs.s4 + s * cs.s6, so = b * ss.s4 + s * ss.s6;

@@ -574,41 +574,38 @@ QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
 // the columns (this host: that epilogue took 19% of the 16-column kernel's time).
 #define CPU_KB 256
 #define CPU_MB 96
+// The micro-tile's two vectors of sums a row, CPU_V wide, at acc's and wt's vector
+// indices CPU_AT(row, x) and CPU_AT(k, x).
 #if TL_VEC >= 16
 #define CPU_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define CPU_MR 12
 #define CPU_HALVES 1
-#define CPU_B const float16 b0 = vload16(2 * k, wt), b1 = vload16(2 * k + 1, wt);
-#define CPU_LOAD(i)                                                                       \
-  float16 c##i##a = vload16(2 * (r0 + i), acc), c##i##b = vload16(2 * (r0 + i) + 1, acc); \
-  __global const float* a##i = A + (long)min(m0 + r0 + i, M - 1) * K + k0;
-#define CPU_FMA(i)                             \
-  {                                            \
-    const float16 x = (float16)a##i[k];        \
-    c##i##a = fma(x, b0, c##i##a);             \
-    c##i##b = fma(x, b1, c##i##b);             \
-  }
-#define CPU_SAVE(i)                       \
-  vstore16(c##i##a, 2 * (r0 + i), acc);   \
-  vstore16(c##i##b, 2 * (r0 + i) + 1, acc);
+#define CPU_V float16
+#define CPU_VLOAD vload16
+#define CPU_VSTORE vstore16
+#define CPU_AT(r, x) (2 * (r) + (x))
 #else
 #define CPU_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define CPU_MR 6
 #define CPU_HALVES 2
-#define CPU_B const float8 b0 = vload8(4 * k + 2 * h, wt), b1 = vload8(4 * k + 2 * h + 1, wt);
-#define CPU_LOAD(i)                                                                                  \
-  float8 c##i##a = vload8(4 * (r0 + i) + 2 * h, acc), c##i##b = vload8(4 * (r0 + i) + 2 * h + 1, acc); \
+#define CPU_V float8
+#define CPU_VLOAD vload8
+#define CPU_VSTORE vstore8
+#define CPU_AT(r, x) (4 * (r) + 2 * h + (x))
+#endif
+#define CPU_B const CPU_V b0 = CPU_VLOAD(CPU_AT(k, 0), wt), b1 = CPU_VLOAD(CPU_AT(k, 1), wt);
+#define CPU_LOAD(i)                                                                                   \
+  CPU_V c##i##a = CPU_VLOAD(CPU_AT(r0 + i, 0), acc), c##i##b = CPU_VLOAD(CPU_AT(r0 + i, 1), acc);     \
   __global const float* a##i = A + (long)min(m0 + r0 + i, M - 1) * K + k0;
 #define CPU_FMA(i)                             \
   {                                            \
-    const float8 x = (float8)a##i[k];          \
+    const CPU_V x = (CPU_V)a##i[k];            \
     c##i##a = fma(x, b0, c##i##a);             \
     c##i##b = fma(x, b1, c##i##b);             \
   }
-#define CPU_SAVE(i)                             \
-  vstore8(c##i##a, 4 * (r0 + i) + 2 * h, acc);  \
-  vstore8(c##i##b, 4 * (r0 + i) + 2 * h + 1, acc);
-#endif
+#define CPU_SAVE(i)                                \
+  CPU_VSTORE(c##i##a, CPU_AT(r0 + i, 0), acc);     \
+  CPU_VSTORE(c##i##b, CPU_AT(r0 + i, 1), acc);
 
 // A k's levels across 16 columns, from their 16 words of 8 codes each (r, a WORD_T16; p,
 // the code's place in its word, a constant once unrolled).

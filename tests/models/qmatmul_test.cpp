@@ -298,7 +298,7 @@ TEST(MatMulExtras, MatchUnfusedMath) {
         expectUnfusedMath(scheme, K, N, e, {1, 3, 7, 64}, {false, true});
       }
   // The CPU prefill GEMM's tasks: 100 rows are two tasks of 96 rows (the second of 4), and K
-  // = 136 a block of 128 k then one of 8, whose norm sums end on 8 values, not 16.
+  // = 136 a block whose norm sums end on 8 values, not 16.
   for (const auto& e : extras)
     for (const char* scheme : {"e0m4", "q8"}) expectUnfusedMath(scheme, 136, 48, e, {100}, {false});
 }

@@ -173,7 +173,7 @@ const Variant<AttentionCase> kAttention[] = {
     {"attention_cpu_f32",
      [](const AttentionCase& c) { return !c.gpu && c.S > 4 && c.plain && c.D <= 128 && c.Dv <= 128 && c.Dv % 8 == 0; },
      [](const AttentionCase& c) {
-       return grid(static_cast<size_t>(c.B * c.H * ((c.S + kCpuAttentionRows - 1) / kCpuAttentionRows)), 1, 1, 1, 1);
+       return grid(static_cast<size_t>(c.B * c.H) * up(c.S, kCpuAttentionRows), 1, 1, 1, 1);
      },
      "CPU prefill: a task per 32 query rows, keys 16 at a time as one vector", Cpu},
     {"attention_cpu_dec_f32",
@@ -315,7 +315,6 @@ int64_t kvRowsArgs(const LowerNode& n, Launch& l, const Dims& x, const std::stri
 
 constexpr int64_t kRopeCpuTokens = 16;  // kernels/elementwise.cl's ROPE_CPU_TOKENS
 constexpr int64_t kRopeCpuMid = 128;    // ... and ROPE_CPU_MID
-constexpr int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // rope_kv_cpu_f32's cases (a task per kRopeCpuTokens tokens): a CPU, caches not 8-bit, cos
 // and sin shared by the heads (their strides along H zero, for q and for k), v rows of q's
@@ -349,7 +348,7 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count, bool perToken) {
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
   const int64_t tokens = count / (q[1] * q[3]);
   if (perToken)
-    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(static_cast<size_t>(up(tokens, kRopeCpuTokens)), 1, 1, 1, 1));
+    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(up(tokens, kRopeCpuTokens), 1, 1, 1, 1));
   // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v;
   // on GPUs a head of each in the second dimension (the kernel's comment says why).
   const int64_t rot = n.attrInt("rotary_dim", q[3]);

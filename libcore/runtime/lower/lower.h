@@ -51,6 +51,8 @@ struct Geometry {
 // geometry, as PoCL does per local size, then build each kernel once, not per shape).
 Geometry items(int64_t n);
 Geometry grid(size_t gx, size_t gy, size_t gz, size_t lx, size_t ly);
+// How many groups of m hold x things (a grid's count of tasks or tiles).
+constexpr size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 
 // One launch: a kernel, its arguments, and its geometry.
 class Launch {

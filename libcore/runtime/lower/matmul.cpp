@@ -361,9 +361,7 @@ struct QCase {
     const int64_t T = mmaTile(), per = (T / 32) * (T / 32) * 4 + T / 64;
     return mmaTiles() * kSlices() * per * 256;
   }
-  static size_t up(int64_t x, int64_t m) { return static_cast<size_t>((x + m - 1) / m); }
 };
-constexpr auto up = QCase::up;
 Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
 // 4 weight columns per work-group (2 and their up columns with a GLU), of 64 items
 // (kernels/qmatmul.cl's GEMV_WG) or, one row without a norm, 128 (GEMV16_WG).
