@@ -62,6 +62,14 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     dst[(at) + 3] = v_.w;     \
   }
 
+// A float2 into x[i], x[i+1].
+#define SPLAT2(dst, at, v)    \
+  {                           \
+    const float2 v_ = v;      \
+    dst[at] = v_.x;           \
+    dst[(at) + 1] = v_.y;     \
+  }
+
 // One slice's global reads into register set P, from k0: chunk s of A (AW floats of type
 // AT at row e / 4, e = tid + 256 s) and code chunk s (FETCH_CODES, BKS chunks a column).
 // FETCH: FETCH_CODES, or FETCH_HALVES for weights dequantized once.
@@ -76,84 +84,98 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
   }
 
 #if TL_MAX_WG >= GEMM_WG
-// fp32: 16 x 16 items, each TM x TN outputs (rows ty * TM + i, columns tx * TN + j; with a
-// GLU, columns j < TN / 2 are gates and j + TN / 2 their ups), slices of 16 k.
+// fp32: 16 x 16 items, each TM x TN outputs: rows ty * TM + i, and columns in two halves
+// of TN / 2, tx * TN / 2 + j and BN / 2 + tx * TN / 2 + j (with a GLU the tile's gates,
+// then their ups: an item's gate and its up in the same registers), so that a warp's
+// reads of a weight row are consecutive, free of bank conflicts (8 consecutive columns an
+// item read two ways at once). Slices of 16 k, GEMM_BUFS of them in local memory: with
+// two, a slice is stored while the last one's products may still run, one barrier a
+// slice (where the device's local memory holds them).
+#define GEMM_BUFS (TL_LOCAL_MEM >= 2 * 16 * (2 * 128 + 8) * 4 + 512 ? 2 : 1)
 #define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8)                                               \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
-    __local float As[16][BM + 4] __attribute__((aligned(16)));                                \
-    __local float Bs[16][BN + 4] __attribute__((aligned(16)));                                \
+    __local float As[GEMM_BUFS][16][BM + 4] __attribute__((aligned(16)));                     \
+    __local float Bs[GEMM_BUFS][16][BN + 4] __attribute__((aligned(16)));                     \
     __local float rinv[BM];                                                                   \
     const int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;                            \
     const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
-    const int TM = BM / 16, TN = BN / 16;                                                     \
+    const int TM = BM / 16, TH = BN / 32;                                                     \
     /* A: chunks of 4 floats, e = tid + 256 s at row e / 4; codes: 8 at column e / 2 */       \
     float4 ra[1][BM / 64];                                                                    \
     float ss[BM / 64];                                                                        \
     RAW rb[1][(BN + 127) / 128];                                                              \
     float rs[1][(BN + 127) / 128], ro[1][(BN + 127) / 128];                                   \
     int bcol[(BN + 127) / 128];                                                               \
-    _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                              \
-      const int e = tid + GEMM_WG * s, lc = e >> 1, j = lc % TN;                              \
-      bcol[s] = e < BN * 2 ? tile_column(c0, lc, lc / TN * (TN / 2) + j % (TN / 2), j >= TN / 2, N, glu) : -1; \
+    _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                           \
+      const int e = tid + GEMM_WG * s, lc = e >> 1;                                           \
+      bcol[s] = e < BN * 2 ? tile_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu) : -1;   \
     }                                                                                         \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                           \
+    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                        \
     float acc[BM / 16][BN / 16];                                                              \
-    _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                              \
-      _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;                                          \
-    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES)                        \
-    for (int k0 = 0; k0 < K; k0 += 16) {                                                      \
-      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                                     \
+    _Pragma("unroll") for (int i = 0; i < TM; ++i)                                           \
+      _Pragma("unroll") for (int j = 0; j < 2 * TH; ++j) acc[i][j] = 0.0f;                   \
+    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES)             \
+    int p = 0;                                                                                \
+    for (int k0 = 0; k0 < K; k0 += 16, p = (p + 1) % GEMM_BUFS) {                             \
+      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                  \
         const int e = tid + GEMM_WG * s, row = e >> 2, kq = (e & 3) * 4;                      \
         float4 v = ra[0][s];                                                                  \
         if (NW) {                                                                             \
           ss[s] += dot(v, v);                                                                 \
           if (k0 + kq < K) v *= vload4(0, NW + k0 + kq);                                      \
         }                                                                                     \
-        As[kq][row] = v.x;                                                                    \
-        As[kq + 1][row] = v.y;                                                                \
-        As[kq + 2][row] = v.z;                                                                \
-        As[kq + 3][row] = v.w;                                                                \
+        As[p][kq][row] = v.x;                                                                 \
+        As[p][kq + 1][row] = v.y;                                                             \
+        As[p][kq + 2][row] = v.z;                                                             \
+        As[p][kq + 3][row] = v.w;                                                             \
       }                                                                                       \
-      _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                                            \
+      _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                         \
         const int e = tid + GEMM_WG * s, lc = e >> 1, kq = (e & 1) * 8;                       \
         if (e < BN * 2) {                                                                     \
           const float8 w = fma(LEVELS8(rb[0][s]), (float8)rs[0][s], (float8)ro[0][s]);        \
-          Bs[kq][lc] = w.s0;                                                                  \
-          Bs[kq + 1][lc] = w.s1;                                                              \
-          Bs[kq + 2][lc] = w.s2;                                                              \
-          Bs[kq + 3][lc] = w.s3;                                                              \
-          Bs[kq + 4][lc] = w.s4;                                                              \
-          Bs[kq + 5][lc] = w.s5;                                                              \
-          Bs[kq + 6][lc] = w.s6;                                                              \
-          Bs[kq + 7][lc] = w.s7;                                                              \
+          Bs[p][kq][lc] = w.s0;                                                               \
+          Bs[p][kq + 1][lc] = w.s1;                                                           \
+          Bs[p][kq + 2][lc] = w.s2;                                                           \
+          Bs[p][kq + 3][lc] = w.s3;                                                           \
+          Bs[p][kq + 4][lc] = w.s4;                                                           \
+          Bs[p][kq + 5][lc] = w.s5;                                                           \
+          Bs[p][kq + 6][lc] = w.s6;                                                           \
+          Bs[p][kq + 7][lc] = w.s7;                                                           \
         }                                                                                     \
       }                                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
       if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES) \
-      _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                                       \
+      _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                    \
         float a[BM / 16], b[BN / 16];                                                         \
-        _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[kk][ty * TM + i]) \
-        _Pragma("unroll") for (int j = 0; j < TN; j += 4) SPLAT4(b, j, *(__local float4*)&Bs[kk][tx * TN + j]) \
-        _Pragma("unroll") for (int i = 0; i < TM; ++i)                                                          \
-          _Pragma("unroll") for (int j = 0; j < TN; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);                \
+        _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[p][kk][ty * TM + i]) \
+        if (TH % 4 == 0) {                                                                    \
+          _Pragma("unroll") for (int j = 0; j < TH; j += 4) {                                \
+            SPLAT4(b, j, *(__local float4*)&Bs[p][kk][tx * TH + j])                           \
+            SPLAT4(b, TH + j, *(__local float4*)&Bs[p][kk][BN / 2 + tx * TH + j])             \
+          }                                                                                   \
+        } else { /* BN = 64: two columns a half */                                            \
+          SPLAT2(b, 0, *(__local float2*)&Bs[p][kk][tx * 2])                                  \
+          SPLAT2(b, 2, *(__local float2*)&Bs[p][kk][BN / 2 + tx * 2])                         \
+        }                                                                                     \
+        _Pragma("unroll") for (int i = 0; i < TM; ++i)                                       \
+          _Pragma("unroll") for (int j = 0; j < 2 * TH; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]); \
       }                                                                                       \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      if (GEMM_BUFS == 1) barrier(CLK_LOCAL_MEM_FENCE);                                       \
     }                                                                                         \
-    __local float* red = &As[0][0];                                                           \
+    /* the buffer the last slice did not read (every item is past its barrier) */             \
+    __local float* red = &As[p][0][0];                                                        \
     NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
-    _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                                            \
+    _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                         \
       const int row = ty * TM + i, m = m0 + row;                                              \
       if (m >= M) break;                                                                      \
       const float sc = NW ? rinv[row] : 1.0f;                                                 \
-      if (glu) {                                                                              \
-        _Pragma("unroll") for (int j = 0; j < TN / 2; ++j) {                                                    \
-          const int n = c0 + tx * (TN / 2) + j;                                               \
-          if (n < N / 2) STORE_GLU(m, n, acc[i][j] * sc, acc[i][j + TN / 2] * sc, N / 2);     \
-        }                                                                                     \
-      } else {                                                                                \
-        _Pragma("unroll") for (int j = 0; j < TN; ++j) {                                                        \
-          const int n = c0 + tx * TN + j;                                                     \
+      _Pragma("unroll") for (int j = 0; j < TH; ++j) {                                       \
+        const int n = c0 + tx * TH + j;                                                       \
+        if (glu) {                                                                            \
+          if (n < N / 2) STORE_GLU(m, n, acc[i][j] * sc, acc[i][TH + j] * sc, N / 2);         \
+        } else {                                                                              \
           if (n < N) STORE(m, n, acc[i][j] * sc);                                             \
+          if (n + BN / 2 < N) STORE(m, n + BN / 2, acc[i][TH + j] * sc);                      \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
