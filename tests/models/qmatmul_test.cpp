@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <tuple>
 
@@ -156,9 +157,11 @@ struct Extras {
 // `gpus` (false: CPU, true: GPU) against the unfused math. Kernels on tensor cores (an
 // `_mma_` launch: fp16 operands) and the int8 rows (`_i8_`, against A rounded as they
 // round it) are held to 4e-3 of the largest output, the rest to 1e-4.
-// `kernel`: the last launch the GPU family must make where that kernel is built, if given.
+// `kernel`: the last launch the GPU family must make where that kernel is built, if given;
+// `setup`: what to set on the device first, if given.
 void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e, const std::vector<int64_t>& rows,
-                       const std::vector<bool>& gpus, const char* kernel = nullptr) {
+                       const std::vector<bool>& gpus, const char* kernel = nullptr,
+                       const std::function<void(Device&)>& setup = nullptr) {
   std::mt19937 rng(static_cast<unsigned>(K + N));
   std::normal_distribution<float> normal(0.0f, 0.05f);
   Mat w(K, N);
@@ -194,6 +197,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
   Graph graph(model.proto.graph());
   ShapeAnalysis analysis = inferShapes(model, graph);
   Device device(selectDevice(""), false);
+  if (setup) setup(device);
   for (bool gpu : gpus) {
     device.setGpuKernels(gpu);
     Executor ex(device, model, graph, analysis);
@@ -301,6 +305,22 @@ TEST(MatMulExtras, MatchUnfusedMath) {
   // = 136 a block whose norm sums end on 8 values, not 16.
   for (const auto& e : extras)
     for (const char* scheme : {"e0m4", "q8"}) expectUnfusedMath(scheme, 136, 48, e, {100}, {false});
+}
+
+// The portable GPU tiles where local memory holds one slice of 16 k, not two (kernels/
+// gemm.cl's GEMM_BUFS; a GPU of 32 KB, as many mobile GPUs are; tensor cores off): ragged
+// 128-wide tiles (N = 4200 over 300 rows: 99 tiles, enough for 132 compute units too) and
+// one 64-wide tile (64 rows, N = 48), with a norm and a GLU. PoCL puts barriers at a
+// loop's ends itself, so there it checks the single buffer's indexing; a GPU, its barrier.
+TEST(MatMulExtras, OneSliceTilesMatchUnfusedMath) {
+  const auto small = [](Device& d) {
+    d.setLocalMemory(32 << 10);
+    d.setTensorCores(false);
+  };
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}}) {
+    expectUnfusedMath("e0m4", 136, 4200, e, {300}, {true}, "qgemm_e0m4", small);
+    expectUnfusedMath("e0m4", 136, 48, e, {64}, {true}, "qgemm64_e0m4", small);
+  }
 }
 
 // The GPU family's prefill rows from 256 rows: on NVIDIA's tensor cores prep_f16_* makes
