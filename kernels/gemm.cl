@@ -745,10 +745,10 @@ QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
     for (int j = 0; j < 8; ++j) col[j] = tile_column(c0, j, j % 4, j >= 4, N, glu);           \
     /* a column past the weights reads column 0's codes and scales; it is never stored */     \
     __global const uchar* wc[8];                                                              \
-    __global const float *sp[8], *op[8];                                                      \
+    long sg[8]; /* the column's first scale and offset in S and O */                          \
     for (int j = 0; j < 8; ++j) {                                                             \
       wc[j] = W + (long)max(col[j], 0) * row_bytes;                                           \
-      sp[j] = S + (long)max(col[j], 0) * groups, op[j] = O + (long)max(col[j], 0) * groups;   \
+      sg[j] = (long)max(col[j], 0) * groups;                                                  \
     }                                                                                         \
     for (int m = 0; m < M; ++m) {                                                             \
       __global const float* a = A + (long)m * K;                                              \
@@ -769,8 +769,9 @@ QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
         }                                                                                     \
         const float8 tot = (float8)(sum8(acc[0]), sum8(acc[1]), sum8(acc[2]), sum8(acc[3]),  \
                                     sum8(acc[4]), sum8(acc[5]), sum8(acc[6]), sum8(acc[7]));  \
-        const float8 s8 = (float8)(sp[0][gi], sp[1][gi], sp[2][gi], sp[3][gi], sp[4][gi], sp[5][gi], sp[6][gi], sp[7][gi]); \
-        const float8 o8 = (float8)(op[0][gi], op[1][gi], op[2][gi], op[3][gi], op[4][gi], op[5][gi], op[6][gi], op[7][gi]); \
+        float s[8], o[8];                                                                     \
+        _Pragma("unroll") for (int j = 0; j < 8; ++j) s[j] = S[sg[j] + gi], o[j] = O[sg[j] + gi]; \
+        const float8 s8 = vload8(0, s), o8 = vload8(0, o);                                    \
         v8 = fma(s8, tot, fma(o8, (float8)sum8(xs), v8));                                    \
       }                                                                                       \
       float v[8];                                                                             \
