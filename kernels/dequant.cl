@@ -33,11 +33,18 @@ inline int q3h_code(__global const uchar* w, int k) {
 #define INT4_BASE(s, o) (o)
 
 // E0M4's 8 levels of a word: each nibble shifted straight to bits 19..22 by a constant,
-// then masked and given the exponent: two operations per code (one LOP3 on NVIDIA).
+// then masked and given the exponent: two operations per code (one LOP3 on NVIDIA). CPUs
+// take the 8 as one vector: each nibble to the bottom by its lane's shift, all up by 19,
+// then mask and exponent at once: four vector operations where the per-lane constants
+// made five (left and right shifts, a blend; the decode GEMV's loop on AVX-512).
 inline float8 e0m4_levels8(uint x) {
   const uint m = 0x00780000u, e = 0x40000000u;
+#ifdef TL_CPU
+  return as_float8(((uint8)x >> SHIFTS8) << 19 & m | e);
+#else
   return as_float8((uint8)((x << 19 & m) | e, (x << 15 & m) | e, (x << 11 & m) | e, (x << 7 & m) | e,
                            (x << 3 & m) | e, (x >> 1 & m) | e, (x >> 5 & m) | e, (x >> 9 & m) | e));
+#endif
 }
 
 // 4 pairs are 28 bits from a bit offset of 0 or 4 (7 * 4j): one 4-byte read (the row's
