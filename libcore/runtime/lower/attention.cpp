@@ -318,9 +318,10 @@ constexpr int64_t kRopeCpuMid = 128;    // ... and ROPE_CPU_MID
 
 // rope_kv_cpu_f32's cases (a task per kRopeCpuTokens tokens): a CPU, caches not 8-bit, cos
 // and sin shared by the heads (their strides along H zero, for q and for k), v rows of q's
-// length, at most kRopeCpuMid rotated pairs.
+// length, at most kRopeCpuMid rotated pairs. Built only for CPUs (TL_CPU): the tests that
+// force the CPU kernel family on a GPU run rope_kv_f32.
 bool ropePerToken(const LowerNode& n) {
-  if (n.gpu() || n.ex.kvType() == KvType::Q8) return false;
+  if (n.gpu() || n.ex.kvType() == KvType::Q8 || !n.built("rope_kv_cpu_f32")) return false;
   const Dims q = ropeInputDims(n, 0), k = ropeInputDims(n, 3), v = ropeInputDims(n, 6);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4 || v[2] != q[2]) return false;
   for (const Dims* d : {&q, &k})
