@@ -1081,20 +1081,9 @@ ATT_DEC4(attention_dec128_f32, 128)
 // the tiles that cross a warp's diagonal. Q's and K's k order inside 32 dims is permuted
 // alike (thread t reads dims 8t..8t+7 as one uint4, as gemm.cl's tiles).
 #define FA_BC 64
-inline float quad_max(float x) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
-  x = fmax(x, y);
-  asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
-  return fmax(x, y);
-}
-inline float quad_sum(float x) {
-  float y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
-  x += y;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
-  return x + y;
-}
+// A row's 4 threads' largest value and sum (mma.cl's LANE_XOR).
+#define QUAD_MAX(x) (x = fmax(x, LANE_XOR(x, 1)), fmax(x, LANE_XOR(x, 2)))
+#define QUAD_SUM(x) (x += LANE_XOR(x, 1), x + LANE_XOR(x, 2))
 // The query heads of one kv head that a work-group takes together (warp w: head w % G of
 // them, rows 16 (w / G) on): the largest power of two dividing both the group's `rep`
 // heads and the warps, so that each key tile staged serves G heads' rows. (attention.cpp's
@@ -1135,6 +1124,7 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
     __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
     __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
     __local float kbias[FA_BC];                                                                    \
+    MMA_EMU_DECL                                                                                   \
     const int KW = D_ / 8 + 4, VW = FA_BC / 2 + 4, NT = 32 * WARPS;                                \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3; \
     const int G = att_mma_heads(H / Hkv, WARPS), BR = 16 * WARPS / G;                              \
@@ -1146,13 +1136,13 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
     const int kmo = b * kmsb;                                                                      \
     __local int more;                                                                              \
     uint4 qf[2][D_ / 32];                                                                           \
-    _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                                                               \
+    MMA_UNROLL for (int hh = 0; hh < 2; ++hh) {                                                                      \
       const int s = min(s0 + warp / G * 16 + g + 8 * hh, S - 1);                                   \
       __global const float* qr = q + b * qsb + h * qsh + s * qss;                                  \
-      _Pragma("unroll") for (int c = 0; c < D_ / 32; ++c) qf[hh][c] = half8_bits(vload8(0, qr + 32 * c + 8 * t) * qscale); \
+      MMA_UNROLL for (int c = 0; c < D_ / 32; ++c) qf[hh][c] = half8_bits(vload8(0, qr + 32 * c + 8 * t) * qscale);        \
     }                                                                                              \
     float o[D_ / 8][4];                                                                            \
-    _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                 \
+    MMA_UNROLL for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                        \
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                    \
     __global const KV_T* kb = KV_AT(k, b * ksb + kvh * ksh);                                      \
     __global const KV_T* vb = KV_AT(v, b * vsb + kvh * vsh);                                      \
@@ -1177,9 +1167,9 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
         kbias[tid] = t0 + tid >= T ? -INFINITY : att_hidden(0, t0 + tid, 0, 0, km, kmb, kmo) ? mv : 0.0f; \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
       float sc[FA_BC / 8][4];                                                                      \
-      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j) {                                                        \
+      MMA_UNROLL for (int j = 0; j < FA_BC / 8; ++j) {                                                               \
         sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;                                          \
-        _Pragma("unroll") for (int c = 0; c < D_ / 32; ++c) {                                                        \
+        MMA_UNROLL for (int c = 0; c < D_ / 32; ++c) {                                                               \
           const uint4 kf = Ks[(8 * j + g) * KW + 4 * c + t];                                       \
           MMA_16816(sc[j], qf[0][c].x, qf[1][c].x, qf[0][c].y, qf[1][c].y, kf.x, kf.y);            \
           MMA_16816(sc[j], qf[0][c].z, qf[1][c].z, qf[0][c].w, qf[1][c].w, kf.z, kf.w);            \
@@ -1188,8 +1178,8 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
       float x0 = m0, x1 = m1;                                                                      \
       /* the tile crosses this thread's rows' diagonal: some key after a row's own */             \
       const int diag = causal && t0 + FA_BC - 1 > r0 + off;                                        \
-      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j)                                                          \
-        _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                              \
+      MMA_UNROLL for (int j = 0; j < FA_BC / 8; ++j)                                                                 \
+        MMA_UNROLL for (int e = 0; e < 4; ++e) {                                                                     \
           const int kl = 8 * j + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;                        \
           const float kbv = kbias[kl];                                                             \
           if (!diag) sc[j][e] += kbv;                                                              \
@@ -1197,8 +1187,8 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
           else if (t0 + kl > row + off || kbv != 0.0f) sc[j][e] += mv;                             \
           if (e < 2) x0 = fmax(x0, sc[j][e]); else x1 = fmax(x1, sc[j][e]);                        \
         }                                                                                          \
-      x0 = quad_max(x0);                                                                           \
-      x1 = quad_max(x1);                                                                           \
+      x0 = QUAD_MAX(x0);                                                                           \
+      x1 = QUAD_MAX(x1);                                                                           \
       /* a row with no finite score yet (mask_value -inf) keeps 0s, no NaN */                      \
       const float c0 = x0 == -INFINITY ? 1.0f : native_exp2(m0 - x0);                              \
       const float c1 = x1 == -INFINITY ? 1.0f : native_exp2(m1 - x1);                              \
@@ -1206,7 +1196,7 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
       m1 = x1;                                                                                     \
       const float z0 = x0 == -INFINITY ? 0.0f : x0, z1 = x1 == -INFINITY ? 0.0f : x1;              \
       float p0 = 0.0f, p1 = 0.0f;                                                                  \
-      _Pragma("unroll") for (int j = 0; j < FA_BC / 8; ++j) {                                      \
+      MMA_UNROLL for (int j = 0; j < FA_BC / 8; ++j) {                                             \
         sc[j][0] = native_exp2(sc[j][0] - z0);                                                     \
         sc[j][1] = native_exp2(sc[j][1] - z0);                                                     \
         sc[j][2] = native_exp2(sc[j][2] - z1);                                                     \
@@ -1214,30 +1204,30 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
         p0 += sc[j][0] + sc[j][1];                                                                 \
         p1 += sc[j][2] + sc[j][3];                                                                 \
       }                                                                                            \
-      l0 = l0 * c0 + quad_sum(p0);                                                                 \
-      l1 = l1 * c1 + quad_sum(p1);                                                                 \
-      _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) {                                                           \
+      l0 = l0 * c0 + QUAD_SUM(p0);                                                                 \
+      l1 = l1 * c1 + QUAD_SUM(p1);                                                                 \
+      MMA_UNROLL for (int j = 0; j < D_ / 8; ++j) {                                                                  \
         o[j][0] *= c0;                                                                             \
         o[j][1] *= c0;                                                                             \
         o[j][2] *= c1;                                                                             \
         o[j][3] *= c1;                                                                             \
       }                                                                                            \
-      _Pragma("unroll") for (int c = 0; c < FA_BC / 16; ++c) {                                                       \
+      MMA_UNROLL for (int c = 0; c < FA_BC / 16; ++c) {                                                              \
         const uint a0 = half2_bits(sc[2 * c][0], sc[2 * c][1]), a1 = half2_bits(sc[2 * c][2], sc[2 * c][3]); \
         const uint a2 = half2_bits(sc[2 * c + 1][0], sc[2 * c + 1][1]);                            \
         const uint a3 = half2_bits(sc[2 * c + 1][2], sc[2 * c + 1][3]);                            \
-        _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) {                                                         \
+        MMA_UNROLL for (int j = 0; j < D_ / 8; ++j) {                                                                \
           const int d = 8 * j + g;                                                                 \
           MMA_16816(o[j], a0, a1, a2, a3, Vt[d * VW + 8 * c + t], Vt[d * VW + 8 * c + 4 + t]);     \
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                                                               \
+    MMA_UNROLL for (int hh = 0; hh < 2; ++hh) {                                                                      \
       const int s = r0 + 8 * hh;                                                                   \
       if (s >= S) continue;                                                                        \
       const float l = hh ? l1 : l0, inv = zero_rows && !(l > 0.0f) ? 0.0f : 1.0f / l;              \
       __global float* orow = out + b * osb + h * osh + s * oss;                                    \
-      _Pragma("unroll") for (int j = 0; j < D_ / 8; ++j) vstore2((float2)(o[j][2 * hh], o[j][2 * hh + 1]) * inv, 0, orow + 8 * j + 2 * t); \
+      MMA_UNROLL for (int j = 0; j < D_ / 8; ++j) vstore2((float2)(o[j][2 * hh], o[j][2 * hh + 1]) * inv, 0, orow + 8 * j + 2 * t);        \
     }                                                                                              \
   }
 ATTENTION_MMA(attention_mma_d64, 64, 4)

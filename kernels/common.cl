@@ -144,7 +144,7 @@ WG_REDUCE(wg_prod, a * b)
 // call it. NVIDIA's fence is PTX's membar.gl, device-wide; elsewhere OpenCL 1.2 promises
 // less, and lowering uses it only on CPUs (KernelLibrary::crossGroupReads).
 inline int last_to_finish(__global int* count, int n, int tid, __local int* flag) {
-#if defined(TL_NV) || defined(TL_MMA)
+#if defined(TL_NV) || (defined(TL_MMA) && !defined(TL_MMA_EMU))
 #define TL_GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
 #else
 #define TL_GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
@@ -163,7 +163,7 @@ inline int last_to_finish(__global int* count, int n, int tid, __local int* flag
 // A float another work-group of this launch wrote (after last_to_finish): read past L1.
 // NVIDIA's ld.global.cg is an ordinary load the compiler may batch; a volatile one elsewhere.
 inline float load_past_l1(__global const float* p) {
-#if defined(TL_NV) || defined(TL_MMA)
+#if defined(TL_NV) || (defined(TL_MMA) && !defined(TL_MMA_EMU))
   float v;
   asm("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;

@@ -209,7 +209,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // sums of squares taken and its scale applied on the way.
 #define MMA_STAGE(P, k0, BM, BN, LEVELS8)                                              \
   {                                                                                           \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                     \
+    MMA_UNROLL for (int s = 0; s < BM / 64; ++s) {                                            \
       const int e = tid + GEMM_WG * s, kq = (e & 3) * 8;                                      \
       float8 v = ra[P][s];                                                                    \
       if (NW) {                                                                               \
@@ -218,18 +218,18 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
       }                                                                                       \
       As[P][e] = half8_bits(v);                                                               \
     }                                                                                         \
-    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s)                                       \
+    MMA_UNROLL for (int s = 0; s < BN / 64; ++s)                                              \
       Bs[P][tid + GEMM_WG * s] = MMA_BCODES(P, s, LEVELS8);                                        \
   }
 // The products of the slice in buffer P.
 #define MMA_SLICE(P, BM, BN)                                                                  \
   {                                                                                           \
     uint4 bf[BN / 32];                                                                        \
-    _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[P][(MMA_BROW(wn, j, NT, BN) + g) * 4 + t]; \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                          \
+    MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[P][(MMA_BROW(wn, j, NT, BN) + g) * 4 + t];        \
+    MMA_UNROLL for (int i = 0; i < MT; ++i) {                                                 \
       const int r0 = wm * (BM / 2) + i * 16 + g;                                              \
       const uint4 a0 = As[P][r0 * 4 + t], a1 = As[P][(r0 + 8) * 4 + t];                       \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                        \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) {                                               \
         MMA_16816(acc[i][j], a0.x, a1.x, a0.y, a1.y, bf[j].x, bf[j].y);                       \
         MMA_16816(acc[i][j], a0.z, a1.z, a0.w, a1.w, bf[j].z, bf[j].w);                       \
       }                                                                                       \
@@ -240,13 +240,13 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // `row`, its local row), through STORE or, with a GLU, STORE_GLU of gate tile j and its up
 // tile j + NT / 2.
 #define MMA_STORE(BM, BN, SC)                                                                 \
-  _Pragma("unroll") for (int i = 0; i < MT; ++i)                                              \
-    _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                           \
+  MMA_UNROLL for (int i = 0; i < MT; ++i)                                                     \
+    MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                  \
       const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                       \
       if (m >= M) continue;                                                                   \
       const float sc = SC;                                                                    \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */ \
-        _Pragma("unroll") for (int x = 0; x < 2; ++x) {                                       \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */        \
+        MMA_UNROLL for (int x = 0; x < 2; ++x) {                                              \
           const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                             \
           if (glu) {                                                                          \
             if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
@@ -270,20 +270,20 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     const int slices = get_num_groups(2), per = MT * NT * 4 + BM / 64;                        \
     const long tile = (long)get_group_id(1) * get_num_groups(0) + get_group_id(0);            \
     __global float* kp = KP + (tile * slices + get_group_id(2)) * per * GEMM_WG + tid;        \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                            \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j)                                          \
-        _Pragma("unroll") for (int x = 0; x < 4; ++x) kp[((i * NT + j) * 4 + x) * GEMM_WG] = acc[i][j][x]; \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) kp[(MT * NT * 4 + s) * GEMM_WG] = ss[s]; \
+    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                   \
+      MMA_UNROLL for (int j = 0; j < NT; ++j)                                                 \
+        MMA_UNROLL for (int x = 0; x < 4; ++x) kp[((i * NT + j) * 4 + x) * GEMM_WG] = acc[i][j][x];        \
+    MMA_UNROLL for (int s = 0; s < BM / 64; ++s) kp[(MT * NT * 4 + s) * GEMM_WG] = ss[s];        \
     if (!last_to_finish(KC + tile, slices, tid, &klast)) return;                              \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                            \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                         \
+    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                   \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;        \
+    MMA_UNROLL for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                \
     for (int z = 0; z < slices; ++z) {                                                        \
       __global volatile const float* kz = KP + (tile * slices + z) * per * GEMM_WG + tid;     \
-      _Pragma("unroll") for (int i = 0; i < MT; ++i)                                          \
-        _Pragma("unroll") for (int j = 0; j < NT; ++j)                                        \
-          _Pragma("unroll") for (int x = 0; x < 4; ++x) acc[i][j][x] += kz[((i * NT + j) * 4 + x) * GEMM_WG]; \
-      _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] += kz[(MT * NT * 4 + s) * GEMM_WG]; \
+      MMA_UNROLL for (int i = 0; i < MT; ++i)                                                 \
+        MMA_UNROLL for (int j = 0; j < NT; ++j)                                               \
+          MMA_UNROLL for (int x = 0; x < 4; ++x) acc[i][j][x] += kz[((i * NT + j) * 4 + x) * GEMM_WG];        \
+      MMA_UNROLL for (int s = 0; s < BM / 64; ++s) ss[s] += kz[(MT * NT * 4 + s) * GEMM_WG];        \
     }                                                                                         \
   }
 
@@ -292,6 +292,7 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
     __local int klast;                                                                        \
+    MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
@@ -302,14 +303,14 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
     RAW rb[2][BN / 64];                                                                       \
     float rs[2][BN / 64], ro[2][BN / 64];                                                     \
     int bcol[BN / 64];                                                                        \
-    _Pragma("unroll") for (int s = 0; s < BN / 64; ++s) {                                                       \
+    MMA_UNROLL for (int s = 0; s < BN / 64; ++s) {                                                              \
       const int lc = (tid + GEMM_WG * s) >> 2;                                                \
       bcol[s] = tile_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu);                     \
     }                                                                                         \
-    _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                           \
+    MMA_UNROLL for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                                  \
     float acc[BM / 32][BN / 32][4];                                                           \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)                                                              \
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
+    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                                     \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;        \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
     GEMM_FETCH(0, kb, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)                         \
     if (kb + 32 < ke) GEMM_FETCH(1, kb + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)  \
@@ -353,7 +354,7 @@ QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 #define F16_SLICE(st, kt)                                                                     \
   {                                                                                           \
     const int kc = (kt) * 4 + q;                                                              \
-    _Pragma("unroll") for (int s = 0; s < 2; ++s) {                                           \
+    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
       const int aok = arow[s] && kc < KW, bok = bcol[s] >= 0 && kc < KW;                     \
       CP_ASYNC16(&As[st][tid + GEMM_WG * s], aok ? A + (long)(m0 + lr + 64 * s) * KW + kc : A, aok ? 16 : 0); \
       CP_ASYNC16(&Bs[st][tid + GEMM_WG * s], bok ? W + (long)bcol[s] * KW + kc : W, bok ? 16 : 0); \
@@ -363,20 +364,21 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16
     __global const uint4* A, __global const uint4* W, __global const float* S, __global const float* O,
     __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS) {
   __local uint4 As[F16_STAGES][128 * 4], Bs[F16_STAGES][128 * 4];
+  MMA_EMU_DECL
   const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;
   const int m0 = get_group_id(1) * 128, c0 = get_group_id(0) * (glu ? 64 : 128);
   const int MT = 4, NT = 4, KW = K / 8, KT = (K + 31) / 32, lr = tid >> 2, q = tid & 3;
   int arow[2], bcol[2];
-  _Pragma("unroll") for (int s = 0; s < 2; ++s) {
+  MMA_UNROLL for (int s = 0; s < 2; ++s) {
     const int lc = lr + 64 * s;
     arow[s] = m0 + lc < M;
     bcol[s] = tile_column(c0, lc, lc % 64, lc >= 64, N, glu);
   }
   float acc[4][4][4];
-  _Pragma("unroll") for (int i = 0; i < MT; ++i)
-    _Pragma("unroll") for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
-  _Pragma("unroll") for (int st = 0; st < F16_STAGES - 1; ++st) {
+  MMA_UNROLL for (int i = 0; i < MT; ++i)
+    MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+  MMA_UNROLL for (int st = 0; st < F16_STAGES - 1; ++st) {
     if (st < KT) F16_SLICE(st, st)
     CP_ASYNC_COMMIT();
   }
@@ -387,16 +389,16 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16
     if (nx < KT) F16_SLICE(nx % F16_STAGES, nx)
     CP_ASYNC_COMMIT();  // (empty past the end: the wait above counts groups)
     uint4 bf[4], a0[4], a1[4];
-    _Pragma("unroll") for (int j = 0; j < NT; ++j) bf[j] = Bs[st][(MMA_BROW(wn, j, NT, 128) + g) * 4 + t];
-    _Pragma("unroll") for (int i = 0; i < MT; ++i) {
+    MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[st][(MMA_BROW(wn, j, NT, 128) + g) * 4 + t];
+    MMA_UNROLL for (int i = 0; i < MT; ++i) {
       const int r0 = wm * 64 + i * 16 + g;
       a0[i] = As[st][r0 * 4 + t];
       a1[i] = As[st][(r0 + 8) * 4 + t];
     }
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].x, a1[i].x, a0[i].y, a1[i].y, bf[j].x, bf[j].y);
-    _Pragma("unroll") for (int i = 0; i < MT; ++i)
-      _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].z, a1[i].z, a0[i].w, a1[i].w, bf[j].z, bf[j].w);
+    MMA_UNROLL for (int i = 0; i < MT; ++i)
+      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].x, a1[i].x, a0[i].y, a1[i].y, bf[j].x, bf[j].y);
+    MMA_UNROLL for (int i = 0; i < MT; ++i)
+      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].z, a1[i].z, a0[i].w, a1[i].w, bf[j].z, bf[j].w);
   }
   MMA_STORE(128, 128, 1.0f)
 }
@@ -499,7 +501,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
 // (items 0-127), the rows' steps and sums of the stage's 4 blocks (items 128-255).
 #define I8_SLICE(st, k0)                                                                      \
   {                                                                                           \
-    _Pragma("unroll") for (int s = 0; s < 2; ++s) {                                           \
+    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
       const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M;                \
       CP_ASYNC16((__local uchar*)As[st] + r * I8_AROW + c * 16, ok ? AQ + (long)(m0 + r) * K + (k0) + c * 16 : AQ, ok ? 16 : 0); \
     }                                                                                         \
@@ -523,6 +525,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
     __local float Ss[2][2][64], Ds[2][2][I8_KS / 32][64] __attribute__((aligned(16)));         \
     __local int klast;                                                                        \
+    MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (glu ? 32 : 64);             \
@@ -530,8 +533,8 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
     int iacc[2][2][4];                                                                        \
     float acc[2][2][4], dacc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: prep normed A) */ \
-    _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int j = 0; j < NT; ++j) \
-      _Pragma("unroll") for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = dacc[i][j][x] = 0.0f; \
+    MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
+      MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = dacc[i][j][x] = 0.0f;        \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
     I8_SLICE(0, kb)                                                                           \
     CP_ASYNC_COMMIT();                                                                        \
@@ -541,30 +544,30 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
       barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
       if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS)                                       \
       CP_ASYNC_COMMIT();                                                                      \
-      _Pragma("unroll") for (int u = 0; u < I8_KS / 32; ++u) {                                \
+      MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) {                                       \
         uint b0[2], b1[2];                                                                    \
-        _Pragma("unroll") for (int j = 0; j < NT; ++j) {                                      \
+        MMA_UNROLL for (int j = 0; j < NT; ++j) {                                             \
           const uint w = *(__local const uint*)((__local const uchar*)Bs[st] + (MMA_BROW(wn, j, NT, 64) + g) * I8_BCOL + u * 16 + t * 4); \
           b0[j] = w & 0x0f0f0f0fu, b1[j] = (w >> 4) & 0x0f0f0f0fu;                            \
         }                                                                                     \
-        _Pragma("unroll") for (int i = 0; i < MT; ++i) {                                      \
+        MMA_UNROLL for (int i = 0; i < MT; ++i) {                                             \
           __local const uchar* ar = (__local const uchar*)As[st] + (wm * 32 + i * 16 + g) * I8_AROW + u * 32 + t * 8; \
           const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
-          _Pragma("unroll") for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
+          MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]);        \
         }                                                                                     \
-        _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int h = 0; h < 2; ++h) { \
+        MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {               \
           const float d = Ds[st][0][u][wm * 32 + i * 16 + g + 8 * h];                        \
-          _Pragma("unroll") for (int j = 0; j < NT; ++j) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
+          MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
             dacc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]), d, dacc[i][j][2 * h + x]); \
             iacc[i][j][2 * h + x] = 0;                                                        \
           }                                                                                   \
         }                                                                                     \
       }                                                                                       \
       /* the stage lies in one group: its scale and offset once, on the blocks' sums */      \
-      _Pragma("unroll") for (int i = 0; i < MT; ++i) _Pragma("unroll") for (int h = 0; h < 2; ++h) { \
+      MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {               \
         const int lr = wm * 32 + i * 16 + g + 8 * h;                                          \
         const float a = (Ds[st][1][0][lr] + Ds[st][1][1][lr]) + (Ds[st][1][2][lr] + Ds[st][1][3][lr]); \
-        _Pragma("unroll") for (int j = 0; j < NT; ++j) _Pragma("unroll") for (int x = 0; x < 2; ++x) { \
+        MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
           const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x;                                \
           const float s = Ss[st][0][lc];                                                      \
           acc[i][j][2 * h + x] = fma(dacc[i][j][2 * h + x], LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \

@@ -1,7 +1,13 @@
 // NVIDIA tensor cores from OpenCL C: inline PTX, which NVIDIA's compiler accepts (sm_80+
 // for these forms). Only built apart, with TL_MMA defined, on NVIDIA platforms
-// (runtime/kernel_library.cpp), after mma_probe below has built and computed right.
+// (runtime/kernel_library.cpp), after mma_probe below has built and computed right; or,
+// for the tests, elsewhere with TL_MMA_EMU (below).
 #ifdef TL_MMA
+#ifndef TL_MMA_EMU
+// Each kernel that uses these opens with MMA_EMU_DECL (TL_MMA_EMU's scratch; here none);
+// their loops over fragments unroll (MMA_UNROLL), so that the fragments stay in registers.
+#define MMA_EMU_DECL
+#define MMA_UNROLL _Pragma("unroll")
 // d += a x b for a 16 x 16 (row) by 16 x 8 (col) tile, f16 in, f32 accumulate: a0..a3 and
 // b0, b1 hold two halves each (the lower one at the lower k), in PTX's fragment layout.
 #define MMA_16816(d, a0, a1, a2, a3, b0, b1)                                                                \
@@ -14,9 +20,6 @@
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                              \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
-// An int32 below 2^22 in magnitude as a float: one integer add and one float add, where a
-// conversion instruction runs at a quarter of their rate.
-inline float small_i2f(int i) { return as_float(i + 0x4B400000) - 12582912.0f; }
 // 16 bytes from global to local memory without registers (cp.async, sm_80+): `bytes` of
 // them read (16, or 0 for zeros), the copy in flight until a wait_group covers its group.
 #define CP_ASYNC16(dst, src, bytes) \
@@ -33,6 +36,105 @@ inline uint half2_bits(float lo, float hi) {
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// shfl.sync.bfly: the value of lane ^ mask (1 or 2) in this warp.
+#define LANE_XOR(v, mask) lane_xor##mask(v)
+inline float lane_xor1(float x) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 1, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  return y;
+}
+inline float lane_xor2(float x) {
+  float y;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=f"(y) : "f"(x));
+  return y;
+}
+#else  // TL_MMA_EMU
+// The tests' tensor cores on any device (Device::setMmaEmulation): each form above
+// computed from its fragment layout as the PTX ISA gives it (mma.m16n8k16 .f16,
+// m16n8k32 .s8.u8, shfl.sync.bfly), a warp's 32 items exchanging their registers through
+// local memory, cp.async as a plain copy: the tiles' index arithmetic runs, and can fail,
+// where there is no NVIDIA device. The kernels call these where every item of the
+// work-group does (as the PTX forms require of a warp); the scratch's two halves
+// alternate, so one barrier an exchange is enough. Work-groups of at most 256 items.
+#define MMA_EMU_DECL            \
+  __local uint mma_x[2 * 256 * 6]; \
+  int mma_n = 0;
+// Rolled: a barrier an exchange, unrolled, left PoCL building for over 15 minutes.
+#define MMA_UNROLL _Pragma("nounroll")
+// Puts an item's registers r[0..count) beside its warp's; returns the warp's.
+inline __local const uint* mma_emu_put(__local uint* x, int* n, const uint* r, int count) {
+  const int tid = get_local_id(0), lane = tid & 31;
+  __local uint* w = x + (*n & 1) * 256 * 6 + (tid - lane) * 6;
+  for (int i = 0; i < count; ++i) w[lane * 6 + i] = r[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  ++*n;
+  return w;
+}
+inline float mma_emu_half(uint r, int high) {
+  const ushort h = high ? r >> 16 : r & 0xffff;
+  return vload_half(0, (const half*)&h);
+}
+// d (rows g and g + 8, columns 2t and 2t + 1 of lane 4g + t) += A (16 x 16) B (16 x 8): A's
+// register j of lane l holds row l / 4 + 8 (j & 1), k 2 (l % 4) + 8 (j >> 1) and the next;
+// B's register j k 2 (l % 4) + 8 j and the next of column l / 4.
+inline void mma_emu_f16(float* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint* x, int* n) {
+  const uint r[6] = {a0, a1, a2, a3, b0, b1};
+  __local const uint* w = mma_emu_put(x, n, r, 6);
+  const int lane = get_local_id(0) & 31, g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float s = d[e];
+    for (int k = 0; k < 16; ++k) {
+      const uint ra = w[((row & 7) * 4 + (k & 7) / 2) * 6 + (row >> 3) + 2 * (k >> 3)];
+      const uint rb = w[(col * 4 + (k & 7) / 2) * 6 + 4 + (k >> 3)];
+      s += mma_emu_half(ra, k & 1) * mma_emu_half(rb, k & 1);
+    }
+    d[e] = s;
+  }
+}
+// ... int8: A's register j of lane l holds row l / 4 + 8 (j & 1), k 4 (l % 4) + 16 (j >> 1)
+// and the next 3 (signed bytes, the lowest first); B's register j k 4 (l % 4) + 16 j and the
+// next 3 (unsigned) of column l / 4.
+inline void mma_emu_s8u8(int* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint* x, int* n) {
+  const uint r[6] = {a0, a1, a2, a3, b0, b1};
+  __local const uint* w = mma_emu_put(x, n, r, 6);
+  const int lane = get_local_id(0) & 31, g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    int s = d[e];
+    for (int k = 0; k < 32; ++k) {
+      const uint ra = w[((row & 7) * 4 + (k & 15) / 4) * 6 + (row >> 3) + 2 * (k >> 4)];
+      const uint rb = w[(col * 4 + (k & 15) / 4) * 6 + 4 + (k >> 4)];
+      s += (int)(char)(ra >> 8 * (k & 3)) * (int)((rb >> 8 * (k & 3)) & 0xff);
+    }
+    d[e] = s;
+  }
+}
+#define MMA_16816(d, a0, a1, a2, a3, b0, b1) mma_emu_f16(d, a0, a1, a2, a3, b0, b1, mma_x, &mma_n)
+#define MMA_S8U8(d, a0, a1, a2, a3, b0, b1) mma_emu_s8u8(d, a0, a1, a2, a3, b0, b1, mma_x, &mma_n)
+inline float mma_emu_xor(float v, int mask, __local uint* x, int* n) {
+  const uint r[1] = {as_uint(v)};
+  __local const uint* w = mma_emu_put(x, n, r, 1);
+  return as_float(w[((get_local_id(0) & 31) ^ mask) * 6]);
+}
+#define LANE_XOR(v, mask) mma_emu_xor(v, mask, mma_x, &mma_n)
+inline void mma_emu_copy(__local uchar* d, __global const uchar* s, int bytes, int n) {
+  for (int i = 0; i < n; ++i) d[i] = i < bytes ? s[i] : 0;
+}
+#define CP_ASYNC16(dst, src, bytes) mma_emu_copy((__local uchar*)(dst), (__global const uchar*)(src), (bytes), 16)
+#define CP_ASYNC4(dst, src, bytes) mma_emu_copy((__local uchar*)(dst), (__global const uchar*)(src), (bytes), 4)
+#define CP_ASYNC_COMMIT()
+#define CP_ASYNC_WAIT(n)
+inline uint half2_bits(float lo, float hi) {
+  ushort h[2];
+  vstore_half_rte(lo, 0, (half*)h);
+  vstore_half_rte(hi, 1, (half*)h);
+  return h[0] | (uint)h[1] << 16;
+}
+#endif  // TL_MMA_EMU
+// An int32 below 2^22 in magnitude as a float: one integer add and one float add, where a
+// conversion instruction runs at a quarter of their rate.
+inline float small_i2f(int i) { return as_float(i + 0x4B400000) - 12582912.0f; }
 inline uint4 half8_bits(float8 v) {
   return (uint4)(half2_bits(v.s0, v.s1), half2_bits(v.s2, v.s3), half2_bits(v.s4, v.s5), half2_bits(v.s6, v.s7));
 }
@@ -41,6 +143,7 @@ inline uint4 half8_bits(float8 v) {
 // (runtime/kernel_library.cpp): a device that builds but computes it wrong keeps the
 // portable path. A [16][16] and B [8][16] (n, k) as half bits, C [16][8].
 __kernel void mma_probe(__global const uint* A, __global const uint* B, __global float* C) {
+  MMA_EMU_DECL
   const int lane = get_local_id(0), g = lane >> 2, t = lane & 3;
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   MMA_16816(d, A[g * 8 + t], A[(g + 8) * 8 + t], A[g * 8 + t + 4], A[(g + 8) * 8 + t + 4], B[g * 8 + t], B[g * 8 + t + 4]);
@@ -53,6 +156,7 @@ __kernel void mma_probe(__global const uint* A, __global const uint* B, __global
 // The tensor cores' peak (tl-bench --probe): four independent chains of m16n8k16 products
 // per warp, 4 x 4096 flops an iteration, 512 an item (probe.cpp's fmaGflops, width 32).
 __kernel void probe_mma_f16(__global float* out, float fa, float fb, int iters) {
+  MMA_EMU_DECL
   const uint a = half2_bits(fa, fb) ^ (get_global_id(0) & 1), b = half2_bits(fb, fa);
   float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float d2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d3[4] = {0.0f, 0.0f, 0.0f, 0.0f};

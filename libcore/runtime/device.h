@@ -91,6 +91,11 @@ class Device {
   // tl-bench --gemm f16). Set it before making an Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
+  // Tests only: the tensor-core kernels built on a device that is not NVIDIA's, their PTX
+  // emulated (kernels/mma.cl's TL_MMA_EMU), so that the tiles' arithmetic is checked
+  // where no such device is. Set it before making an Executor.
+  bool mmaEmulation() const { return mmaEmulation_; }
+  void setMmaEmulation(bool on) { mmaEmulation_ = on; }
   void setLocalMemory(size_t bytes) { localMemory_ = std::min(bytes, info_.localMem); }
   // The float vector width the CPU kernels' register tiles are built for (TL_VEC): the
   // device's native width, or less (tests run the 8-wide tiles on an AVX-512 host too).
@@ -109,7 +114,7 @@ class Device {
   bool useCommandBuffers_ = true;
   size_t localMemory_;
   int vectorWidth_;
-  bool tensorCores_ = true, int8Activations_ = true;
+  bool tensorCores_ = true, int8Activations_ = true, mmaEmulation_ = false;
 };
 
 // tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA

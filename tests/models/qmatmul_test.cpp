@@ -17,6 +17,7 @@
 #include "onnx/model_io.h"
 #include "quant/quantize_model.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_library.h"
 #include "shape/shape_inference.h"
 
 namespace tl {
@@ -364,6 +365,31 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
       expectUnfusedMath(scheme, 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
       expectUnfusedMath(scheme, 4096, 200, e, {64, 64}, {true}, kernel.c_str());
       expectUnfusedMath(scheme, 4096, 200, e, {1}, {true}, gemv.c_str());
+    }
+}
+
+// The tensor-core rows on any device, their PTX emulated (Device::setMmaEmulation:
+// kernels/mma.cl's TL_MMA_EMU computes each form from the PTX ISA's fragment layouts), so
+// that the tiles' index arithmetic is checked without an NVIDIA device: the int8 rows (7
+// and 64 rows; K = 1024 in one tile, split in 4 on PoCL's 2 compute units), the in-tile
+// 64 x 64 rows (K = 2056 split, a ragged last slice) and 128 x 128 (200 rows, ragged), and
+// from 256 rows the fp16 weights' (qgemm_mma_f16).
+TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
+  const auto emulate = [](Device& d) { d.setMmaEmulation(true); };
+  {
+    Device device(selectDevice(""), false);
+    emulate(device);
+    KernelLibrary lib(device);
+    for (const char* k : {"prep_i8_rows", "qgemm64_mma_i8_e0m4", "qgemm64_mma_e0m4", "qgemm_mma_int4", "qgemm_mma_f16"})
+      ASSERT_TRUE(lib.has(k)) << k;
+  }
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
+    for (const std::string scheme : {"e0m4", "int4"}) {
+      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 1024, 48, e, {64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
     }
 }
 
