@@ -447,18 +447,19 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 
 // Fewer rows, 16-level codes (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in
 // int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. prep_i8_rows first
-// rounds each 32 k of A's normed rows to int8 with its own step d (llama.cpp's q8_1) and
-// keeps the block's exact sum a; the levels being uniform (w = q s' + o' in a group: e0m4
-// s' = s / 8, o' = 2 s + o; int4 s, o), a block's product is s' d sum(qa q) + o' a, and a
-// stage's (one group: s', o' its own) s' sum_b(d sum(qa q)) + o' sum_b(a). The
-// bytes of each 8 k of a row stand as k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the
-// two B registers by two masks, no code turned into a float. 64 x 64 tiles in
-// MMA_SLICE's layout, 128 k a stage by cp.async (two stages), local rows padded against
-// bank conflicts, each stage bringing its group's scales and its blocks' steps and sums:
-// Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100, the prep included
-// (docs/tl-bench.md). Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
-// AD: the blocks' steps [K / 32][ad_stride] then their sums, likewise (ad_stride: M
-// rounded up to 4).
+// rounds each 128 k of A's normed rows (a stage, within one weight group) to int8 with its
+// own step d and keeps the block's exact sum a; the levels being uniform (w = q s' + o' in
+// a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a stage's product is
+// s' d sum(qa q) + o' a: the int32 sums run through the stage's 4 products and are scaled
+// once. With a step per 32 k (llama.cpp's q8_1) each 32 k cost a conversion and a scaled
+// add per sum, more issue slots than the 4 products' (docs/tl-bench.md); llama.cpp's CPU
+// dot products round activations per 256 (q8_K). The bytes of each 8 k of a row stand as
+// k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the two B registers by two masks, no code
+// turned into a float. 64 x 64 tiles in MMA_SLICE's layout, 128 k a stage by cp.async (two
+// stages), local rows padded against bank conflicts, each stage bringing its group's
+// scales and its block's steps and sums. Needs K % 128 == 0, group % 128 == 0, code rows
+// 16-byte aligned. AD: the blocks' steps [K / 128][ad_stride] then their sums, likewise
+// (ad_stride: M rounded up to 4).
 #define I8_KS 128
 #define I8_AROW (I8_KS + 32)
 #define I8_BCOL (I8_KS / 2 + 16)
@@ -469,21 +470,23 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
   const int m = get_group_id(0), tid = get_local_id(0);
   __global const float* x = A + (long)m * K;
   const float inv = row_inv_rms(x, K, NW, eps, part);
-  // A float8 an item (coalesced), the 4 items of a block meeting in local memory for its
-  // largest magnitude and sum: about 1 µs a launch less than a thread per block walking
-  // 32 k, of about 10 (H200, Llama-2-7B's 128 rows). K / 8 is a multiple of 16: a block
-  // is all in or out.
+  // A float8 an item (coalesced), the 16 items of a block halving in local memory to its
+  // largest magnitude and sum (a fixed order: the same sums every run). K / 8 is a
+  // multiple of 16: a block is all in or out.
   __local float amaxs[GEMM_WG], sums[GEMM_WG];
   for (int c0 = 0; c0 < K / 8; c0 += GEMM_WG) {
-    const int c = c0 + tid, in = c < K / 8, first = tid & ~3;
+    const int c = c0 + tid, in = c < K / 8, first = tid & ~15;
     float8 v = in ? vload8(c, x) * inv : 0.0f;
     if (NW && in) v *= vload8(c, NW);
     const float8 a = fabs(v);
     amaxs[tid] = fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
     sums[tid] = (v.s0 + v.s1) + (v.s2 + v.s3) + ((v.s4 + v.s5) + (v.s6 + v.s7));
+    MMA_UNROLL for (int h = 8; h > 0; h >>= 1) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if ((tid & 15) < h) amaxs[tid] = fmax(amaxs[tid], amaxs[tid + h]), sums[tid] += sums[tid + h];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    const float amax = fmax(fmax(amaxs[first], amaxs[first + 1]), fmax(amaxs[first + 2], amaxs[first + 3]));
-    const float sum = ((sums[first] + sums[first + 1]) + sums[first + 2]) + sums[first + 3];
+    const float amax = amaxs[first], sum = sums[first];
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!in) continue;
     const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
@@ -491,14 +494,14 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     AQ[((long)m * K + c * 8) / 4] = q.s0 | q.s2 << 8 | q.s4 << 16 | q.s6 << 24;
     AQ[((long)m * K + c * 8) / 4 + 1] = q.s1 | q.s3 << 8 | q.s5 << 16 | q.s7 << 24;
     if (tid == first) {
-      AD[(long)(c / 4) * ad_stride + m] = d;
-      AD[(long)(K / 32 + c / 4) * ad_stride + m] = sum;
+      AD[(long)(c / 16) * ad_stride + m] = d;
+      AD[(long)(K / I8_KS + c / 16) * ad_stride + m] = sum;
     }
   }
 }
 // Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item), the codes' 64
 // columns (one chunk an item: bcol), the columns' scales and offsets of k0's group
-// (items 0-127), the rows' steps and sums of the stage's 4 blocks (items 128-255).
+// (items 0-127), the rows' steps and sums of the stage's block (items 128-159).
 #define I8_SLICE(st, k0)                                                                      \
   {                                                                                           \
     MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
@@ -510,9 +513,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     if (tid < 128) {                                                                          \
       const int lc = tid & 63, col = tile_column(c0, lc, lc % 32, lc >= 32, N, glu);          \
       CP_ASYNC4(&Ss[st][tid >> 6][lc], (tid < 64 ? S : O) + (col >= 0 ? (long)col * groups + (k0) / G : 0), col >= 0 ? 4 : 0); \
-    } else {                                                                                  \
-      const int a = tid - 128, blk = (a >> 4) & 3, r = 4 * (a & 15), rows = M - m0 - r;        \
-      CP_ASYNC16(&Ds[st][a >> 6][blk][r], rows > 0 ? AD + (long)((a >> 6) * (K / 32) + (k0) / 32 + blk) * ad_stride + m0 + r : AD, \
+    } else if (tid < 160) {                                                                   \
+      const int a = tid - 128, r = 4 * (a & 15), rows = M - m0 - r;                           \
+      CP_ASYNC16(&Ds[st][a >> 4][r], rows > 0 ? AD + (long)((a >> 4) * (K / I8_KS) + (k0) / I8_KS) * ad_stride + m0 + r : AD, \
                  rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0);                                  \
     }                                                                                         \
   }
@@ -523,7 +526,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
       __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS, \
       KSPLIT_ARGS, __global const float* AD, int ad_stride) {                                 \
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
-    __local float Ss[2][2][64], Ds[2][2][I8_KS / 32][64] __attribute__((aligned(16)));         \
+    __local float Ss[2][2][64], Ds[2][2][64] __attribute__((aligned(16)));                    \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
@@ -532,9 +535,9 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
     const int MT = 2, NT = 2;                                                                 \
     const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
     int iacc[2][2][4];                                                                        \
-    float acc[2][2][4], dacc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: prep normed A) */ \
+    float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: prep normed A) */               \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
-      MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = dacc[i][j][x] = 0.0f;        \
+      MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
     I8_SLICE(0, kb)                                                                           \
     CP_ASYNC_COMMIT();                                                                        \
@@ -555,23 +558,16 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
           const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
           MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]);        \
         }                                                                                     \
-        MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {               \
-          const float d = Ds[st][0][u][wm * 32 + i * 16 + g + 8 * h];                        \
-          MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
-            dacc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]), d, dacc[i][j][2 * h + x]); \
-            iacc[i][j][2 * h + x] = 0;                                                        \
-          }                                                                                   \
-        }                                                                                     \
       }                                                                                       \
-      /* the stage lies in one group: its scale and offset once, on the blocks' sums */      \
+      /* the stage: one block of A, in one group: the sums scaled once (below 128 x 127 x 15) */ \
       MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {               \
         const int lr = wm * 32 + i * 16 + g + 8 * h;                                          \
-        const float a = (Ds[st][1][0][lr] + Ds[st][1][1][lr]) + (Ds[st][1][2][lr] + Ds[st][1][3][lr]); \
+        const float d = Ds[st][0][lr], a = Ds[st][1][lr];                                     \
         MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
           const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x;                                \
           const float s = Ss[st][0][lc];                                                      \
-          acc[i][j][2 * h + x] = fma(dacc[i][j][2 * h + x], LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \
-          dacc[i][j][2 * h + x] = 0.0f;                                                       \
+          acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \
+          iacc[i][j][2 * h + x] = 0;                                                          \
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \

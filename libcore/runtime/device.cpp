@@ -175,8 +175,8 @@ Device::~Device() {
 
 const char* const kGemmChoiceHelp =
     "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see tl-run\n"
-    "--list-devices; below 256 rows, 4-bit codes times A rounded to int8 per 32 values, as\n"
-    "llama.cpp does, and so too NVIDIA's one-row decode GEMVs over wide weights or K >= 4096),\n"
+    "--list-devices; below 256 rows, 4-bit codes times A rounded to int8 per 128 values, and\n"
+    "per 32 in NVIDIA's one-row decode GEMVs over wide weights or K >= 4096, as llama.cpp does),\n"
     "f16 (the tensor cores with A in fp16 everywhere, fp32 A in every GEMV) or portable (the\n"
     "fp32 tiles every GPU runs)";
 

@@ -86,9 +86,10 @@ class Device {
   // (tl-run and tl-bench --gemm portable). Set it before making an Executor.
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
-  // ... and below 256 rows, 16-level codes times A rounded to int8 per 32 k (the tensor
-  // cores' int8 rows, as llama.cpp's MMQ); off keeps A in fp16 there too (tl-run and
-  // tl-bench --gemm f16). Set it before making an Executor.
+  // ... and below 256 rows, 16-level codes times A rounded to int8 per 128 k (the tensor
+  // cores' int8 rows, after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off
+  // keeps A in fp16 there too (tl-run and tl-bench --gemm f16). Set it before making an
+  // Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
   // Tests only: the tensor-core kernels built on a device that is not NVIDIA's, their PTX

@@ -34,24 +34,30 @@ void addInitializer(Model& model, const char* name, const std::vector<int64_t>& 
   t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
 }
 
-// What NVIDIA's int8 rows (the tensor cores' qgemm64_mma_i8_*, the one-row qgemv_wide_i8_*)
-// compute from A's rows xa and the codes of q: each 32 k of a row rounded to int8 on its
-// own grid times the codes' levels' steps (w - o', o' a group's base: e0m4 2 s + o, int4
-// o), plus the bases times the exact rows. wq: q dequantized.
-Mat int8RowsProduct(const Mat& xa, const QuantizedMatrix& q, const Mat& wq) {
+// What NVIDIA's int8 rows (the tensor cores' qgemm64_mma_i8_*: blocks of 128 k; the one-row
+// qgemv_wide_i8_*: of 32) compute from A's rows xa and the codes of q: each block of a row
+// rounded to int8 on its own grid times the codes' levels' steps (w - o', o' a group's
+// base: e0m4 2 s + o, int4 o), plus the bases times the exact rows. wq: q dequantized.
+Mat int8RowsProduct(const Mat& xa, const QuantizedMatrix& q, const Mat& wq, int64_t block) {
   Mat base(q.K, q.N), rounded = xa;
   for (int64_t k = 0; k < q.K; ++k)
     for (int64_t n = 0; n < q.N; ++n) {
       const size_t g = static_cast<size_t>(n * q.groups() + k / q.group);
       base(k, n) = q.scheme == QuantScheme::E0M4 ? 2 * q.scale[g] + q.offset[g] : q.offset[g];
     }
-  test::roundRowsToInt8(rounded.data(), xa.rows(), xa.cols(), 32);
+  test::roundRowsToInt8(rounded.data(), xa.rows(), xa.cols(), block);
   return rounded * (wq - base) + xa * base;
 }
 bool int8Rows(const std::vector<Executor::LaunchNote>& launches) {
   for (const auto& l : launches)
     if (l.kernel.find("_i8_") != std::string::npos) return true;
   return false;
+}
+// ... the block those launches round A by.
+int64_t int8Block(const std::vector<Executor::LaunchNote>& launches) {
+  for (const auto& l : launches)
+    if (l.kernel == "prep_i8_rows") return 128;
+  return 32;
 }
 
 struct Case {
@@ -98,7 +104,8 @@ TEST_P(QMatMulKernel, MatchesDequantizedReference) {
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, c.N}));
       Mat xa = x;
       if (c.scheme == QuantScheme::W4A8) test::roundRowsToInt8(xa.data(), M, c.K);
-      const Mat want = int8Rows(ex.explain()) ? int8RowsProduct(xa, q, wq) : Mat(xa * wq);
+      const auto launches = ex.explain();
+      const Mat want = int8Rows(launches) ? int8RowsProduct(xa, q, wq, int8Block(launches)) : Mat(xa * wq);
       auto g = got[0].toDouble();
       double maxErr = 0, maxRef = 0;
       for (int64_t i = 0; i < want.size(); ++i) {
@@ -247,8 +254,8 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         EXPECT_EQ(launches.back().kernel.rfind("qgemm", 0), 0u) << launches.back().kernel;
       }
       if (int8Rows(launches)) {
-        // The int8 rows' scratch is a byte a code and two floats a 32 k (K / 32 steps and
-        // sums a row, 1/16 of A's fp32 bytes): with the rest (the output, the residual, any
+        // The int8 rows' scratch is a byte a code and two floats a 128 k (K / 128 steps and
+        // sums a row, 1/64 of A's fp32 bytes): with the rest (the output, the residual, any
         // split's partials) the node's memory besides its weights stays within 8 times A's
         // and the output's fp32 bytes (at most 3.8 times on an H200).
         const size_t bytes = static_cast<size_t>(mostRows * (K + N)) * 4;
@@ -260,7 +267,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         for (int64_t k = 0; k < K; ++k) xa(m, k) *= inv * scale[static_cast<size_t>(k)];
       }
       if (opt.scheme == QuantScheme::W4A8 && quantized) test::roundRowsToInt8(xa.data(), M, K);
-      Mat p = int8Rows(launches) ? int8RowsProduct(xa, q, wq) : Mat(xa * wq);
+      Mat p = int8Rows(launches) ? int8RowsProduct(xa, q, wq, int8Block(launches)) : Mat(xa * wq);
       for (int64_t m = 0; m < M && e.bias; ++m)
         for (int64_t n = 0; n < N; ++n) p(m, n) += bias[static_cast<size_t>(n)];
       Mat want(M, width);
@@ -352,7 +359,7 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
 }
 
 // Below 256 rows, 16-level codes on NVIDIA's tensor cores take the int8 rows
-// (qgemm64_mma_i8_*: prep_i8_rows rounds each 32 k of the normed rows to int8): 7, 64 and
+// (qgemm64_mma_i8_*: prep_i8_rows rounds each 128 k of the normed rows to int8): 7, 64 and
 // 200 rows (ragged and whole 64-row tiles), and over K = 4096 with 4 tiles, K split in 8
 // (two executors' runs: the tile counters back at zero). One row at K = 4096 takes the
 // one-row int8 rows (qgemv_wide_i8_*: each item rounds its block of 32 itself), 200

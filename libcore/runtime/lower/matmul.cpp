@@ -333,7 +333,11 @@ struct QCase {
   // layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing 1.2-1.5% of the
   // largest output against the portable path where the fp16 rows cost 0.03%
   // (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
-  // code rows.
+  // code rows; A's step is one a stage (kInt8Block), its products scaled once a stage, not
+  // each 32 k: H200, Llama-2-7B's shapes at 128 rows 1.31-1.45x faster, the error from A's
+  // rounding about twice as large where a few channels are 30 times the rest (1.0% -> 2.0%
+  // rms of the output, against the 4-bit weights' own ~10%; docs/tl-bench.md).
+  static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
   bool int8Rows() const {
     return int8 && gemm() && !halves() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 &&
            G % 128 == 0 && rowBytes % 16 == 0;
@@ -439,7 +443,7 @@ const char* const kMmaHalvesWhy =
     "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMmaInt8Why =
-    "GPU prefill below 256 rows, NVIDIA tensor cores: A's normed rows rounded to int8 per 32 k first, then 64 x 64 tiles "
+    "GPU prefill below 256 rows, NVIDIA tensor cores: A's normed rows rounded to int8 per 128 k first, then 64 x 64 tiles "
     "of int8 x 4-bit code products, the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
@@ -624,8 +628,8 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   n.ex.scratch(key, static_cast<size_t>(rowsOfWidth(n, c) * c.K) * 2);
   return key;
 }
-// ... as int8 (prep_i8_rows), with each 32 k's step and sum: [K / 32][rows rounded up to
-// 4] floats of each; `stride`: this node's rows rounded up to 4, where its blocks' steps
+// ... as int8 (prep_i8_rows), with each 128 k's step and sum: [K / 128][rows rounded up
+// to 4] floats of each; `stride`: this node's rows rounded up to 4, where its blocks' steps
 // and sums stand apart.
 struct Int8Rows {
   std::string codes, steps;
@@ -635,7 +639,7 @@ Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
   const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), (c.M + 3) / 4 * 4};
   const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
-  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / 32) * padded) * 4);
+  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / QCase::kInt8Block) * padded) * 4);
   return keys;
 }
 
@@ -701,7 +705,7 @@ void qmatmulOp(const LowerNode& n) {
       l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else if (v.mode & kInt8Rows) {
       rows8 = int8Scratch(n, c);
-      Launch prep = n.launch("prep_i8_rows", "A's normed rows rounded to int8 per 32 k for the tiles that follow");
+      Launch prep = n.launch("prep_i8_rows", "A's normed rows rounded to int8 per 128 k for the tiles that follow");
       prep.mem(a).mem(rows8.codes).mem(rows8.steps).i32(c.K).i32(rows8.stride);
       setNormArgs(prep, n);
       prep.run(grid(static_cast<size_t>(c.M) * kGemmWg, 1, 1, kGemmWg, 1));
