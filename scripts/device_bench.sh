@@ -76,6 +76,12 @@
 #                                            CUDA Q4_0 -fa 1 beside it
 #   scripts/device_bench.sh decodeab NAMES   (after peerprep NAMES) `decode NAMES`, then each model again with
 #                                            --gemm f16 (fp32 A: no int8 GEMVs), same depths
+#   scripts/device_bench.sh int8check        the tensor-core int8 rows' numerics first (a fresh machine's
+#                                            first minutes): the GEMM and in-place cache tests, then
+#                                            bytellama e0m4 fused and planned, bits per byte over 128-token
+#                                            windows (below 256 rows: the int8 tiles) through --gemm auto,
+#                                            f16 and portable, and through devdata/$OLD/tl-run's auto if OLD
+#                                            names another build's folder
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
@@ -389,6 +395,20 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
         --gemm f16 -o "$OUT/$m-decode-gemm-f16.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep "^| " "$OUT/$m-decode-gemm-f16.md"
     done
+    ;;
+  int8check)
+    FILTER='MatMulExtras.*:Schemes/QMatMulKernel.*gpu_e0m4*:Schemes/QMatMulKernel.*gpu_int4*:KvInPlace.*' "$0" fusetests
+    $B/tl-quant models/bytellama-past/model.onnx --scheme e0m4 2>/dev/null | $B/tl-fuse - 2>/dev/null |
+      $B/tl-plan - --max-seq 2048 --pad 64 -o "$W/bl-int8check.onnx"
+    for g in auto f16 portable; do
+      printf "bytellama e0m4 window 128 --gemm %s: " $g
+      $B/tl-run "$W/bl-int8check.onnx" --device NVIDIA --gemm $g --perplexity devdata/bytellama-heldout.txt --window 128 2>&1 | tail -1
+    done
+    if [ -n "${OLD:-}" ]; then
+      printf "bytellama e0m4 window 128, %s's auto: " "$OLD"
+      LD_LIBRARY_PATH=$PWD/devdata/$OLD devdata/$OLD/tl-run "$W/bl-int8check.onnx" --device NVIDIA \
+        --perplexity devdata/bytellama-heldout.txt --window 128 2>&1 | tail -1
+    fi
     ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.
