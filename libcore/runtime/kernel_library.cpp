@@ -95,8 +95,7 @@ bool probeComputes(const Device& device, cl_program p, std::string* why) {
 bool nvidia(const Device& device) { return device.info().platformName.find("NVIDIA") != std::string::npos; }
 
 // The sections `files` built with TL_MMA (and `extra` options), or nullptr with the reason;
-// elsewhere with their PTX emulated where the tests ask (Device::mmaEmulation), the
-// GEMM tiles' (attention.cl's tiles are left to a device: not yet checked emulated).
+// elsewhere with their PTX emulated where the tests ask (Device::mmaEmulation).
 cl_program buildMma(const Device& device, std::initializer_list<const char*> files, const std::string& extra,
                     std::string* why) {
   const bool emulated = !nvidia(device) && device.mmaEmulation();
@@ -105,8 +104,7 @@ cl_program buildMma(const Device& device, std::initializer_list<const char*> fil
     return nullptr;
   }
   std::string source, log;
-  for (const char* f : files)
-    if (!emulated || std::string(f) != "attention.cl") source += section(f);
+  for (const char* f : files) source += section(f);
   cl_program p = compile(device, source, " -DTL_MMA" + std::string(emulated ? " -DTL_MMA_EMU" : "") + extra, log);
   if (!p && why) *why = "the inline PTX did not build: " + log.substr(0, log.find('\n'));
   return p;

@@ -75,8 +75,8 @@ void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check)
 std::string refusalOf(Model& m);
 // W4A8's activations as its kernels take them: each of `count` rows of K values (in a
 // row after another) rounded to the int8 grid of its largest magnitude / 127; with
-// `block`, each run of `block` values of a row on its own grid (the int8 tensor-core rows'
-// 32).
+// `block`, each run of `block` values of a row on its own grid (the int8 tensor-core
+// tiles' 128, NVIDIA's one-row int8 GEMVs' 32).
 void roundRowsToInt8(float* rows, int64_t count, int64_t K, int64_t block = 0);
 
 }  // namespace tl::test

@@ -504,10 +504,11 @@ TEST(AttentionKernel, MatchesReferenceOnRandomShapes) {
 
 // Causal attention with no float mask (the causal attribute) at head sizes 64 and 128,
 // grouped-query or not, prefill rows past one work-group's query rows and over a past,
-// against double-precision loops: the GPU family takes its prefill rows (on NVIDIA the
-// tensor-core ones, whose products are fp16: hence 1e-2, where a row left out is off by
-// about 1), the CPU family its own.
-TEST(AttentionKernel, CausalPrefillMatchesReference) {
+// against double-precision loops, on the executors `families` makes of each model: the
+// GPU family takes its prefill rows (on NVIDIA the tensor-core ones, whose products are
+// fp16: hence 1e-2, where a row left out is off by about 1), the CPU family its own.
+using Families = std::function<void(Model&, const std::function<void(Executor&, bool)>&)>;
+void expectCausalPrefill(const Families& families) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   for (auto [H, Hkv, D] : {std::array<int64_t, 3>{4, 2, 64}, {2, 2, 128}, {8, 1, 64}}) {
@@ -516,7 +517,7 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     setAttr(m, "scale", scale);
     setAttr(m, "causal", int64_t{1});
-    onBothFamilies(m, [&](Executor& ex, bool gpu) {
+    families(m, [&](Executor& ex, bool gpu) {
       for (auto [B, S, T] : {std::array<int64_t, 3>{1, 5, 5}, {1, 150, 150}, {2, 130, 200}}) {
         std::vector<float> q(static_cast<size_t>(B * H * S * D)), k(static_cast<size_t>(B * Hkv * T * D)), v(k.size());
         for (auto* x : {&q, &k, &v})
@@ -538,6 +539,27 @@ TEST(AttentionKernel, CausalPrefillMatchesReference) {
       }
     });
   }
+}
+
+TEST(AttentionKernel, CausalPrefillMatchesReference) { expectCausalPrefill(onBothFamilies); }
+
+// ... through the tensor-core attention on any device, its PTX emulated
+// (Device::setMmaEmulation), so that its tiles' index arithmetic (heads of a group staged
+// together, the causal edge, ragged key tiles) is checked without an NVIDIA device.
+TEST(AttentionKernel, EmulatedTensorCoresCausalPrefill) {
+  expectCausalPrefill([](Model& m, const std::function<void(Executor&, bool)>& check) {
+    Graph graph(m.proto.graph());
+    ShapeAnalysis analysis = inferShapes(m, graph);
+    Device device(selectDevice(""), false);
+    device.setMmaEmulation(true);
+    device.setGpuKernels(true);
+    Executor ex(device, m, graph, analysis);
+    ASSERT_TRUE(ex.kernels().has("attention_mma_d64") && ex.kernels().has("attention_mma_d128"));
+    check(ex, true);
+    const auto launches = ex.explain();
+    EXPECT_TRUE(std::any_of(launches.begin(), launches.end(),
+                            [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; }));
+  });
 }
 
 // The key mask in each integer width tl.Attention takes (docs/ops.md: int64, int32, bool,
