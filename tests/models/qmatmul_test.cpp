@@ -385,6 +385,9 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
   const auto emulate = [](Device& d) { d.setMmaEmulation(true); };
   {
     Device device(selectDevice(""), false);
+    // Where the PTX is real (NVIDIA), the other tests run these tiles, and the tile each
+    // shape takes follows the device's multiprocessor count.
+    if (device.info().platformName.find("NVIDIA") != std::string::npos) GTEST_SKIP() << "tensor cores are real here";
     emulate(device);
     KernelLibrary lib(device);
     for (const char* k : {"prep_i8_rows", "qgemm64_mma_i8_e0m4", "qgemm64_mma_e0m4", "qgemm_mma_int4", "qgemm_mma_f16"})
