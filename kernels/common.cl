@@ -143,12 +143,12 @@ WG_REDUCE(wg_prod, a * b)
 // volatile pointers, past L1). `tid` is the item's index in the group; every item must
 // call it. NVIDIA's fence is PTX's membar.gl, device-wide; elsewhere OpenCL 1.2 promises
 // less, and lowering uses it only on CPUs (KernelLibrary::crossGroupReads).
-inline int last_to_finish(__global int* count, int n, int tid, __local int* flag) {
 #if defined(TL_NV) || (defined(TL_MMA) && !defined(TL_MMA_EMU))
 #define TL_GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
 #else
 #define TL_GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #endif
+inline int last_to_finish(__global int* count, int n, int tid, __local int* flag) {
   TL_GLOBAL_FENCE();
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (tid == 0) {
@@ -157,7 +157,6 @@ inline int last_to_finish(__global int* count, int n, int tid, __local int* flag
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   TL_GLOBAL_FENCE();
-#undef TL_GLOBAL_FENCE
   return *flag;
 }
 // A float another work-group of this launch wrote (after last_to_finish): read past L1.

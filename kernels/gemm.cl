@@ -446,58 +446,89 @@ PREP_F16(prep_f16_q8, Q8_LOAD, Q8_LEVELS8)
 PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 
 // Fewer rows, 16-level codes (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in
-// int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. prep_i8_rows first
-// rounds each 128 k of A's normed rows (a stage, within one weight group) to int8 with its
-// own step d and keeps the block's exact sum a; the levels being uniform (w = q s' + o' in
-// a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a stage's product is
+// int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. Each 128 k of A's
+// rows times the norm's weights (a stage, within one weight group) is rounded to int8 with
+// its own step d, keeping the block's exact sum a; the levels being uniform (w = q s' + o'
+// in a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a stage's product is
 // s' d sum(qa q) + o' a: the int32 sums run through the stage's 4 products and are scaled
-// once. With a step per 32 k (llama.cpp's q8_1) each 32 k cost a conversion and a scaled
-// add per sum, more issue slots than the 4 products' (docs/tl-bench.md); llama.cpp's CPU
-// dot products round activations per 256 (q8_K). The bytes of each 8 k of a row stand as
-// k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the two B registers by two masks, no code
-// turned into a float. 64 x 64 tiles in MMA_SLICE's layout, 128 k a stage by cp.async (two
-// stages), local rows padded against bank conflicts, each stage bringing its group's
-// scales and its block's steps and sums. Needs K % 128 == 0, group % 128 == 0, code rows
-// 16-byte aligned. AD: the blocks' steps [K / 128][ad_stride] then their sums, likewise
-// (ad_stride: M rounded up to 4).
+// once. The norm's 1 / rms scales a row's products alike and is applied at the store
+// (rounding x NW per block gives the codes that x NW / rms would). With a step per 32 k
+// (llama.cpp's q8_1) each 32 k cost a conversion and a scaled add per sum, more issue
+// slots than the 4 products' (docs/tl-bench.md); llama.cpp's CPU dot products round
+// activations per 256 (q8_K). The bytes of each 8 k of a row stand as k 0 2 4 6 1 3 5 7,
+// so that a word of 8 codes is the two B registers by two masks, no code turned into a
+// float. 64 x 64 tiles in MMA_SLICE's layout, 128 k a stage by cp.async (two stages),
+// local rows padded against bank conflicts, each stage bringing its group's scales and its
+// block's steps and sums. Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
 #define I8_KS 128
 #define I8_AROW (I8_KS + 32)
 #define I8_BCOL (I8_KS / 2 + 16)
-__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
-    __global const float* A, __global uint* AQ, __global float* AD, int K, int ad_stride, __global const float* NW,
-    float eps) {
-  __local float part[GEMM_WG];
-  const int m = get_group_id(0), tid = get_local_id(0);
-  __global const float* x = A + (long)m * K;
-  const float inv = row_inv_rms(x, K, NW, eps, part);
-  // A float8 an item (coalesced), the 16 items of a block halving in local memory to its
-  // largest magnitude and sum (a fixed order: the same sums every run). K / 8 is a
-  // multiple of 16: a block is all in or out.
-  __local float amaxs[GEMM_WG], sums[GEMM_WG];
-  for (int c0 = 0; c0 < K / 8; c0 += GEMM_WG) {
-    const int c = c0 + tid, in = c < K / 8, first = tid & ~15;
-    float8 v = in ? vload8(c, x) * inv : 0.0f;
+// A's int8 rows are made by the tiles' own launch (it was a launch of its own before each
+// GEMM; now a prefill step launches no more kernels a layer than a decode step): first,
+// each work-group takes pieces (a row's 8 k an item, 1024 k) from a shared count, PC[0],
+// until none is left, and counts each piece done in PC[1]; then it waits for all of them.
+// A group that waits has taken its last piece, so every piece taken is a running group's:
+// no deadlock however few groups the device holds at once. The last group past the wait
+// sets the counts back to 0 for the next launch (PC[2]). AQ: the codes [M][K]; AD: the
+// blocks' steps [K / 128][ad_stride], then their sums, then x's sums of squares (for the
+// norm's 1 / rms), likewise (ad_stride: M rounded up to 4). `red`: 3 x GEMM_WG floats.
+inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
+                              int ad_stride, __global const float* NW, __global int* PC, int tid,
+                              __local float* red, __local int* flag) {
+  __local float *amaxs = red, *sums = red + GEMM_WG, *squares = red + 2 * GEMM_WG;
+  const int pieces = (K / 8 + GEMM_WG - 1) / GEMM_WG, first = tid & ~15, blocks = K / I8_KS;
+  // (The claim at the loop's end: PoCL 3.1 never finished a loop that left from its middle.)
+  if (tid == 0) *flag = atomic_inc(PC);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int p = *flag; p < M * pieces; p = *flag) {
+    // A float8 an item (coalesced), the 16 items of a block halving in local memory to its
+    // largest magnitude and sums (a fixed order: the same sums every run). K / 8 is a
+    // multiple of 16: a block is all in or out.
+    const int m = p / pieces, c = (p % pieces) * GEMM_WG + tid, in = c < K / 8;
+    float8 v = in ? vload8(c, A + (long)m * K) : 0.0f;
+    squares[tid] = dot(v.lo, v.lo) + dot(v.hi, v.hi);
     if (NW && in) v *= vload8(c, NW);
     const float8 a = fabs(v);
     amaxs[tid] = fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
     sums[tid] = (v.s0 + v.s1) + (v.s2 + v.s3) + ((v.s4 + v.s5) + (v.s6 + v.s7));
     MMA_UNROLL for (int h = 8; h > 0; h >>= 1) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      if ((tid & 15) < h) amaxs[tid] = fmax(amaxs[tid], amaxs[tid + h]), sums[tid] += sums[tid + h];
+      if ((tid & 15) < h)
+        amaxs[tid] = fmax(amaxs[tid], amaxs[tid + h]), sums[tid] += sums[tid + h], squares[tid] += squares[tid + h];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    const float amax = amaxs[first], sum = sums[first];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!in) continue;
-    const float d = amax > 0.0f ? amax / 127.0f : 1.0f;
-    const int8 q = convert_int8_rte(v / d) & 0xff;
-    AQ[((long)m * K + c * 8) / 4] = q.s0 | q.s2 << 8 | q.s4 << 16 | q.s6 << 24;
-    AQ[((long)m * K + c * 8) / 4 + 1] = q.s1 | q.s3 << 8 | q.s5 << 16 | q.s7 << 24;
-    if (tid == first) {
-      AD[(long)(c / 16) * ad_stride + m] = d;
-      AD[(long)(K / I8_KS + c / 16) * ad_stride + m] = sum;
+    if (in) {
+      const float amax = amaxs[first], d = amax > 0.0f ? amax / 127.0f : 1.0f;
+      const int8 q = convert_int8_rte(v / d) & 0xff;
+      AQ[((long)m * K + c * 8) / 4] = q.s0 | q.s2 << 8 | q.s4 << 16 | q.s6 << 24;
+      AQ[((long)m * K + c * 8) / 4 + 1] = q.s1 | q.s3 << 8 | q.s5 << 16 | q.s7 << 24;
+      if (tid == first) {
+        AD[(long)(c / 16) * ad_stride + m] = d;
+        AD[(long)(blocks + c / 16) * ad_stride + m] = sums[first];
+        AD[(long)(2 * blocks + c / 16) * ad_stride + m] = squares[first];
+      }
     }
+    TL_GLOBAL_FENCE();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // (and the sums read before the next piece)
+    if (tid == 0) atomic_inc(PC + 1), *flag = atomic_inc(PC);
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
+  if (tid == 0)
+    while (atomic_add(PC + 1, 0) < M * pieces) {
+    }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  TL_GLOBAL_FENCE();
+  if (last_to_finish(PC + 2, get_num_groups(0) * get_num_groups(1) * get_num_groups(2), tid, flag) && tid == 0)
+    atomic_xchg(PC, 0), atomic_xchg(PC + 1, 0);
+}
+// The tile's rows' 1 / rms from their blocks' sums of squares (1 without a norm).
+inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, __global const float* NW, float eps,
+                         int m0, int tid, __local float* rinv) {
+  if (tid >= 64) return;
+  float ss = 0.0f;
+  const int blocks = K / I8_KS;
+  for (int b = 0; NW && m0 + tid < M && b < blocks; ++b) ss += load_past_l1(AD + (long)(2 * blocks + b) * ad_stride + m0 + tid);
+  rinv[tid] = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
 }
 // Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item), the codes' 64
 // columns (one chunk an item: bcol), the columns' scales and offsets of k0's group
@@ -522,20 +553,22 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
 // LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o.
 #define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                                \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
-      __global const uchar* AQ, __global const uchar* W, __global const float* S, __global const float* O, \
-      __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS, \
-      KSPLIT_ARGS, __global const float* AD, int ad_stride) {                                 \
+      __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
+      __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, \
+      int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC) { \
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
-    __local float Ss[2][2][64], Ds[2][2][64] __attribute__((aligned(16)));                    \
+    __local float Ss[2][2][64], Ds[2][2][64] __attribute__((aligned(16))), rinv[64];          \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
+    i8_rows_in_launch(A, (__global uint*)AQ, AD, M, K, ad_stride, NW, PC, tid, (__local float*)As[0], &klast); \
+    i8_rows_rinv(AD, M, K, ad_stride, NW, eps, get_group_id(1) * 64, tid, rinv);              \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (glu ? 32 : 64);             \
     const int MT = 2, NT = 2;                                                                 \
     const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
     int iacc[2][2][4];                                                                        \
-    float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: prep normed A) */               \
+    float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
       MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
@@ -572,7 +605,7 @@ __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void prep_i8_rows(
       }                                                                                       \
     }                                                                                         \
     KSPLIT_GATHER(64)                                                                         \
-    MMA_STORE(64, 64, 1.0f)                                                                   \
+    MMA_STORE(64, 64, rinv[row])                                                              \
   }
 QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE)
 QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)

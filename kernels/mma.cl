@@ -74,38 +74,39 @@ inline float mma_emu_half(uint r, int high) {
   const ushort h = high ? r >> 16 : r & 0xffff;
   return vload_half(0, (const half*)&h);
 }
-// d (rows g and g + 8, columns 2t and 2t + 1 of lane 4g + t) += A (16 x 16) B (16 x 8): A's
-// register j of lane l holds row l / 4 + 8 (j & 1), k 2 (l % 4) + 8 (j >> 1) and the next;
-// B's register j k 2 (l % 4) + 8 j and the next of column l / 4.
+// The words of a warp's registers w (mma_emu_put's: 4 of A, 2 of B a lane) that hold A's
+// (row, k) and B's (k, col), `per` elements a register (2 halves or 4 bytes, the lowest
+// first): A's register j of lane l holds row l / 4 + 8 (j & 1), k per (l % 4) + 4 per
+// (j >> 1) and the next per - 1; B's register j k per (l % 4) + 4 per j and the next of
+// column l / 4.
+inline uint2 mma_emu_words(__local const uint* w, int row, int col, int k, int per) {
+  const int r = (k % (4 * per)) / per, j = k / (4 * per);
+  return (uint2)(w[((row & 7) * 4 + r) * 6 + (row >> 3) + 2 * j], w[(col * 4 + r) * 6 + 4 + j]);
+}
+// d (rows g and g + 8, columns 2t and 2t + 1 of lane 4g + t) += A (16 x 16) B (16 x 8).
 inline void mma_emu_f16(float* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint* x, int* n) {
   const uint r[6] = {a0, a1, a2, a3, b0, b1};
   __local const uint* w = mma_emu_put(x, n, r, 6);
   const int lane = get_local_id(0) & 31, g = lane >> 2, t = lane & 3;
   for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
     float s = d[e];
     for (int k = 0; k < 16; ++k) {
-      const uint ra = w[((row & 7) * 4 + (k & 7) / 2) * 6 + (row >> 3) + 2 * (k >> 3)];
-      const uint rb = w[(col * 4 + (k & 7) / 2) * 6 + 4 + (k >> 3)];
-      s += mma_emu_half(ra, k & 1) * mma_emu_half(rb, k & 1);
+      const uint2 ab = mma_emu_words(w, g + 8 * (e >> 1), 2 * t + (e & 1), k, 2);
+      s += mma_emu_half(ab.x, k & 1) * mma_emu_half(ab.y, k & 1);
     }
     d[e] = s;
   }
 }
-// ... int8: A's register j of lane l holds row l / 4 + 8 (j & 1), k 4 (l % 4) + 16 (j >> 1)
-// and the next 3 (signed bytes, the lowest first); B's register j k 4 (l % 4) + 16 j and the
-// next 3 (unsigned) of column l / 4.
+// ... int8: A (16 x 32) signed bytes, B (32 x 8) unsigned.
 inline void mma_emu_s8u8(int* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint* x, int* n) {
   const uint r[6] = {a0, a1, a2, a3, b0, b1};
   __local const uint* w = mma_emu_put(x, n, r, 6);
   const int lane = get_local_id(0) & 31, g = lane >> 2, t = lane & 3;
   for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
     int s = d[e];
     for (int k = 0; k < 32; ++k) {
-      const uint ra = w[((row & 7) * 4 + (k & 15) / 4) * 6 + (row >> 3) + 2 * (k >> 4)];
-      const uint rb = w[(col * 4 + (k & 15) / 4) * 6 + 4 + (k >> 4)];
-      s += (int)(char)(ra >> 8 * (k & 3)) * (int)((rb >> 8 * (k & 3)) & 0xff);
+      const uint2 ab = mma_emu_words(w, g + 8 * (e >> 1), 2 * t + (e & 1), k, 4);
+      s += (int)(char)(ab.x >> 8 * (k & 3)) * (int)((ab.y >> 8 * (k & 3)) & 0xff);
     }
     d[e] = s;
   }

@@ -794,8 +794,9 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
   std::vector<int64_t> tokens[2];
   for (bool gpu : {false, true}) {
     Decoder d(planned, gpu, true);
-    // (NVIDIA's tensor-core rows add one launch a GEMM that makes its operands fp16 or
-    // int8, prep_*: docs/architecture.md; the H200 counted 8 a layer against decode's 5)
+    // (from 256 rows NVIDIA's tensor-core rows add a launch a GEMM that makes both
+    // operands fp16, prep_f16_*: docs/architecture.md; below, the int8 tiles round A in
+    // their own launch)
     auto perLayer = [&](std::set<std::string>* kernels) {
       std::map<std::string, int64_t> layers;  // "layers.3" -> launches
       for (const auto& t : d.ex.profile()) {

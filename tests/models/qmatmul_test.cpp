@@ -53,10 +53,10 @@ bool int8Rows(const std::vector<Executor::LaunchNote>& launches) {
     if (l.kernel.find("_i8_") != std::string::npos) return true;
   return false;
 }
-// ... the block those launches round A by.
+// ... the block those launches round A by: the tensor-core tiles' 128, the one-row rows' 32.
 int64_t int8Block(const std::vector<Executor::LaunchNote>& launches) {
   for (const auto& l : launches)
-    if (l.kernel == "prep_i8_rows") return 128;
+    if (l.kernel.rfind("qgemm64_mma_i8_", 0) == 0) return 128;
   return 32;
 }
 
@@ -234,28 +234,27 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       if (kernel && gpu && ex.kernels().has(kernel)) {  // (built where the tensor cores are)
         EXPECT_EQ(launches.back().kernel, kernel);
       }
-      if (kernel && gpu && std::string(kernel).find("_i8_") != std::string::npos && ex.kernels().has("prep_i8_rows")) {
+      if (kernel && gpu && std::string(kernel).find("_i8_") != std::string::npos && ex.kernels().has("qgemm64_mma_e0m4")) {
         // Both int8 families need NVIDIA's PTX: a main program that failed to build with it
         // (and fell back to the portable one) would leave out the one-row rows silently.
         EXPECT_TRUE(ex.kernels().has(kernel)) << kernel;
       }
       if (M >= 16 && quantized && K % 8 == 0 && opt.scheme != QuantScheme::W4A8 && (gpu || !device.info().isGpu)) {
         // the prefill GEMM (qgemm_* on GPUs, qgemm_cpu_* on CPUs; a GPU builds no CPU
-        // family's) applies the norm and the GLU itself: one launch, or on tensor cores two:
-        // from 256 rows prep_f16_* (the weights and the normed rows into fp16), then
-        // qgemm_mma_f16; below, for 16-level codes, prep_i8_rows (the normed rows into
-        // int8), then qgemm64_mma_i8_*
+        // family's) applies the norm and the GLU itself: one launch (the int8 tiles
+        // rounding A themselves first), or from 256 rows on tensor cores two: prep_f16_*
+        // (the weights and the normed rows into fp16), then qgemm_mma_f16
         ASSERT_FALSE(launches.empty());
         if (launches.size() == 2) {
           EXPECT_EQ(launches[0].kernel.rfind("prep_", 0), 0u) << launches[0].kernel;
         }
-        const bool prepped = launches.back().kernel == "qgemm_mma_f16" || int8Rows(launches);
+        const bool prepped = launches.back().kernel == "qgemm_mma_f16";
         ASSERT_EQ(launches.size(), prepped ? 2u : 1u) << scheme;
         EXPECT_EQ(launches.back().kernel.rfind("qgemm", 0), 0u) << launches.back().kernel;
       }
       if (int8Rows(launches)) {
-        // The int8 rows' scratch is a byte a code and two floats a 128 k (K / 128 steps and
-        // sums a row, 1/64 of A's fp32 bytes): with the rest (the output, the residual, any
+        // The int8 rows' scratch is a byte a code and three floats a 128 k (K / 128 steps,
+        // sums and sums of squares a row, 3/512 of A's fp32 bytes): with the rest (the output, the residual, any
         // split's partials) the node's memory besides its weights stays within 8 times A's
         // and the output's fp32 bytes (at most 3.8 times on an H200).
         const size_t bytes = static_cast<size_t>(mostRows * (K + N)) * 4;
@@ -359,9 +358,10 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
 }
 
 // Below 256 rows, 16-level codes on NVIDIA's tensor cores take the int8 rows
-// (qgemm64_mma_i8_*: prep_i8_rows rounds each 128 k of the normed rows to int8): 7, 64 and
-// 200 rows (ragged and whole 64-row tiles), and over K = 4096 with 4 tiles, K split in 8
-// (two executors' runs: the tile counters back at zero). One row at K = 4096 takes the
+// (qgemm64_mma_i8_*: first, in the same launch, each 128 k of the rows times the norm's
+// weights rounded to int8): 7, 64 and 200 rows (ragged and whole 64-row tiles), and over
+// K = 4096 with 4 tiles, K split in 8 (two executors' runs: the tile and piece counters back
+// at zero). One row at K = 4096 takes the
 // one-row int8 rows (qgemv_wide_i8_*: each item rounds its block of 32 itself), 200
 // columns (the last group's ragged). Elsewhere other rows; all against the unfused math
 // (for the int8 rows, A rounded as they round it).
@@ -390,7 +390,7 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
     if (device.info().platformName.find("NVIDIA") != std::string::npos) GTEST_SKIP() << "tensor cores are real here";
     emulate(device);
     KernelLibrary lib(device);
-    for (const char* k : {"prep_i8_rows", "qgemm64_mma_i8_e0m4", "qgemm64_mma_e0m4", "qgemm_mma_int4", "qgemm_mma_f16"})
+    for (const char* k : {"qgemm64_mma_i8_e0m4", "qgemm64_mma_e0m4", "qgemm_mma_int4", "qgemm_mma_f16"})
       ASSERT_TRUE(lib.has(k)) << k;
   }
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})

@@ -328,8 +328,8 @@ struct QCase {
   // (docs/tl-bench.md).
   static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return mma128() && M >= kHalvesRows; }
-  // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, after
-  // prep_i8_rows): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100 (its 4
+  // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows
+  // made in the same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100 (its 4
   // layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing 1.2-1.5% of the
   // largest output against the portable path where the fp16 rows cost 0.03%
   // (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
@@ -423,8 +423,8 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 // (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
 // weight shape, A's rows normed into one shared by the nodes of one width); it can
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
-// tiles are few (KSPLIT_ARGS: QCase::kSlice); it reads A rounded to int8 first by one
-// launch (prep_i8_rows: A's rows normed, into one scratch per width).
+// tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
+// (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch).
 constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
@@ -443,8 +443,8 @@ const char* const kMmaHalvesWhy =
     "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMmaInt8Why =
-    "GPU prefill below 256 rows, NVIDIA tensor cores: A's normed rows rounded to int8 per 128 k first, then 64 x 64 tiles "
-    "of int8 x 4-bit code products, the GLU inside";
+    "GPU prefill below 256 rows, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
+    "tiles of int8 x 4-bit code products, the norm and the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -628,18 +628,22 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   n.ex.scratch(key, static_cast<size_t>(rowsOfWidth(n, c) * c.K) * 2);
   return key;
 }
-// ... as int8 (prep_i8_rows), with each 128 k's step and sum: [K / 128][rows rounded up
-// to 4] floats of each; `stride`: this node's rows rounded up to 4, where its blocks' steps
-// and sums stand apart.
+// ... as int8 (the int8 tiles make them in their own launch: kernels/gemm.cl's
+// i8_rows_in_launch), with each 128 k's step, sum and sum of squares: [K / 128][rows
+// rounded up to 4] floats of each; `stride`: this node's rows rounded up to 4, where its
+// blocks' steps, sums and squares stand apart; `claims`: the launch's three counts, shared
+// by all nodes (zero before a launch and after it).
 struct Int8Rows {
-  std::string codes, steps;
+  std::string codes, steps, claims;
   int64_t stride = 0;
 };
 Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
-  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), (c.M + 3) / 4 * 4};
+  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), "#int8-claims",
+                      (c.M + 3) / 4 * 4};
   const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
-  n.ex.scratch(keys.steps, static_cast<size_t>(2 * (c.K / QCase::kInt8Block) * padded) * 4);
+  n.ex.scratch(keys.steps, static_cast<size_t>(3 * (c.K / QCase::kInt8Block) * padded) * 4);
+  n.ex.zeroedScratch(keys.claims, 3 * 4);
   return keys;
 }
 
@@ -705,17 +709,13 @@ void qmatmulOp(const LowerNode& n) {
       l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else if (v.mode & kInt8Rows) {
       rows8 = int8Scratch(n, c);
-      Launch prep = n.launch("prep_i8_rows", "A's normed rows rounded to int8 per 128 k for the tiles that follow");
-      prep.mem(a).mem(rows8.codes).mem(rows8.steps).i32(c.K).i32(rows8.stride);
-      setNormArgs(prep, n);
-      prep.run(grid(static_cast<size_t>(c.M) * kGemmWg, 1, 1, kGemmWg, 1));
-      l.mem(rows8.codes).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
+      l.mem(a).mem(rows8.codes).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     } else {
       l.mem(a).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
     }
     setOutputs(l, o);
     l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
-    if (native) setGemvArgs(l, n, c.handed || (v.mode & (kHalves | kInt8Rows)));  // (the preps normed A)
+    if (native) setGemvArgs(l, n, c.handed || (v.mode & kHalves));  // (prep_f16_* normed A)
     if (v.mode & kHands) {
       if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
       if (given) {
@@ -734,7 +734,7 @@ void qmatmulOp(const LowerNode& n) {
         l.nullMem().nullMem();
       }
     }
-    if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride);
+    if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
