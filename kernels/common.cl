@@ -137,17 +137,26 @@ WG_REDUCE(wg_max, fmax(a, b))
 WG_REDUCE(wg_min, fmin(a, b))
 WG_REDUCE(wg_prod, a * b)
 
-// Whether this work-group is the last of `n` to finish a shared piece of work (counted in
-// *count, which the last sets back to 0 for the next launch): what the others wrote before
-// they counted is visible to it (fences on both sides of the count; read it through
-// volatile pointers, past L1). `tid` is the item's index in the group; every item must
-// call it. NVIDIA's fence is PTX's membar.gl, device-wide; elsewhere OpenCL 1.2 promises
-// less, and lowering uses it only on CPUs (KernelLibrary::crossGroupReads).
+// What one work-group of a launch wrote, another reads: NVIDIA's PTX (the main program
+// there, or the tensor-core program unless emulated) fences with membar.gl, device-wide,
+// and reads a float past L1 with ld.global.cg (an ordinary load the compiler may batch);
+// elsewhere OpenCL 1.2's mem_fence, which promises less (lowering uses these only on CPUs
+// there: KernelLibrary::crossGroupReads), and a volatile load.
 #if defined(TL_NV) || (defined(TL_MMA) && !defined(TL_MMA_EMU))
 #define TL_GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
+inline float load_past_l1(__global const float* p) {
+  float v;
+  asm("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
 #else
 #define TL_GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+inline float load_past_l1(__global const float* p) { return *(__global volatile const float*)p; }
 #endif
+// Whether this work-group is the last of `n` to finish a shared piece of work (counted in
+// *count, which the last sets back to 0 for the next launch): what the others wrote before
+// they counted is visible to it (fences on both sides of the count; read it with
+// load_past_l1). `tid` is the item's index in the group; every item must call it.
 inline int last_to_finish(__global int* count, int n, int tid, __local int* flag) {
   TL_GLOBAL_FENCE();
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
@@ -158,17 +167,6 @@ inline int last_to_finish(__global int* count, int n, int tid, __local int* flag
   barrier(CLK_LOCAL_MEM_FENCE);
   TL_GLOBAL_FENCE();
   return *flag;
-}
-// A float another work-group of this launch wrote (after last_to_finish): read past L1.
-// NVIDIA's ld.global.cg is an ordinary load the compiler may batch; a volatile one elsewhere.
-inline float load_past_l1(__global const float* p) {
-#if defined(TL_NV) || (defined(TL_MMA) && !defined(TL_MMA_EMU))
-  float v;
-  asm("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-#else
-  return *(__global volatile const float*)p;
-#endif
 }
 
 // A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to

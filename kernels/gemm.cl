@@ -527,7 +527,8 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
   if (tid >= 64) return;
   float ss = 0.0f;
   const int blocks = K / I8_KS;
-  for (int b = 0; NW && m0 + tid < M && b < blocks; ++b) ss += load_past_l1(AD + (long)(2 * blocks + b) * ad_stride + m0 + tid);
+  for (int b = 0; NW && m0 + tid < M && b < blocks; ++b)
+    ss += load_past_l1(AD + (long)(2 * blocks + b) * ad_stride + m0 + tid);
   rinv[tid] = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
 }
 // Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item), the codes' 64

@@ -329,10 +329,10 @@ struct QCase {
   static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return mma128() && M >= kHalvesRows; }
   // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows
-  // made in the same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an H100 (its 4
-  // layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing 1.2-1.5% of the
-  // largest output against the portable path where the fp16 rows cost 0.03%
-  // (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
+  // made in the same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
+  // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
+  // 1.2-1.5% of the largest output against the portable path where the fp16 rows cost
+  // 0.03% (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
   // code rows; A's step is one a stage (kInt8Block), its products scaled once a stage, not
   // each 32 k: H200, Llama-2-7B's shapes at 128 rows 1.31-1.45x faster, the error from A's
   // rounding about twice as large where a few channels are 30 times the rest (1.0% -> 2.0%
