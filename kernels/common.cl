@@ -169,6 +169,38 @@ inline int last_to_finish(__global int* count, int n, int tid, __local int* flag
   return *flag;
 }
 
+// Pieces of work that a launch's work-groups share out before their own (gemm.cl's int8
+// rows of A, attention.cl's RoPE appends): each group takes the next piece from a count,
+// PC[0], until none is left, counting each piece done in PC[1], then waits for all of them:
+//   for (int p = claim_first(PC, tid, flag); p < n; p = claim_next(PC, tid, flag)) ...;
+//   claims_wait(PC, n, tid, flag);
+// A group that waits has taken its last piece, so every piece taken is a running group's:
+// no deadlock however few groups the device holds at once. The last group past the wait
+// sets the counts back to 0 for the next launch (PC[2]). Every item calls these; `flag` is
+// a local int. (The claim at the loop's end: PoCL 3.1 never finished a loop that left from
+// its middle.)
+inline int claim_first(__global int* PC, int tid, __local int* flag) {
+  if (tid == 0) *flag = atomic_inc(PC);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *flag;
+}
+inline int claim_next(__global int* PC, int tid, __local int* flag) {
+  TL_GLOBAL_FENCE();
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // the piece written, its local memory read
+  if (tid == 0) atomic_inc(PC + 1), *flag = atomic_inc(PC);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *flag;
+}
+inline void claims_wait(__global int* PC, int n, int tid, __local int* flag) {
+  if (tid == 0)
+    while (atomic_add(PC + 1, 0) < n) {
+    }
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  TL_GLOBAL_FENCE();
+  if (last_to_finish(PC + 2, get_num_groups(0) * get_num_groups(1) * get_num_groups(2), tid, flag) && tid == 0)
+    atomic_xchg(PC, 0), atomic_xchg(PC + 1, 0);
+}
+
 // A MatMul's outputs (tl.MatMul and tl.QMatMul with `split`): its columns [0, N0) go to
 // C, [N0, N0 + N1) to C1 and the rest to C2, each row-major at its own width, so the
 // merged q/k/v (or gate/up) projection writes three tensors in one kernel. Unsplit: N0 = N.

@@ -464,23 +464,17 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 #define I8_AROW (I8_KS + 32)
 #define I8_BCOL (I8_KS / 2 + 16)
 // A's int8 rows are made by the tiles' own launch (it was a launch of its own before each
-// GEMM; now a prefill step launches no more kernels a layer than a decode step): first,
-// each work-group takes pieces (a row's 8 k an item, 1024 k) from a shared count, PC[0],
-// until none is left, and counts each piece done in PC[1]; then it waits for all of them.
-// A group that waits has taken its last piece, so every piece taken is a running group's:
-// no deadlock however few groups the device holds at once. The last group past the wait
-// sets the counts back to 0 for the next launch (PC[2]). AQ: the codes [M][K]; AD: the
-// blocks' steps [K / 128][ad_stride], then their sums, then x's sums of squares (for the
-// norm's 1 / rms), likewise (ad_stride: M rounded up to 4). `red`: 3 x GEMM_WG floats.
+// GEMM; now a prefill step launches no more kernels a layer than a decode step): the
+// work-groups share out pieces (a row's 8 k an item, 1024 k) as common.cl's claim_first
+// says, then wait for all of them. AQ: the codes [M][K]; AD: the blocks' steps [K / 128]
+// [ad_stride], then their sums, then x's sums of squares (for the norm's 1 / rms),
+// likewise (ad_stride: M rounded up to 4). `red`: 3 x GEMM_WG floats.
 inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
                               int ad_stride, __global const float* NW, __global int* PC, int tid,
                               __local float* red, __local int* flag) {
   __local float *amaxs = red, *sums = red + GEMM_WG, *squares = red + 2 * GEMM_WG;
   const int pieces = (K / 8 + GEMM_WG - 1) / GEMM_WG, first = tid & ~15, blocks = K / I8_KS;
-  // (The claim at the loop's end: PoCL 3.1 never finished a loop that left from its middle.)
-  if (tid == 0) *flag = atomic_inc(PC);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int p = *flag; p < M * pieces; p = *flag) {
+  for (int p = claim_first(PC, tid, flag); p < M * pieces; p = claim_next(PC, tid, flag)) {
     // A float8 an item (coalesced), the 16 items of a block halving in local memory to its
     // largest magnitude and sums (a fixed order: the same sums every run). K / 8 is a
     // multiple of 16: a block is all in or out.
@@ -508,18 +502,8 @@ inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __glob
         AD[(long)(2 * blocks + c / 16) * ad_stride + m] = squares[first];
       }
     }
-    TL_GLOBAL_FENCE();
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);  // (and the sums read before the next piece)
-    if (tid == 0) atomic_inc(PC + 1), *flag = atomic_inc(PC);
-    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (tid == 0)
-    while (atomic_add(PC + 1, 0) < M * pieces) {
-    }
-  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-  TL_GLOBAL_FENCE();
-  if (last_to_finish(PC + 2, get_num_groups(0) * get_num_groups(1) * get_num_groups(2), tid, flag) && tid == 0)
-    atomic_xchg(PC, 0), atomic_xchg(PC + 1, 0);
+  claims_wait(PC, M * pieces, tid, flag);
 }
 // The tile's rows' 1 / rms from their blocks' sums of squares (1 without a norm).
 inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, __global const float* NW, float eps,

@@ -23,6 +23,8 @@
 #include "graph/tl_ops.h"
 #include "lm/causal_lm.h"
 #include "onnx/model_io.h"
+#include "plan/kv_cache.h"
+#include "plan/memory_plan.h"
 #include "quant/quantize_model.h"
 #include "runtime/executor.h"
 #include "sample/sampler.h"
@@ -560,6 +562,129 @@ TEST(AttentionKernel, EmulatedTensorCoresCausalPrefill) {
     EXPECT_TRUE(std::any_of(launches.begin(), launches.end(),
                             [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; }));
   });
+}
+
+// A prefill attention does its tl.RoPE's work (tl-plan's in_attention: no RoPE launch)
+// in the GPU family: the Flash rows (heads up to 64) and, their PTX emulated
+// (Device::setMmaEmulation), the tensor-core rows, whose work-groups share out the
+// appends and wait for them all before reading the caches (kernels/common.cl's
+// claim_first). A tl.RoPE (position ids, q, k and v stored [B, H, S, D] or, with
+// rope-bshd's flags, [B, S, H, D]) and a causal tl.Attention over in-place caches of
+// each element type, against double loops: the output (fp16 products and caches: 2e-2)
+// and the caches read back. Two runs a case with new values, so a launch that left its
+// counts set would keep the first run's rows; over a past and without one, batches of two.
+TEST(AttentionKernel, PrefillDoesTheRopesAppends) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  struct Case {
+    int64_t H, Hkv, D;
+    bool bshd;
+    KvType type;
+  };
+  for (const Case& cs : {Case{4, 2, 64, false, KvType::F16}, Case{2, 2, 128, true, KvType::F16},
+                         Case{8, 1, 64, true, KvType::Q8}, Case{4, 1, 128, false, KvType::F32}}) {
+    const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
+    auto dims = [&](const std::string& heads) { return cs.bshd ? "[B, S, " + heads + ", " + D + "]" : "[B, " + heads + ", S, " + D + "]"; };
+    std::string freq;  // inv_freq, as the exporters' rotary embedding
+    for (int64_t i = 0; i < cs.D / 2; ++i)
+      freq += (i ? ", " : "") + std::to_string(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D)));
+    const std::string bits = cs.bshd ? ", x_bshd = 1, x2_bshd = 1, x3_bshd = 1" : "";
+    const std::string text = "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\ng (float" + dims(H) + " xq, float" +
+                             dims(Hkv) + " xk, float" + dims(Hkv) + " xv, int64[B, 1, S, 1] pos, float[B, " + Hkv + ", P, " + D +
+                             "] past_k, float[B, " + Hkv + ", P, " + D + "] past_v) => (float[B, " + H + ", S, " + D +
+                             "] y, float[B, " + Hkv + ", T, " + D + "] present_k, float[B, " + Hkv + ", T, " + D +
+                             "] present_v) <float[" + std::to_string(cs.D / 2) + "] inv_freq = {" + freq +
+                             "}> {\n  q, present_k, present_v = tl.RoPE <cache_axis = 2, positions = 1" + bits +
+                             "> (xq, pos, inv_freq, xk, past_k, past_v, xv)\n  y = tl.Attention <causal = 1, scale = " +
+                             std::to_string(1.0 / std::sqrt(static_cast<double>(cs.D))) + "> (q, present_k, present_v)\n}\n";
+    Model model;
+    const auto status = onnx::OnnxParser::Parse(model.proto, text.c_str());
+    ASSERT_TRUE(status.IsOK()) << status.ErrorMessage() << "\n" << text;
+    for (auto& o : *model.proto.mutable_graph()->mutable_output()) o.mutable_type()->mutable_tensor_type()->clear_shape();
+    const KvPlan kv = planKvCache(model, KvLayout::Sequence, 1, cs.type);
+    ASSERT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
+    ASSERT_EQ(kv.ropesInAttention, 1);
+    {
+      Graph graph(model.proto.graph());
+      ShapeAnalysis analysis = inferShapes(model, graph);
+      PlanOptions opt;
+      opt.maxSeq = 256;
+      opt.batch = 2;
+      for (const auto& p : kv.pairs) opt.outside.insert(p.present);
+      annotatePlan(model.proto, planMemory(graph, analysis, opt));
+    }
+    annotateKvPlan(model.proto, kv);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(cs.D)), tol = cs.type == KvType::Q8 ? 5e-2 : 2e-2;
+    for (int family = 0; family < 3; ++family) {  // CPU, GPU, GPU with the tensor cores emulated
+      Graph graph(model.proto.graph());
+      ShapeAnalysis analysis = inferShapes(model, graph);
+      Device device(selectDevice(""), false);
+      device.setGpuKernels(family > 0);
+      if (family == 2) device.setMmaEmulation(true);
+      Executor ex(device, model, graph, analysis);
+      for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 150, 0}}) {
+        const int64_t T = P + S, Dm = cs.D, mid = Dm / 2;
+        // Element (b, h, s, d) of an input stored as dims() says.
+        auto at = [&](const std::vector<float>& x, int64_t heads, int64_t b, int64_t h, int64_t s, int64_t d) {
+          return static_cast<double>(x[static_cast<size_t>(cs.bshd ? ((b * S + s) * heads + h) * Dm + d : ((b * heads + h) * S + s) * Dm + d)]);
+        };
+        std::vector<float> xq(static_cast<size_t>(B * cs.H * S * Dm)), xk(static_cast<size_t>(B * cs.Hkv * S * Dm)), xv(xk.size()),
+            pk(static_cast<size_t>(B * cs.Hkv * P * Dm)), pv(pk.size());
+        for (auto* x : {&xq, &xk, &xv, &pk, &pv})
+          for (auto& f : *x) f = normal(rng);
+        std::vector<int64_t> pos(static_cast<size_t>(B * S));
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;  // each batch its own
+        auto rotated = [&](const std::vector<float>& x, int64_t heads, int64_t b, int64_t h, int64_t s, int64_t d) {
+          const double a = static_cast<double>(pos[static_cast<size_t>(b * S + s)]) * std::pow(10000.0, -2.0 * static_cast<double>(d % mid) / static_cast<double>(Dm));
+          const double partner = d < mid ? -at(x, heads, b, h, s, d + mid) : at(x, heads, b, h, s, d - mid);
+          return at(x, heads, b, h, s, d) * std::cos(a) + partner * std::sin(a);
+        };
+        auto io = [&](int64_t heads) {
+          return cs.bshd ? std::vector<int64_t>{B, S, heads, Dm} : std::vector<int64_t>{B, heads, S, Dm};
+        };
+        const auto got = ex.run({floats("xq", xq, io(cs.H)), floats("xk", xk, io(cs.Hkv)), floats("xv", xv, io(cs.Hkv)), makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
+                                 floats("past_k", pk, {B, cs.Hkv, P, Dm}), floats("past_v", pv, {B, cs.Hkv, P, Dm})});
+        ASSERT_EQ(got.size(), 3u);
+        const auto y = got[0].toDouble(), ck = got[1].toDouble(), cv = got[2].toDouble();
+        ASSERT_EQ(ck.size(), static_cast<size_t>(B * cs.Hkv * T * Dm));
+        std::vector<double> K(ck.size()), V(cv.size());  // the caches as they should be
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t g = 0; g < cs.Hkv; ++g)
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t d = 0; d < Dm; ++d) {
+                const size_t e = static_cast<size_t>(((b * cs.Hkv + g) * T + t) * Dm + d);
+                const size_t pe = static_cast<size_t>(((b * cs.Hkv + g) * P + t) * Dm + d);
+                K[e] = t < P ? pk[pe] : rotated(xk, cs.Hkv, b, g, t - P, d);
+                V[e] = t < P ? pv[pe] : at(xv, cs.Hkv, b, g, t - P, d);
+                ASSERT_NEAR(ck[e], K[e], tol * (1 + std::fabs(K[e]))) << "k cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
+                ASSERT_NEAR(cv[e], V[e], tol * (1 + std::fabs(V[e]))) << "v cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
+              }
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < cs.H; ++h)
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t g = h / (cs.H / cs.Hkv);
+              std::vector<double> qr(static_cast<size_t>(Dm));
+              for (int64_t d = 0; d < Dm; ++d) qr[static_cast<size_t>(d)] = rotated(xq, cs.H, b, h, s, d);
+              const size_t kv0 = static_cast<size_t>((b * cs.Hkv + g) * T * Dm);
+              const auto want = attentionRow(
+                  P + s + 1, Dm, Dm, scale, 0, [&](int64_t e) { return qr[static_cast<size_t>(e)]; },
+                  [&](int64_t t, int64_t e) { return K[kv0 + static_cast<size_t>(t * Dm + e)]; },
+                  [&](int64_t t, int64_t e) { return V[kv0 + static_cast<size_t>(t * Dm + e)]; }, [](int64_t) { return 0.0; });
+              for (int64_t d = 0; d < Dm; ++d)
+                ASSERT_NEAR(y[static_cast<size_t>(((b * cs.H + h) * S + s) * Dm + d)], want[static_cast<size_t>(d)], tol)
+                    << "family " << family << " H " << cs.H << " D " << Dm << " B " << B << " S " << S << " P " << P << " at b " << b
+                    << " h " << h << " s " << s << " d " << d;
+            }
+        const auto launches = ex.explain();
+        const bool tensorCores = std::any_of(launches.begin(), launches.end(), [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; });
+        const bool rope = std::any_of(launches.begin(), launches.end(), [](const Executor::LaunchNote& l) { return l.op == "RoPE"; });
+        // (On NVIDIA the GPU family takes the tensor cores unemulated.)
+        EXPECT_EQ(tensorCores, family == 2 || (family == 1 && ex.kernels().tensorCores())) << "family " << family;
+        if (tensorCores || (family == 1 && Dm == 64)) EXPECT_FALSE(rope) << "family " << family << ": the attention does the RoPE's work";
+      }
+    }
+  }
 }
 
 // The key mask in each integer width tl.Attention takes (docs/ops.md: int64, int32, bool,
