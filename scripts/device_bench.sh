@@ -76,6 +76,9 @@
 #                                            CUDA Q4_0 -fa 1 beside it
 #   scripts/device_bench.sh decodeab NAMES   (after peerprep NAMES) `decode NAMES`, then each model again with
 #                                            --gemm f16 (fp32 A: no int8 GEMVs), same depths
+#   scripts/device_bench.sh launches NAMES   (after closing NAMES, on its machine) each planned model's --profile
+#                                            of a 128- and a 1024-token prefill step, then a decode step: the
+#                                            launches a layer of each
 #   scripts/device_bench.sh int8check        the tensor-core int8 rows' numerics first (a fresh machine's
 #                                            first minutes): the GEMM and in-place cache tests, then
 #                                            bytellama e0m4 fused and planned, bits per byte over 128-token
@@ -395,6 +398,15 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --name "$m-f16" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA \
         --gemm f16 -o "$OUT/$m-decode-gemm-f16.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep "^| " "$OUT/$m-decode-gemm-f16.md"
+    done
+    ;;
+  launches)
+    for m in $(echo "$2" | tr , ' '); do
+      for n in 128 1024; do
+        echo "== $m: a $n-token prefill step, then a decode step"
+        $B/tl-run "$W/$m-e0m4-planned/model.onnx" --device NVIDIA --tokens "$(seq -s, 1 $n)" --generate -n 2 --profile \
+          2>&1 >/dev/null | cut -c1-100
+      done
     done
     ;;
   int8check)
