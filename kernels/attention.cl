@@ -297,14 +297,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
 
 #define ATT_Q(r, d) q[(r) + (d)]
 
-// The decode kernels (attention_dec*, attention_gqa_f32) and the GPU prefill ones
-// (attention_flash_f32, attention_mma_*) can do their layer's tl.RoPE with in-place cache
-// appends themselves (a tl.RoPE marked in_attention by tl-plan), a launch fewer a layer:
-// q is rotated from the RoPE's input xq as it is staged, the step's new keys and values
-// (keys [off, off + S)) come from its inputs xk (rotated) and xv, never from the caches,
-// and the work-groups of each kv head's first query head write them into the caches kc
-// and vc (k and v themselves) for the next steps. (The tensor-core kernels write them
-// first and then read the caches: ATTENTION_MMA says why.) The inputs are [B, H, S, D], or [B, S, H, D] where xbshd's bit 0, 1, 2 (q, k, v:
+// The decode kernels (attention_dec*, attention_gqa_f32) and the portable GPU prefill one
+// (attention_flash_f32) can do their layer's tl.RoPE with in-place cache appends
+// themselves (a tl.RoPE marked
+// in_attention by tl-plan), a launch fewer a layer: q is rotated from the RoPE's input xq
+// as it is staged, the step's new keys and values (keys [off, off + S)) come from its
+// inputs xk (rotated) and xv, never from the caches, and the work-groups of each kv head's
+// first query head write them into the caches kc and vc (k and v themselves) for the next
+// steps. The inputs are [B, H, S, D], or [B, S, H, D] where xbshd's bit 0, 1, 2 (q, k, v:
 // the RoPE's x_bshd, x2_bshd, x3_bshd) says so. The RoPE's position ids (row s of batch b
 // at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's rope_pos_at).
 // xq == 0: the RoPE ran.
@@ -321,10 +321,6 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
 #define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
 // Element d of row s of query head h, rotated from xq.
 #define ATT_FRESH_QH(b, h, s, d) ATT_ROPE(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), d, b, s)
-#define ATT_FRESH_QH8(b, h, s, d)                                                                                \
-  (float8)(ATT_FRESH_QH(b, h, s, d), ATT_FRESH_QH(b, h, s, (d) + 1), ATT_FRESH_QH(b, h, s, (d) + 2),             \
-           ATT_FRESH_QH(b, h, s, (d) + 3), ATT_FRESH_QH(b, h, s, (d) + 4), ATT_FRESH_QH(b, h, s, (d) + 5),       \
-           ATT_FRESH_QH(b, h, s, (d) + 6), ATT_FRESH_QH(b, h, s, (d) + 7))
 // Element d of new row j of kv head g in batch b: the key rotated, the value.
 #define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), d, b, j)
 #define ATT_FRESH_V(b, g, j, d) xv[ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv) + (d)]
@@ -1084,14 +1080,7 @@ ATT_DEC4(attention_dec128_f32, 128)
 // read once a tile (kbias: 0, mask_value, or -inf past T); the causal test runs only on
 // the tiles that cross a warp's diagonal. Q's and K's k order inside 32 dims is permuted
 // alike (thread t reads dims 8t..8t+7 as one uint4, as gemm.cl's tiles).
-// With a RoPE's work (ATT_FRESH_ARGS) the work-groups first share out its appends, pieces
-// of ATT_PIECE_ROWS new rows of a kv head (common.cl's claim_first; PC: the counts), wait
-// for all, then read the caches as over a past: every key tile staged as f16 once, where
-// rotating each new key as a tile staged it (attention_flash_f32's way) cost a kv head's
-// every query head that work again (Qwen2-0.5B dims pp1024 on the H200: 62,126 tok/s so,
-// 74,485 with rope_kv_f32's launch apart; docs/tl-bench.md).
 #define FA_BC 64
-#define ATT_PIECE_ROWS 16
 // A row's 4 threads' largest value and sum (mma.cl's LANE_XOR).
 #define QUAD_MAX(x) (x = fmax(x, LANE_XOR(x, 1)), fmax(x, LANE_XOR(x, 2)))
 #define QUAD_SUM(x) (x += LANE_XOR(x, 1), x + LANE_XOR(x, 2))
@@ -1131,7 +1120,7 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
 #define ATTENTION_MMA(NAME, D_, WARPS)                                                             \
   __kernel __attribute__((reqd_work_group_size(32 * WARPS, 1, 1))) void NAME(                      \
       __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask, \
-      __global float* out, ATT_ARGS, ATT_FRESH_ARGS, __global int* PC) {                          \
+      __global float* out, ATT_ARGS) {                                                             \
     __local uint4 Ks[FA_BC * (D_ / 8 + 4)];                                                         \
     __local uint Vt[D_ * (FA_BC / 2 + 4)];                                                          \
     __local float kbias[FA_BC];                                                                    \
@@ -1145,21 +1134,12 @@ inline uint4 kv_half_pairs(__global const KV_T* a, int has_a, __global const KV_
     /* scores in base 2 (exp2): q and mask_value scaled by log2(e) */                             \
     const float qscale = scale * 1.4426950408889634f, mv = mask_value * 1.4426950408889634f;       \
     const int kmo = b * kmsb;                                                                      \
-    __local int more, claim;                                                                       \
-    if (xq) {                                                                                      \
-      const int lid = tid, chunks = (S + ATT_PIECE_ROWS - 1) / ATT_PIECE_ROWS, n = rows / (H * S) * Hkv * chunks; \
-      for (int p = claim_first(PC, tid, &claim); p < n; p = claim_next(PC, tid, &claim)) {        \
-        const int pb = p / (Hkv * chunks), pg = p / chunks % Hkv, pr = p % chunks * ATT_PIECE_ROWS; \
-        ATT_FRESH_STORE(pb, pg, NT, pr, min(S, pr + ATT_PIECE_ROWS))                               \
-      }                                                                                            \
-      claims_wait(PC, n, tid, &claim);                                                             \
-    }                                                                                              \
+    __local int more;                                                                              \
     uint4 qf[2][D_ / 32];                                                                           \
     MMA_UNROLL for (int hh = 0; hh < 2; ++hh) {                                                                      \
       const int s = min(s0 + warp / G * 16 + g + 8 * hh, S - 1);                                   \
       __global const float* qr = q + b * qsb + h * qsh + s * qss;                                  \
-      MMA_UNROLL for (int c = 0; c < D_ / 32; ++c)                                                 \
-        qf[hh][c] = half8_bits((xq ? ATT_FRESH_QH8(b, h, s, 32 * c + 8 * t) : vload8(0, qr + 32 * c + 8 * t)) * qscale); \
+      MMA_UNROLL for (int c = 0; c < D_ / 32; ++c) qf[hh][c] = half8_bits(vload8(0, qr + 32 * c + 8 * t) * qscale);        \
     }                                                                                              \
     float o[D_ / 8][4];                                                                            \
     MMA_UNROLL for (int j = 0; j < D_ / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;                        \

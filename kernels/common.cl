@@ -170,8 +170,8 @@ inline int last_to_finish(__global int* count, int n, int tid, __local int* flag
 }
 
 // Pieces of work that a launch's work-groups share out before their own (gemm.cl's int8
-// rows of A, attention.cl's RoPE appends): each group takes the next piece from a count,
-// PC[0], until none is left, counting each piece done in PC[1], then waits for all of them:
+// rows of A): each group takes the next piece from a count, PC[0], until none is left,
+// counting each piece done in PC[1], then waits for all of them:
 //   for (int p = claim_first(PC, tid, flag); p < n; p = claim_next(PC, tid, flag)) ...;
 //   claims_wait(PC, n, tid, flag);
 // A group that waits has taken its last piece, so every piece taken is a running group's:

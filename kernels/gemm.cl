@@ -339,8 +339,71 @@ QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
 QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
-// 1 / rms of a row of K values (rmsnorm_f32's order) for the tiles that fold a norm into
-// A's fp16 rows; 1 without its weight NW. The whole work-group calls it (a barrier inside).
+// Many rows (matmul.cpp's qgemm_mma_f16 row): both operands in fp16 first, in one launch
+// before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
+// (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into
+// local memory with cp.async, F16_STAGES slices in flight and no registers staged, and run
+// products in MMA_SLICE's layout in k-step order (the two k16 steps apart, so that
+// consecutive mma are independent). Of GEMM_ARGS it reads A, W (as halves), C, the splits,
+// M, N, K and glu: S, O, G, row_bytes, groups and NW were prep_f16's. A's rows staged
+// through registers as fp32 ran at half the speed (scripts/gemm_lab.c; docs/tl-bench.md).
+// Local memory: 48 KiB, NVIDIA's limit for OpenCL.
+#define F16_STAGES 3
+// Slice kt of both operands into stage st: this item's chunks tid and tid + 256 of each,
+// rows lr and lr + 64 (lr = tid / 4), chunk q = tid % 4 of their 4; zeros past K.
+#define F16_SLICE(st, kt)                                                                     \
+  {                                                                                           \
+    const int kc = (kt) * 4 + q;                                                              \
+    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
+      const int aok = arow[s] && kc < KW, bok = bcol[s] >= 0 && kc < KW;                     \
+      CP_ASYNC16(&As[st][tid + GEMM_WG * s], aok ? A + (long)(m0 + lr + 64 * s) * KW + kc : A, aok ? 16 : 0); \
+      CP_ASYNC16(&Bs[st][tid + GEMM_WG * s], bok ? W + (long)bcol[s] * KW + kc : W, bok ? 16 : 0); \
+    }                                                                                         \
+  }
+__kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void qgemm_mma_f16(
+    __global const uint4* A, __global const uint4* W, __global const float* S, __global const float* O,
+    __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, int groups, GEMV_ARGS) {
+  __local uint4 As[F16_STAGES][128 * 4], Bs[F16_STAGES][128 * 4];
+  MMA_EMU_DECL
+  const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;
+  const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;
+  const int m0 = get_group_id(1) * 128, c0 = get_group_id(0) * (glu ? 64 : 128);
+  const int MT = 4, NT = 4, KW = K / 8, KT = (K + 31) / 32, lr = tid >> 2, q = tid & 3;
+  int arow[2], bcol[2];
+  MMA_UNROLL for (int s = 0; s < 2; ++s) {
+    const int lc = lr + 64 * s;
+    arow[s] = m0 + lc < M;
+    bcol[s] = tile_column(c0, lc, lc % 64, lc >= 64, N, glu);
+  }
+  float acc[4][4][4];
+  MMA_UNROLL for (int i = 0; i < MT; ++i)
+    MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+  MMA_UNROLL for (int st = 0; st < F16_STAGES - 1; ++st) {
+    if (st < KT) F16_SLICE(st, st)
+    CP_ASYNC_COMMIT();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    CP_ASYNC_WAIT(1);  // F16_STAGES - 2: slice kt has landed
+    barrier(CLK_LOCAL_MEM_FENCE);  // ... for every item; and slice kt - 1's stage is free
+    const int nx = kt + F16_STAGES - 1, st = kt % F16_STAGES;
+    if (nx < KT) F16_SLICE(nx % F16_STAGES, nx)
+    CP_ASYNC_COMMIT();  // (empty past the end: the wait above counts groups)
+    uint4 bf[4], a0[4], a1[4];
+    MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[st][(MMA_BROW(wn, j, NT, 128) + g) * 4 + t];
+    MMA_UNROLL for (int i = 0; i < MT; ++i) {
+      const int r0 = wm * 64 + i * 16 + g;
+      a0[i] = As[st][r0 * 4 + t];
+      a1[i] = As[st][(r0 + 8) * 4 + t];
+    }
+    MMA_UNROLL for (int i = 0; i < MT; ++i)
+      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].x, a1[i].x, a0[i].y, a1[i].y, bf[j].x, bf[j].y);
+    MMA_UNROLL for (int i = 0; i < MT; ++i)
+      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].z, a1[i].z, a0[i].w, a1[i].w, bf[j].z, bf[j].w);
+  }
+  MMA_STORE(128, 128, 1.0f)
+}
+// 1 / rms of a row of K values (rmsnorm_f32's order) for the preps that fold a norm into
+// A; 1 without its weight NW. The whole work-group calls it (a barrier inside).
 inline float row_inv_rms(__global const float* x, int K, __global const float* NW, float eps, __local float* part) {
   if (!NW) return 1.0f;
   float ss = 0.0f;
@@ -350,102 +413,37 @@ inline float row_inv_rms(__global const float* x, int K, __global const float* N
   }
   return 1.0f / sqrt(wg_sum_n(part, ss, GEMM_WG) / K + eps);
 }
-// Many rows (matmul.cpp's qgemm_mma_f16_* rows): both operands in fp16 first, made by the
-// tiles' own launch (it was a launch of its own before each GEMM): the work-groups share
-// out pieces as common.cl's claim_first says, then wait for all of them. A piece below
-// `wpieces` dequantizes F16_PIECE x 8 codes an item into WH [N][K] halves; each one after
-// converts a row of A into AH [M][K] halves, times its RMSNorm's 1 / rms and NW
-// (rmsnorm_f32's order) when NW is given. The 128 x 128 tiles then copy slices of 32 k of
-// both into local memory with cp.async, F16_STAGES slices in flight and no registers
-// staged, and run products in MMA_SLICE's layout in k-step order (the two k16 steps
-// apart, so that consecutive mma are independent); the norm is then A's already. A's rows
-// staged through registers as fp32 ran at half the speed (scripts/gemm_lab.c;
-// docs/tl-bench.md). Local memory: 48 KiB, NVIDIA's limit for OpenCL.
-#define F16_STAGES 3
-#define F16_PIECE 8
-// Slice kt of both operands into stage st: this item's chunks tid and tid + 256 of each,
-// rows lr and lr + 64 (lr = tid / 4), chunk q = tid % 4 of their 4; zeros past K.
-#define F16_SLICE(st, kt)                                                                     \
-  {                                                                                           \
-    const int kc = (kt) * 4 + q;                                                              \
-    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
-      const int aok = arow[s] && kc < KW, bok = bcol[s] >= 0 && kc < KW;                     \
-      CP_ASYNC16(&As[st][tid + GEMM_WG * s], aok ? AH + (long)(m0 + lr + 64 * s) * KW + kc : AH, aok ? 16 : 0); \
-      CP_ASYNC16(&Bs[st][tid + GEMM_WG * s], bok ? WH + (long)bcol[s] * KW + kc : WH, bok ? 16 : 0); \
-    }                                                                                         \
-  }
-#define QGEMM_MMA_F16(NAME, LOAD, LEVELS8)                                                    \
+// Before qgemm_mma_f16, one launch: work-groups below `wgroups` dequantize 8 codes an item
+// into WH [N][K] halves; each one after converts a row of A into AH [M][K] halves, times
+// its RMSNorm's 1 / rms and NW (rmsnorm_f32's order) when NW is given.
+#define PREP_F16(NAME, LOAD, LEVELS8)                                                         \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                   \
-      __global const float* A, __global uint4* AH, __global const uchar* W, __global const float* S, \
-      __global const float* O, __global uint4* WH, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, \
-      int row_bytes, int groups, GEMV_ARGS, __global int* PC) {                               \
-    __local uint4 As[F16_STAGES][128 * 4], Bs[F16_STAGES][128 * 4];                           \
-    __local int claim;                                                                        \
-    MMA_EMU_DECL                                                                              \
-    const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
-    const int KW = K / 8;                                                                     \
-    const int wpieces = ((long)N * KW + GEMM_WG * F16_PIECE - 1) / (GEMM_WG * F16_PIECE), pieces = wpieces + M; \
-    for (int p = claim_first(PC, tid, &claim); p < pieces; p = claim_next(PC, tid, &claim)) { \
-      if (p < wpieces) {                                                                      \
-        MMA_UNROLL for (int u = 0; u < F16_PIECE; ++u) {                                      \
-          const long i = ((long)p * F16_PIECE + u) * GEMM_WG + tid;                           \
-          const int n = i / KW, k = i % KW * 8;                                               \
-          const long sc = (long)n * groups + k / G;                                           \
-          if (i < (long)N * KW)                                                               \
-            WH[i] = half8_bits(fma(LEVELS8(LOAD(W + (long)n * row_bytes, k)), (float8)S[sc], (float8)O[sc])); \
-        }                                                                                     \
-      } else {                                                                                \
-        const long m = p - wpieces;                                                           \
-        __global const float* x = A + m * K;                                                  \
-        const float inv = row_inv_rms(x, K, NW, eps, (__local float*)As[0]);                  \
-        for (int c = tid; c < KW; c += GEMM_WG) {                                             \
-          float8 v = vload8(c, x) * inv;                                                      \
-          if (NW) v *= vload8(c, NW);                                                         \
-          AH[m * KW + c] = half8_bits(v);                                                     \
-        }                                                                                     \
-      }                                                                                       \
+      __global const uchar* W, __global const float* S, __global const float* O, __global uint4* WH, int N, int K, \
+      int G, int row_bytes, int groups, int wgroups, __global const float* A, __global uint4* AH, \
+      __global const float* NW, float eps) {                                                  \
+    const int grp = get_group_id(0), tid = get_local_id(0), kw = K / 8;                       \
+    if (grp < wgroups) {                                                                      \
+      const long i = (long)grp * GEMM_WG + tid;                                               \
+      if (i >= (long)N * kw) return;                                                          \
+      const int n = i / kw, k = i % kw * 8;                                                   \
+      const long s = (long)n * groups + k / G;                                                \
+      WH[i] = half8_bits(fma(LEVELS8(LOAD(W + (long)n * row_bytes, k)), (float8)S[s], (float8)O[s])); \
+      return;                                                                                 \
     }                                                                                         \
-    claims_wait(PC, pieces, tid, &claim);                                                     \
-    const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
-    const int m0 = get_group_id(1) * 128, c0 = get_group_id(0) * (glu ? 64 : 128);            \
-    const int MT = 4, NT = 4, KT = (K + 31) / 32, lr = tid >> 2, q = tid & 3;                 \
-    int arow[2], bcol[2];                                                                     \
-    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
-      const int lc = lr + 64 * s;                                                             \
-      arow[s] = m0 + lc < M;                                                                  \
-      bcol[s] = tile_column(c0, lc, lc % 64, lc >= 64, N, glu);                               \
+    __local float part[GEMM_WG];                                                              \
+    const long m = grp - wgroups;                                                             \
+    __global const float* x = A + m * K;                                                      \
+    const float inv = row_inv_rms(x, K, NW, eps, part);                                       \
+    for (int c = tid; c < kw; c += GEMM_WG) {                                                 \
+      float8 v = vload8(c, x) * inv;                                                          \
+      if (NW) v *= vload8(c, NW);                                                             \
+      AH[m * kw + c] = half8_bits(v);                                                         \
     }                                                                                         \
-    float acc[4][4][4];                                                                       \
-    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                   \
-      MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; \
-    MMA_UNROLL for (int st = 0; st < F16_STAGES - 1; ++st) {                                  \
-      if (st < KT) F16_SLICE(st, st)                                                          \
-      CP_ASYNC_COMMIT();                                                                      \
-    }                                                                                         \
-    for (int kt = 0; kt < KT; ++kt) {                                                         \
-      CP_ASYNC_WAIT(1);              /* F16_STAGES - 2: slice kt has landed */                \
-      barrier(CLK_LOCAL_MEM_FENCE);  /* ... for every item; and slice kt - 1's stage is free */ \
-      const int nx = kt + F16_STAGES - 1, st = kt % F16_STAGES;                               \
-      if (nx < KT) F16_SLICE(nx % F16_STAGES, nx)                                             \
-      CP_ASYNC_COMMIT();  /* (empty past the end: the wait above counts groups) */            \
-      uint4 bf[4], a0[4], a1[4];                                                              \
-      MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[st][(MMA_BROW(wn, j, NT, 128) + g) * 4 + t]; \
-      MMA_UNROLL for (int i = 0; i < MT; ++i) {                                               \
-        const int r0 = wm * 64 + i * 16 + g;                                                  \
-        a0[i] = As[st][r0 * 4 + t];                                                           \
-        a1[i] = As[st][(r0 + 8) * 4 + t];                                                     \
-      }                                                                                       \
-      MMA_UNROLL for (int i = 0; i < MT; ++i)                                                 \
-        MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].x, a1[i].x, a0[i].y, a1[i].y, bf[j].x, bf[j].y); \
-      MMA_UNROLL for (int i = 0; i < MT; ++i)                                                 \
-        MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_16816(acc[i][j], a0[i].z, a1[i].z, a0[i].w, a1[i].w, bf[j].z, bf[j].w); \
-    }                                                                                         \
-    MMA_STORE(128, 128, 1.0f)                                                                 \
   }
-QGEMM_MMA_F16(qgemm_mma_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM_MMA_F16(qgemm_mma_f16_int4, INT4_LOAD, INT4_LEVELS8)
-QGEMM_MMA_F16(qgemm_mma_f16_q8, Q8_LOAD, Q8_LEVELS8)
-QGEMM_MMA_F16(qgemm_mma_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
+PREP_F16(prep_f16_e0m4, E0M4_LOAD, E0M4_LEVELS8)
+PREP_F16(prep_f16_int4, INT4_LOAD, INT4_LEVELS8)
+PREP_F16(prep_f16_q8, Q8_LOAD, Q8_LEVELS8)
+PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 
 // Fewer rows, 16-level codes (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in
 // int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. Each 128 k of A's
@@ -465,12 +463,12 @@ QGEMM_MMA_F16(qgemm_mma_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 #define I8_KS 128
 #define I8_AROW (I8_KS + 32)
 #define I8_BCOL (I8_KS / 2 + 16)
-// A's int8 rows are made by the tiles' own launch (it was a launch of its own before each
-// GEMM; now a prefill step launches no more kernels a layer than a decode step): the
-// work-groups share out pieces (a row's 8 k an item, 1024 k) as common.cl's claim_first
-// says, then wait for all of them. AQ: the codes [M][K]; AD: the blocks' steps [K / 128]
-// [ad_stride], then their sums, then x's sums of squares (for the norm's 1 / rms),
-// likewise (ad_stride: M rounded up to 4). `red`: 3 x GEMM_WG floats.
+// A's int8 rows are made by the tiles' own launch (a launch fewer than the launch of its
+// own before each GEMM that it was): the work-groups share out pieces (a row's 8 k an
+// item, 1024 k) as common.cl's claim_first says, then wait for all of them. AQ: the codes
+// [M][K]; AD: the blocks' steps [K / 128][ad_stride], then their sums, then x's sums of
+// squares (for the norm's 1 / rms), likewise (ad_stride: M rounded up to 4). `red`: 3 x
+// GEMM_WG floats.
 inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
                               int ad_stride, __global const float* NW, __global int* PC, int tid,
                               __local float* red, __local int* flag) {

@@ -301,12 +301,12 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       [ -f "$W/$m-e0m4/model.onnx" ] || "$0" export "$m" >/dev/null 2>&1
       for x in ${BUILDS:-old bin}; do
         f="$W/$m-e0m4-$x-fused.onnx" p="$W/$m-e0m4-$x-planned.onnx"
-        [ -f "$f" ] || LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-fuse "$W/$m-e0m4/model.onnx" -o "$f" 2>/dev/null
+        [ -f "$f" ] || LD_LIBRARY_PATH=$PWD/devdata/$x:$LD_LIBRARY_PATH devdata/$x/tl-fuse "$W/$m-e0m4/model.onnx" -o "$f" 2>/dev/null
         [ -f "$p" ] || $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
       done
       for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
         for x in ${BUILDS:-old bin}; do
-          LD_LIBRARY_PATH=$PWD/devdata/$x devdata/$x/tl-bench "$W/$m-e0m4-$x-planned.onnx" --name "$m-$x" $t -n '' \
+          LD_LIBRARY_PATH=$PWD/devdata/$x:$LD_LIBRARY_PATH devdata/$x/tl-bench "$W/$m-e0m4-$x-planned.onnx" --name "$m-$x" $t -n '' \
             -r "$R" --device NVIDIA 2>/dev/null | grep "^| $m" || true
         done
       done

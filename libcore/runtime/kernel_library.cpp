@@ -150,8 +150,8 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
   }
   if (!program_) program_ = build(device, kernelSource(), options_);
   addKernels(program_, kernels_, [](const std::string&) { return true; });
-  // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels (the *_mma_* tiles)
-  // with the helpers they use (their portable
+  // The tensor-core program: gemm.cl's and attention.cl's TL_MMA kernels (the *_mma_* tiles
+  // and the prep_f16_* passes before them) with the helpers they use (their portable
   // kernels, built again there, are left to the main program's), kept when its own
   // mma_probe computes right.
   if (!device.tensorCores()) return;
@@ -163,7 +163,7 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
   }
   mma_ = p;
   addKernels(mma_, kernels_, [](const std::string& name) {
-    return name.find("_mma_") != std::string::npos;
+    return name.find("_mma_") != std::string::npos || name.rfind("prep_f16_", 0) == 0;
   });
 }
 

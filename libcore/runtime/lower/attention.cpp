@@ -3,7 +3,7 @@
 // tl.Attention's variants are the rows of kAttention. Two decisions span nodes; passes
 // take them and write them into the artifact, and the runtime reads them:
 // - tl-plan's `in_attention` on a tl.RoPE: at decode (a row of mode Dec or Gqa) and at GPU
-//   prefill (modes Flash and Mma) the attention reading its q does its work
+//   prefill (mode Flash: attention_flash_f32) the attention reading its q does its work
 //   (kernels/attention.cl's ATT_FRESH_ARGS), a launch fewer a layer; tl-plan keeps the
 //   RoPE's inputs alive until the attention.
 // - tl-fuse's `merge_attention` on a tl.QMatMul reading the attention's output: a one-row
@@ -64,9 +64,8 @@ struct KeySplit {
   int64_t splits = 1, chunk = 0, groups = 0;
   size_t groupSize = 64;
 };
-// A row's `mode`. Dec, Gqa, Flash and Mma (tensor-core) rows can do a tl.RoPE's work
-// (joinedRope).
-enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu, Mma };
+// A row's `mode`. Dec, Gqa and Flash rows can do a tl.RoPE's work (joinedRope).
+enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu };
 constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
 constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
 constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's GQA_MERGE
@@ -138,11 +137,11 @@ constexpr const char* kMma128Why =
 constexpr const char* kMmaWhy = "GPU prefill, NVIDIA tensor cores: flash attention, 64 query rows a work-group, f16 products";
 const Variant<AttentionCase> kAttention[] = {
     {"attention_mma_d64_r128", [](const AttentionCase& c) { return isMma128Row(c, 64); }, mmaGeometry<128>,
-     kMma128Why, Mma},
+     kMma128Why, Tile},
     {"attention_mma_d128_r128", [](const AttentionCase& c) { return isMma128Row(c, 128); }, mmaGeometry<128>,
-     kMma128Why, Mma},
-    {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry<64>, kMmaWhy, Mma},
-    {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry<64>, kMmaWhy, Mma},
+     kMma128Why, Tile},
+    {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry<64>, kMmaWhy, Tile},
+    {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_flash_f32",
      [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.plain && c.D <= 64 && c.Dv <= 64 && c.Dv % 4 == 0; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 63) / 64)) * 256, 1, 1, 256, 1); },
@@ -234,18 +233,23 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
   return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
 }
 
-// The tl.RoPE whose work this attention launch (a decode, Flash or Mma row) does itself, or
-// null: tl-plan marked it (`in_attention`: it appends to in-place caches that only this attention reads, and
+// The tl.RoPE whose work this attention launch (a decode or Flash row) does itself, or
+// null: tl-plan marked
+// it (`in_attention`: it appends to in-place caches that only this attention reads, and
 // its q is read by it alone), it wrote those caches at this binding, its new rows are
 // [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
 // the RoPE's inputs, which the attention then reads (tl-plan keeps them alive; a plan
 // could still share them where a run binds other sizes). The decode rows read those
 // inputs as [B, H, S, D]: stored [B, S, H, D] (rope-bshd) they are that at S = 1 alone;
-// the prefill rows read either (ATT_FRESH_ARGS' xbshd).
+// the Flash rows read either (ATT_FRESH_ARGS' xbshd).
+// The tensor-core rows (mode Tile) leave it to rope_kv_f32, which on the H200 was faster
+// both ways it was joined there: each of a kv head's query heads rotating every new key
+// itself (Qwen2-0.5B dims pp1024 62,126 tok/s joined, 74,485 apart), and the work-groups
+// sharing out the appends and waiting for them all in the launch (TinyLlama-1.1B dims
+// pp128 32,080 and 36,910, Qwen2-0.5B dims 33,814 and 41,525; docs/tl-bench.md).
 const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
   const int mode = a.variant->mode;
-  const bool prefill = mode == Flash || mode == Mma;
-  if (mode != Dec && mode != Gqa && !prefill) return nullptr;
+  if (mode != Dec && mode != Gqa && mode != Flash) return nullptr;
   const int at = n.ex.graph().producer(n.in(0));
   if (at < 0) return nullptr;
   const auto& r = n.ex.graph().node(static_cast<size_t>(at));
@@ -253,7 +257,7 @@ const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) 
       r.output(2) != n.in(2) || !n.ex.cacheStrides(n.in(1)) || !n.ex.cacheStrides(n.in(2)))
     return nullptr;  // the mark, on what it says it is, over in-place caches
   const int64_t B = a.c.B, S = a.c.S, Hkv = a.c.Hkv;
-  if (!prefill && S != 1 && ropeBshdBits(r)) return nullptr;
+  if (mode != Flash && S != 1 && ropeBshdBits(r)) return nullptr;
   if (ropeInputDims(r, n.shape(r.input(3)), 3) != Dims{B, Hkv, S, a.c.D} ||
       ropeInputDims(r, n.shape(r.input(6)), 6) != Dims{B, Hkv, S, a.c.Dv})
     return nullptr;
@@ -493,8 +497,8 @@ void attentionOp(const LowerNode& n) {
   if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
   const Geometry geometry = choice.variant->geometry(choice.c);
   if (mode == Cpu || mode == Tile) return l.run(geometry);
-  if (mode != Flash && mode != Mma) l.i32(p.splits).i32(p.chunk);
-  if (mode != Wg) {
+  if (mode != Flash) l.i32(p.splits).i32(p.chunk);
+  if (mode == Dec || mode == Gqa || mode == Flash) {
     const onnx::NodeProto* r = joinedRope(n, choice);
     if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
       const Dims ps = ropePositionStrides(n, *r, q);
@@ -510,9 +514,8 @@ void attentionOp(const LowerNode& n) {
   if (mode == Gqa) {
     if (selfMerges) l.mem(merged); else l.nullMem();
   }
-  if (mode == Mma) l.mem(claimsScratch(n));
   l.run(geometry);
-  if (mode == Flash || mode == Mma) return;
+  if (mode == Flash) return;
   if (reader >= 0) n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
   if (p.splits > 1 && !readerMerges && !selfMerges)
     n.launch("attention_combine_f32", "the splits of the keys merged")

@@ -408,7 +408,7 @@ template <Scheme S> bool gemvOneRow(const QCase& c) { return c.scheme == S && c.
 template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv(); }
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
 template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
-template <Scheme S> bool mmaHalves(const QCase& c) { return c.scheme == S && c.halves(); }
+bool mmaHalves(const QCase& c) { return c.halves(); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
@@ -419,9 +419,9 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
-// and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first in the same
-// launch (kernels/gemm.cl's QGEMM_MMA_F16: the weights dequantized into a scratch shared by
-// the nodes of one weight shape, A's rows normed into one shared by the nodes of one width); it can
+// and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
+// (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
+// weight shape, A's rows normed into one shared by the nodes of one width); it can
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
 // tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
 // (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch).
@@ -440,8 +440,8 @@ const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, 
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
 const char* const kMmaHalvesWhy =
-    "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16 in the "
-    "same launch, then 128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
+    "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
+    "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMmaInt8Why =
     "GPU prefill below 256 rows, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
     "tiles of int8 x 4-bit code products, the norm and the GLU inside";
@@ -479,10 +479,7 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q8", gemv<Q8>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
-    {"qgemm_mma_f16_e0m4", mmaHalves<E0m4>, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
-    {"qgemm_mma_f16_int4", mmaHalves<Int4>, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
-    {"qgemm_mma_f16_q8", mmaHalves<Q8>, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
-    {"qgemm_mma_f16_q3h", mmaHalves<Q3h>, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
+    {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
     {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
@@ -700,7 +697,15 @@ void qmatmulOp(const LowerNode& n) {
           .run3d(static_cast<size_t>(c.M) * 64, 1, 1, 64, 1);
       l.mem(qa).mem(rs).mem(n.in(1)).mem(n.in(2));
     } else if (v.mode & kHalves) {
-      l.mem(a).mem(rowsScratch(n, c)).mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(halvesScratch(n, c));
+      const std::string halves = halvesScratch(n, c), rows = rowsScratch(n, c);
+      const auto wgroups = static_cast<int64_t>(up(c.N * c.K / 8, kGemmWg));
+      Launch prep = n.launch("prep_f16_" + n.attrString("scheme", ""),
+                             "the weights and A's normed rows into fp16 for the tiles that follow");
+      prep.mem(n.in(1)).mem(n.in(2)).mem(n.in(3)).mem(halves);
+      prep.i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups).i32(wgroups).mem(a).mem(rows);
+      setNormArgs(prep, n);
+      prep.run(grid(static_cast<size_t>(wgroups + c.M) * kGemmWg, 1, 1, kGemmWg, 1));
+      l.mem(rows).mem(halves).mem(n.in(2)).mem(n.in(3));
     } else if (v.mode & kInt8Rows) {
       rows8 = int8Scratch(n, c);
       l.mem(a).mem(rows8.codes).mem(n.in(1)).mem(n.in(2)).mem(n.in(3));
@@ -709,7 +714,7 @@ void qmatmulOp(const LowerNode& n) {
     }
     setOutputs(l, o);
     l.i32(c.M).i32(c.N).i32(c.K).i32(c.G).i32(c.rowBytes).i32(groups);
-    if (native) setGemvArgs(l, n, c.handed);
+    if (native) setGemvArgs(l, n, c.handed || (v.mode & kHalves));  // (prep_f16_* normed A)
     if (v.mode & kHands) {
       if (taken) l.mem(taken->squares).i32(taken->parts); else l.nullMem().i32(0);
       if (given) {
@@ -729,7 +734,6 @@ void qmatmulOp(const LowerNode& n) {
       }
     }
     if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
-    if (v.mode & kHalves) l.mem(claimsScratch(n));
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
