@@ -76,6 +76,10 @@
 #                                            CUDA Q4_0 -fa 1 beside it
 #   scripts/device_bench.sh decodeab NAMES   (after peerprep NAMES) `decode NAMES`, then each model again with
 #                                            --gemm f16 (fp32 A: no int8 GEMVs), same depths
+#   scripts/device_bench.sh gemmab NAMES     this build's GEMM choices compared: each model exported, fused and
+#                                            planned as `planned` makes it, then pp128, pp1024 and pp1024@d2048
+#                                            through each of GEMMS (default "auto int8": tl-bench --gemm), rows
+#                                            named NAME-CHOICE
 #   scripts/device_bench.sh launches NAMES   (after closing NAMES, on its machine) each planned model's --profile
 #                                            of a 128- and a 1024-token prefill step, then a decode step: the
 #                                            launches a layer of each
@@ -398,6 +402,17 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --name "$m-f16" -p '' -n 128 -d 0,2048 -r "$R" --device NVIDIA \
         --gemm f16 -o "$OUT/$m-decode-gemm-f16.md" 2> "$W/bench.log" || { tail -5 "$W/bench.log"; exit 1; }
       grep "^| " "$OUT/$m-decode-gemm-f16.md"
+    done
+    ;;
+  gemmab)
+    for m in $(echo "$2" | tr , ' '); do
+      fuse_and_plan "$m" >/dev/null
+      for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
+        for g in ${GEMMS:-auto int8}; do
+          $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --gemm "$g" --name "$m-$g" $t -n '' -r "$R" --device NVIDIA \
+            2>/dev/null | grep "^| $m" || true
+        done
+      done
     done
     ;;
   launches)

@@ -380,7 +380,7 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
 // that the tiles' index arithmetic is checked without an NVIDIA device: the int8 rows (7
 // and 64 rows; K = 1024 in one tile, split in 4 on PoCL's 2 compute units), the in-tile
 // 64 x 64 rows (K = 2056 split, a ragged last slice) and 128 x 128 (200 rows, ragged), and
-// from 256 rows the fp16 weights' (qgemm_mma_f16).
+// from 256 rows the fp16 weights' (qgemm_mma_f16), or with --gemm int8 the int8 rows.
 TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
   const auto emulate = [](Device& d) { d.setMmaEmulation(true); };
   {
@@ -400,6 +400,9 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
+      // --gemm int8: the int8 rows where from 256 rows the fp16 ones would run
+      expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(),
+                        [](Device& d) { setGemmChoice(d, "int8"), d.setMmaEmulation(true); });
     }
 }
 

@@ -283,6 +283,7 @@ struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
   bool int8 = false;  // A may be rounded to int8 (Device::int8Activations)
+  bool int8All = false;  // ... at every row count (Device::int8AllRows)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
@@ -327,7 +328,7 @@ struct QCase {
   // 22016 0.454 -> 0.420; at 128 rows the in-tile tiles win at three of those four
   // (docs/tl-bench.md).
   static constexpr int64_t kHalvesRows = 256;
-  bool halves() const { return mma128() && M >= kHalvesRows; }
+  bool halves() const { return mma128() && M >= kHalvesRows && !(int8All && int8Codes()); }
   // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows
   // made in the same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
   // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
@@ -338,10 +339,12 @@ struct QCase {
   // rounding about twice as large where a few channels are 30 times the rest (1.0% -> 2.0%
   // rms of the output, against the 4-bit weights' own ~10%; docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
-  bool int8Rows() const {
-    return int8 && gemm() && !halves() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 &&
-           G % 128 == 0 && rowBytes % 16 == 0;
+  // (With Device::int8AllRows, --gemm int8, at every row count.)
+  bool int8Codes() const {
+    return int8 && gemm() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 && G % 128 == 0 &&
+           rowBytes % 16 == 0;
   }
+  bool int8Rows() const { return int8Codes() && !halves(); }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
   // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
   // slices of at least kMinSlice k, until tiles x slices reach kSplitWaves work-groups a
@@ -533,6 +536,7 @@ QCase qcase(const LowerNode& n) {
   c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   c.int8 = n.ex.device().int8Activations();
+  c.int8All = n.ex.device().int8AllRows();
   return c;
 }
 
