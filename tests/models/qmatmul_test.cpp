@@ -402,7 +402,10 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
       // --gemm int8: the int8 rows where from 256 rows the fp16 ones would run
       expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(),
-                        [](Device& d) { setGemmChoice(d, "int8"), d.setMmaEmulation(true); });
+                        [](Device& d) {
+                          setGemmChoice(d, "int8");
+                          d.setMmaEmulation(true);
+                        });
     }
 }
 
