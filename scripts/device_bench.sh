@@ -254,7 +254,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       printf '== bytellama e0m4 fused, --gemm %s: bits/byte ' $g
       $B/tl-run "$q" --gemm $g --device NVIDIA --perplexity devdata/bytellama-heldout.txt --window 512 2>/dev/null
       $B/tl-run "$q" --gemm $g --device NVIDIA --generate --prompt "def " -n 200 2>/dev/null > "$W/gen-$g.txt"
-      $B/tl-run "$q" --gemm $g --device NVIDIA --check models/bytellama-past --atol 2.5 2>&1 | grep -E "logits|PASSED|FAILED"
+      $B/tl-run "$q" --gemm $g --device NVIDIA --check models/bytellama-past --atol 2.7 2>&1 | grep -E "logits|PASSED|FAILED"
     done
     cmp "$W/gen-auto.txt" "$W/gen-portable.txt" && echo "greedy 200 tokens: equal" || { echo "greedy texts differ:"; cat "$W/gen-auto.txt" "$W/gen-portable.txt"; }
     [ -f "$W/$2-e0m4/model.onnx" ] || "$0" export "$2" >/dev/null 2>&1
