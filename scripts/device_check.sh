@@ -45,7 +45,7 @@ quant() {
     printf '== perplexity %s: ' $s
     $run /tmp/q.$s.onnx --device NVIDIA --perplexity devdata/bytellama-heldout.txt --window 512 2>/dev/null
   done
-  echo "== e0m4 check, --atol 2.5"; $run /tmp/q.e0m4.onnx --device NVIDIA --check models/bytellama-past --atol 2.5 | tail -3
+  echo "== e0m4 check, --atol 2.7"; $run /tmp/q.e0m4.onnx --device NVIDIA --check models/bytellama-past --atol 2.7 | tail -3
   echo "== e0m4 generate"; $run /tmp/q.e0m4.onnx --device NVIDIA --generate --prompt "def " -n 120
 }
 {
