@@ -583,10 +583,13 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
   for (const Case& cs : {Case{4, 2, 64, false, KvType::F16}, Case{2, 2, 128, true, KvType::F16},
                          Case{8, 1, 64, true, KvType::Q8}, Case{4, 1, 128, false, KvType::F32}}) {
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
-    auto dims = [&](const std::string& heads) { return cs.bshd ? "[B, S, " + heads + ", " + D + "]" : "[B, " + heads + ", S, " + D + "]"; };
+    auto dims = [&](const std::string& heads) {
+      return cs.bshd ? "[B, S, " + heads + ", " + D + "]" : "[B, " + heads + ", S, " + D + "]";
+    };
     std::string freq;  // inv_freq, as the exporters' rotary embedding
     for (int64_t i = 0; i < cs.D / 2; ++i)
-      freq += (i ? ", " : "") + std::to_string(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D)));
+      freq += (i ? ", " : "") +
+              std::to_string(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D)));
     const std::string bits = cs.bshd ? ", x_bshd = 1, x2_bshd = 1, x3_bshd = 1" : "";
     const std::string text = "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\ng (float" + dims(H) + " xq, float" +
                              dims(Hkv) + " xk, float" + dims(Hkv) + " xv, int64[B, 1, S, 1] pos, float[B, " + Hkv + ", P, " + D +
@@ -625,7 +628,8 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
         const int64_t T = P + S, Dm = cs.D, mid = Dm / 2;
         // Element (b, h, s, d) of an input stored as dims() says.
         auto at = [&](const std::vector<float>& x, int64_t heads, int64_t b, int64_t h, int64_t s, int64_t d) {
-          return static_cast<double>(x[static_cast<size_t>(cs.bshd ? ((b * S + s) * heads + h) * Dm + d : ((b * heads + h) * S + s) * Dm + d)]);
+          const int64_t e = cs.bshd ? ((b * S + s) * heads + h) * Dm + d : ((b * heads + h) * S + s) * Dm + d;
+          return static_cast<double>(x[static_cast<size_t>(e)]);
         };
         std::vector<float> xq(static_cast<size_t>(B * cs.H * S * Dm)), xk(static_cast<size_t>(B * cs.Hkv * S * Dm)), xv(xk.size()),
             pk(static_cast<size_t>(B * cs.Hkv * P * Dm)), pv(pk.size());
@@ -635,14 +639,16 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
         for (int64_t b = 0; b < B; ++b)
           for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;  // each batch its own
         auto rotated = [&](const std::vector<float>& x, int64_t heads, int64_t b, int64_t h, int64_t s, int64_t d) {
-          const double a = static_cast<double>(pos[static_cast<size_t>(b * S + s)]) * std::pow(10000.0, -2.0 * static_cast<double>(d % mid) / static_cast<double>(Dm));
+          const double a = static_cast<double>(pos[static_cast<size_t>(b * S + s)]) *
+                           std::pow(10000.0, -2.0 * static_cast<double>(d % mid) / static_cast<double>(Dm));
           const double partner = d < mid ? -at(x, heads, b, h, s, d + mid) : at(x, heads, b, h, s, d - mid);
           return at(x, heads, b, h, s, d) * std::cos(a) + partner * std::sin(a);
         };
         auto io = [&](int64_t heads) {
           return cs.bshd ? std::vector<int64_t>{B, S, heads, Dm} : std::vector<int64_t>{B, heads, S, Dm};
         };
-        const auto got = ex.run({floats("xq", xq, io(cs.H)), floats("xk", xk, io(cs.Hkv)), floats("xv", xv, io(cs.Hkv)), makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
+        const auto got = ex.run({floats("xq", xq, io(cs.H)), floats("xk", xk, io(cs.Hkv)), floats("xv", xv, io(cs.Hkv)),
+                                 makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
                                  floats("past_k", pk, {B, cs.Hkv, P, Dm}), floats("past_v", pv, {B, cs.Hkv, P, Dm})});
         ASSERT_EQ(got.size(), 3u);
         const auto y = got[0].toDouble(), ck = got[1].toDouble(), cv = got[2].toDouble();
@@ -656,8 +662,10 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
                 const size_t pe = static_cast<size_t>(((b * cs.Hkv + g) * P + t) * Dm + d);
                 K[e] = t < P ? pk[pe] : rotated(xk, cs.Hkv, b, g, t - P, d);
                 V[e] = t < P ? pv[pe] : at(xv, cs.Hkv, b, g, t - P, d);
-                ASSERT_NEAR(ck[e], K[e], tol * (1 + std::fabs(K[e]))) << "k cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
-                ASSERT_NEAR(cv[e], V[e], tol * (1 + std::fabs(V[e]))) << "v cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
+                ASSERT_NEAR(ck[e], K[e], tol * (1 + std::fabs(K[e])))
+                    << "k cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
+                ASSERT_NEAR(cv[e], V[e], tol * (1 + std::fabs(V[e])))
+                    << "v cache, family " << family << " at b " << b << " g " << g << " t " << t << " d " << d;
               }
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < cs.H; ++h)
@@ -676,8 +684,11 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
                     << " h " << h << " s " << s << " d " << d;
             }
         const auto launches = ex.explain();
-        const bool tensorCores = std::any_of(launches.begin(), launches.end(), [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; });
-        const bool rope = std::any_of(launches.begin(), launches.end(), [](const Executor::LaunchNote& l) { return l.kernel.rfind("rope_", 0) == 0; });
+        auto launched = [&](const char* prefix) {
+          return std::any_of(launches.begin(), launches.end(),
+                             [&](const Executor::LaunchNote& l) { return l.kernel.rfind(prefix, 0) == 0; });
+        };
+        const bool tensorCores = launched("attention_mma_"), rope = launched("rope_");
         // (On NVIDIA the GPU family takes the tensor cores unemulated.)
         EXPECT_EQ(tensorCores, family == 2 || (family == 1 && ex.kernels().tensorCores())) << "family " << family;
         EXPECT_EQ(rope, tensorCores || family == 0 || Dm > 64) << "family " << family << " D " << Dm;

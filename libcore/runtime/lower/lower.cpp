@@ -132,12 +132,6 @@ void Launch::run(const Geometry& g) {
   ex_.launchSite(site_, g.dims, g.global, g.local, cacheBytes_);
 }
 
-std::string claimsScratch(const LowerNode& n) {
-  const char* key = "#claims";
-  n.ex.zeroedScratch(key, 3 * 4);
-  return key;
-}
-
 void requireFloatInputs(const LowerNode& n, int integer) {
   for (int i = 0; i < n.proto.input_size(); ++i) {
     if (!n.hasIn(static_cast<size_t>(i))) continue;

@@ -154,11 +154,6 @@ Launch launchVariant(const LowerNode& n, const Variant<Case>& v) {
   return n.launch(v.kernel, v.why);
 }
 
-// The three counts of a launch whose work-groups share out pieces of work first
-// (kernels/common.cl's claim_first: the int8 tiles' rows of A): one zeroed scratch for all
-// nodes, as the queue is in order and each launch leaves the counts at zero. Its key.
-std::string claimsScratch(const LowerNode& n);
-
 // The fused tl ops have float32 kernels only; any other input dtype is an error naming
 // the op. Every input float32 but `integer` (-1: none), which must then be an integer type.
 void requireFloatInputs(const LowerNode& n, int integer = -1);

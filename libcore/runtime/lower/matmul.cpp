@@ -635,18 +635,19 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
 // ... as int8 (the int8 tiles make them in their own launch: kernels/gemm.cl's
 // i8_rows_in_launch), with each 128 k's step, sum and sum of squares: [K / 128][rows
 // rounded up to 4] floats of each; `stride`: this node's rows rounded up to 4, where its
-// blocks' steps, sums and squares stand apart; `claims`: the launch's counts
-// (claimsScratch).
+// blocks' steps, sums and squares stand apart; `claims`: the launch's three counts
+// (kernels/common.cl's claim_first), shared by all nodes (zero before a launch and after it).
 struct Int8Rows {
   std::string codes, steps, claims;
   int64_t stride = 0;
 };
 Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
-  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), claimsScratch(n),
+  const Int8Rows keys{"#int8-rows-" + std::to_string(c.K), "#int8-steps-" + std::to_string(c.K), "#int8-claims",
                       (c.M + 3) / 4 * 4};
   const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
   n.ex.scratch(keys.steps, static_cast<size_t>(3 * (c.K / QCase::kInt8Block) * padded) * 4);
+  n.ex.zeroedScratch(keys.claims, 3 * 4);
   return keys;
 }
 
