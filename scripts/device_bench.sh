@@ -78,7 +78,7 @@
 #                                            --gemm f16 (fp32 A: no int8 GEMVs), same depths
 #   scripts/device_bench.sh gemmab NAMES     this build's GEMM choices compared: each model exported, fused and
 #                                            planned as `planned` makes it, then pp128, pp1024 and pp1024@d2048
-#                                            through each of GEMMS (default "auto int8": tl-bench --gemm), rows
+#                                            through each of GEMMS (default "auto f16": tl-bench --gemm), rows
 #                                            named NAME-CHOICE
 #   scripts/device_bench.sh launches NAMES   (after closing NAMES, on its machine) each planned model's --profile
 #                                            of a 128- and a 1024-token prefill step, then a decode step: the
@@ -86,7 +86,7 @@
 #   scripts/device_bench.sh int8check        the tensor-core int8 rows' numerics first (a fresh machine's
 #                                            first minutes): the GEMM and in-place cache tests, then
 #                                            bytellama e0m4 fused and planned, bits per byte over 128-token
-#                                            windows (below 256 rows: the int8 tiles) through --gemm auto,
+#                                            windows (the int8 tiles) through --gemm auto,
 #                                            f16 and portable, and through devdata/$OLD/tl-run's auto if OLD
 #                                            names another build's folder
 #                                            (FILTER: other gtest filter)
@@ -408,7 +408,7 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     for m in $(echo "$2" | tr , ' '); do
       fuse_and_plan "$m" >/dev/null
       for t in "-p 128,1024 -d 0" "-p 1024 -d 2048"; do
-        for g in ${GEMMS:-auto int8}; do
+        for g in ${GEMMS:-auto f16}; do
           $B/tl-bench "$W/$m-e0m4-planned/model.onnx" --gemm "$g" --name "$m-$g" $t -n '' -r "$R" --device NVIDIA \
             2>/dev/null | grep "^| $m" || true
         done

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   app.add_option("--name", name, "the model's name in the rows (default: from its path)");
   std::string gemm = "auto";
   app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
-      ->check(CLI::IsMember({"auto", "int8", "f16", "portable"}))
+      ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
   bool profile = false;
   app.add_flag("--profile", profile,

@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "device by index (see --list-devices) or name substring; default: first GPU, else CPU");
   std::string gemm = "auto";
   app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
-      ->check(CLI::IsMember({"auto", "int8", "f16", "portable"}))
+      ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
   app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.25 8-bit ones)")

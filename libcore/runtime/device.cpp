@@ -175,18 +175,16 @@ Device::~Device() {
 
 const char* const kGemmChoiceHelp =
     "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see tl-run\n"
-    "--list-devices; below 256 rows, 4-bit codes times A rounded to int8 per 128 values, and\n"
-    "per 32 in NVIDIA's one-row decode GEMVs over wide weights or K >= 4096, as llama.cpp does),\n"
-    "int8 (so at every row count: one launch a GEMM where from 256 rows auto makes both operands\n"
-    "fp16 in a launch first), f16 (the tensor cores with A in fp16 everywhere, fp32 A in every\n"
-    "GEMV) or portable (the fp32 tiles every GPU runs)";
+    "--list-devices; 4-bit codes times A rounded to int8 per 128 values, and per 32 in NVIDIA's\n"
+    "one-row decode GEMVs over wide weights or K >= 4096, as llama.cpp does), f16 (the tensor\n"
+    "cores with A in fp16 everywhere, fp32 A in every GEMV; from 256 rows both operands made fp16\n"
+    "in a launch first) or portable (the fp32 tiles every GPU runs)";
 
 void setGemmChoice(Device& dev, const std::string& choice) {
-  if (choice != "auto" && choice != "int8" && choice != "f16" && choice != "portable")
-    throw Error("--gemm must be auto, int8, f16 or portable, not '" + choice + "'", ExitCode::Usage);
+  if (choice != "auto" && choice != "f16" && choice != "portable")
+    throw Error("--gemm must be auto, f16 or portable, not '" + choice + "'", ExitCode::Usage);
   dev.setTensorCores(choice != "portable");
-  dev.setInt8Activations(choice == "auto" || choice == "int8");
-  dev.setInt8AllRows(choice == "int8");
+  dev.setInt8Activations(choice == "auto");
 }
 
 }  // namespace tl

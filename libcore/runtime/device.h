@@ -86,17 +86,11 @@ class Device {
   // (tl-run and tl-bench --gemm portable). Set it before making an Executor.
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
-  // ... and below 256 rows, 16-level codes times A rounded to int8 per 128 k (the tensor
-  // cores' int8 rows, after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off
-  // keeps A in fp16 there too (tl-run and tl-bench --gemm f16). Set it before making an
-  // Executor.
+  // ... and 16-level codes times A rounded to int8 per 128 k (the tensor cores' int8 rows,
+  // after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off keeps A in fp16
+  // there too (tl-run and tl-bench --gemm f16). Set it before making an Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
-  // ... at every row count, not only below 256 (tl-run and tl-bench --gemm int8: one launch
-  // a GEMM where the fp16 rows would take two; for comparisons). Set it before making an
-  // Executor.
-  bool int8AllRows() const { return int8AllRows_; }
-  void setInt8AllRows(bool on) { int8AllRows_ = on; }
   // Tests only: the tensor-core kernels built on a device that is not NVIDIA's, their PTX
   // emulated (kernels/mma.cl's TL_MMA_EMU), so that the tiles' arithmetic is checked
   // where no such device is. Set it before making an Executor.
@@ -120,13 +114,12 @@ class Device {
   bool useCommandBuffers_ = true;
   size_t localMemory_;
   int vectorWidth_;
-  bool tensorCores_ = true, int8Activations_ = true, int8AllRows_ = false, mmaEmulation_ = false;
+  bool tensorCores_ = true, int8Activations_ = true, mmaEmulation_ = false;
 };
 
 // tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA
-// tensor cores where the device passes their probe, A rounded to int8 below 256 rows for
-// 16-level codes; "int8": so at every row count; "f16": the tensor cores with A in fp16
-// everywhere; "portable": the fp32 tiles every GPU runs. Throws tl::Error (usage) for
+// tensor cores where the device passes their probe, A rounded to int8 for 16-level codes;
+// "f16": the tensor cores with A in fp16 everywhere; "portable": the fp32 tiles every GPU runs. Throws tl::Error (usage) for
 // another name.
 extern const char* const kGemmChoiceHelp;
 void setGemmChoice(Device& dev, const std::string& choice);

@@ -794,9 +794,9 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
   std::vector<int64_t> tokens[2];
   for (bool gpu : {false, true}) {
     Decoder d(planned, gpu, true);
-    // (from 256 rows NVIDIA's tensor-core rows add a launch a GEMM that makes both
-    // operands fp16, prep_f16_*: docs/architecture.md; below, the int8 tiles round A in
-    // their own launch)
+    // (from 256 rows NVIDIA's fp16 tensor-core rows add a launch a GEMM that makes both
+    // operands fp16, prep_f16_*, where the int8 tiles, which round A in their own launch,
+    // do not take the codes: docs/architecture.md)
     auto perLayer = [&](std::set<std::string>* kernels) {
       std::map<std::string, int64_t> layers;  // "layers.3" -> launches
       for (const auto& t : d.ex.profile()) {

@@ -242,8 +242,9 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       if (M >= 16 && quantized && K % 8 == 0 && opt.scheme != QuantScheme::W4A8 && (gpu || !device.info().isGpu)) {
         // the prefill GEMM (qgemm_* on GPUs, qgemm_cpu_* on CPUs; a GPU builds no CPU
         // family's) applies the norm and the GLU itself: one launch (the int8 tiles
-        // rounding A themselves first), or from 256 rows on tensor cores two: prep_f16_*
-        // (the weights and the normed rows into fp16), then qgemm_mma_f16
+        // rounding A themselves first), or from 256 rows on tensor cores, where the int8
+        // tiles do not take the codes, two: prep_f16_* (the weights and the normed rows
+        // into fp16), then qgemm_mma_f16
         ASSERT_FALSE(launches.empty());
         if (launches.size() == 2) {
           EXPECT_EQ(launches[0].kernel.rfind("prep_", 0), 0u) << launches[0].kernel;
@@ -380,7 +381,8 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
 // that the tiles' index arithmetic is checked without an NVIDIA device: the int8 rows (7
 // and 64 rows; K = 1024 in one tile, split in 4 on PoCL's 2 compute units), the in-tile
 // 64 x 64 rows (K = 2056 split, a ragged last slice) and 128 x 128 (200 rows, ragged), and
-// from 256 rows the fp16 weights' (qgemm_mma_f16), or with --gemm int8 the int8 rows.
+// from 256 rows the int8 rows again (300 rows, K a multiple of 128) or, where K is not,
+// the fp16 weights' (qgemm_mma_f16).
 TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
   const auto emulate = [](Device& d) { d.setMmaEmulation(true); };
   {
@@ -400,12 +402,7 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
-      // --gemm int8: the int8 rows where from 256 rows the fp16 ones would run
-      expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(),
-                        [](Device& d) {
-                          setGemmChoice(d, "int8");
-                          d.setMmaEmulation(true);
-                        });
+      expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
     }
 }
 

@@ -283,7 +283,6 @@ struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
   bool int8 = false;  // A may be rounded to int8 (Device::int8Activations)
-  bool int8All = false;  // ... at every row count (Device::int8AllRows)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
@@ -326,20 +325,23 @@ struct QCase {
   // M = 256, the 128-tile shapes of TinyLlama, Qwen2-0.5B and Llama-2-7B: 2048 x 11264
   // 0.161 -> 0.117 ms, 896 x 9728 0.082 -> 0.060, 4096 x 12288 0.304 -> 0.220, 4096 x
   // 22016 0.454 -> 0.420; at 128 rows the in-tile tiles win at three of those four
-  // (docs/tl-bench.md).
+  // (docs/tl-bench.md). Where A may be rounded to int8, codes the int8 rows take (below)
+  // take them at every row count instead.
   static constexpr int64_t kHalvesRows = 256;
-  bool halves() const { return mma128() && M >= kHalvesRows && !(int8All && int8Codes()); }
-  // Below that, 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows
-  // made in the same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
+  bool halves() const { return mma128() && M >= kHalvesRows && !int8Codes(); }
+  // 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows made in the
+  // same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
   // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
   // 1.2-1.5% of the largest output against the portable path where the fp16 rows cost
   // 0.03% (docs/tl-bench.md). The tiles take 128 k a stage in one group, from 16-byte aligned
   // code rows; A's step is one a stage (kInt8Block), its products scaled once a stage, not
   // each 32 k: H200, Llama-2-7B's shapes at 128 rows 1.31-1.45x faster, the error from A's
   // rounding about twice as large where a few channels are 30 times the rest (1.0% -> 2.0%
-  // rms of the output, against the 4-bit weights' own ~10%; docs/tl-bench.md).
+  // rms of the output, against the 4-bit weights' own ~10%; docs/tl-bench.md). From 256
+  // rows too, one launch a GEMM where the fp16 operands took two: H200, e0m4 fused and
+  // planned, pp1024 TinyLlama-1.1B dims 55,982 -> 68,034 tok/s, Qwen2-0.5B 95,780 ->
+  // 114,271, Llama-2-7B 12,428 -> 14,314 (docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
-  // (With Device::int8AllRows, --gemm int8, at every row count.)
   bool int8Codes() const {
     return int8 && gemm() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 && G % 128 == 0 &&
            rowBytes % 16 == 0;
@@ -443,10 +445,11 @@ const char* const kGemvWhy = "decode, up to 4 rows: a work-group per 4 columns, 
 const char* const kW4a8GemvWhy = "decode: a work-group per 4 columns over int8 rows";
 const char* const kMmaWhy = "GPU prefill, NVIDIA tensor cores: 128 x 128 tiles of f16 products, the norm and GLU inside";
 const char* const kMmaHalvesWhy =
-    "GPU prefill from 256 rows, NVIDIA tensor cores: the weights dequantized once and A's rows normed into fp16, then "
+    "GPU prefill from 256 rows, NVIDIA tensor cores, A in fp16: the weights dequantized once and A's rows normed into "
+    "fp16, then "
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMmaInt8Why =
-    "GPU prefill below 256 rows, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
+    "GPU prefill, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
     "tiles of int8 x 4-bit code products, the norm and the GLU inside";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
@@ -536,7 +539,6 @@ QCase qcase(const LowerNode& n) {
   c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   c.int8 = n.ex.device().int8Activations();
-  c.int8All = n.ex.device().int8AllRows();
   return c;
 }
 
