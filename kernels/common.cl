@@ -32,6 +32,23 @@ inline float rope_rotate(__global const float* x, int i, int d, int rot, float2 
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
   return x[i] * t.x + partner * t.y;
 }
+// Where rope_at's (elementwise.cl) and the tensor-core GEMMs' RoPE epilogue's (gemm.cl) cos and sin come from: tables read through the strides cs and ss, or
+// (positions, tl-fuse rope-positions) the angle pos * inv_freq[d mod rot/2] of the int64
+// position ids at `cosv` (through cs), inv_freq at `sinv`, each times its scale, the ops
+// the unfused graph runs.
+typedef struct {
+  int positions;
+  float cscale, sscale;
+} RopeTrig;
+#define ROPE_TRIG_ARGS int positions, float cscale, float sscale
+#define ROPE_TRIG ((RopeTrig){positions, cscale, sscale})
+// The cos and sin of dim d < rot at offset co of the cos table (or of the position ids)
+// and so of the sin table (or inv_freq, indexed by d).
+inline float2 rope_trig(__global const float* cosv, __global const float* sinv, int co, int so, int d, int rot,
+                        RopeTrig tg) {
+  if (tg.positions) return rope_pos_trig((float)((__global const long*)cosv)[co], sinv, d, rot, tg.cscale, tg.sscale);
+  return (float2)(cosv[co], sinv[so]);
+}
 inline float rope_pos_at(__global const float* x, int i, int d, int rot, float pos, __global const float* inv_freq,
                          float cscale, float sscale) {
   if (d >= rot) return x[i];

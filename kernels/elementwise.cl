@@ -145,16 +145,6 @@ WHERE(u8, uchar)
 
 // tl.RoPE (rotate-half): y = x * cos + rotate_half(x) * sin over the last dim D, where
 // rotate_half(x) = concat(-x[D/2:], x[:D/2]); cos and sin read through broadcast strides.
-// Where rope_at's cos and sin come from: tables read through the strides cs and ss, or
-// (positions, tl-fuse rope-positions) the angle pos * inv_freq[d mod rot/2] of the int64
-// position ids at `cosv` (through cs), inv_freq at `sinv`, each times its scale, the ops
-// the unfused graph runs.
-typedef struct {
-  int positions;
-  float cscale, sscale;
-} RopeTrig;
-#define ROPE_TRIG_ARGS int positions, float cscale, float sscale
-#define ROPE_TRIG ((RopeTrig){positions, cscale, sscale})
 
 // Where element i of a [B, H, S, D] tensor stored as [B, S, H, D] is: a tl.RoPE's input
 // read through the exporter's Transpose(0,2,1,3) (x_bshd, x2_bshd, x3_bshd; the kernels'
@@ -162,14 +152,6 @@ typedef struct {
 inline int bshd_at(int i, int H, int S, int D) {
   const int d = i % D, s = i / D % S, h = i / (D * S) % H, b = i / (D * S * H);
   return ((b * S + s) * H + h) * D + d;
-}
-
-// The cos and sin of dim d < rot at offset co of the cos table (or of the position ids)
-// and so of the sin table (or inv_freq, indexed by d).
-inline float2 rope_trig(__global const float* cosv, __global const float* sinv, int co, int so, int d, int rot,
-                        RopeTrig tg) {
-  if (tg.positions) return rope_pos_trig((float)((__global const long*)cosv)[co], sinv, d, rot, tg.cscale, tg.sscale);
-  return (float2)(cosv[co], sinv[so]);
 }
 
 // Element i of rope(x), x of logical dims `dims` ([B, H, S, D] when bshd); past `rot` the

@@ -199,9 +199,12 @@ QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
 // and the weights share it, so thread t's fragments are the halves 8t..8t+7 of their rows:
 // one uint4 each (registers .x.y for the first k16 step, .z.w for the second), and a phase
 // of 8 threads reads two rows, 32 banks, no conflict.
-// The local row of the weights' slice behind warp column wn's n-tile j: with a GLU, gate
-// tiles first (their ups BN / 2 rows on), so an item holds a gate and its up alike.
-#define MMA_BROW(wn, j, NT, BN) (glu ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
+// The local row of the weights' slice behind warp column wn's n-tile j: with a GLU (or
+// any pairing P of a column with another: the RoPE epilogue's), gate tiles first (their
+// ups BN / 2 rows on), so an item holds a gate and its up alike.
+#define MMA_BROW_P(P, wn, j, NT, BN) \
+  ((P) ? ((j) < NT / 2 ? 0 : BN / 2) + (wn) * (BN / 8) + (j) % (NT / 2) * 8 : (wn) * (BN / 4) + (j) * 8)
+#define MMA_BROW(wn, j, NT, BN) MMA_BROW_P(glu, wn, j, NT, BN)
 
 // Chunk s of the weights' slice in register set P as 8 halves.
 #define MMA_BCODES(P, s, LEVELS8) half8_bits(fma(LEVELS8(rb[P][s]), (float8)rs[P][s], (float8)ro[P][s]))
@@ -527,7 +530,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     CP_ASYNC16((__local uchar*)Bs[st] + (tid >> 2) * I8_BCOL + (tid & 3) * 16,                \
                bcol >= 0 ? W + (long)bcol * row_bytes + (k0) / 2 + (tid & 3) * 16 : W, bcol >= 0 ? 16 : 0); \
     if (tid < 128) {                                                                          \
-      const int lc = tid & 63, col = tile_column(c0, lc, lc % 32, lc >= 32, N, glu);          \
+      const int lc = tid & 63, col = i8_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half); \
       CP_ASYNC4(&Ss[st][tid >> 6][lc], (tid < 64 ? S : O) + (col >= 0 ? (long)col * groups + (k0) / G : 0), col >= 0 ? 4 : 0); \
     } else if (tid < 160) {                                                                   \
       const int a = tid - 128, r = 4 * (a & 15), rows = M - m0 - r;                           \
@@ -535,12 +538,69 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
                  rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0);                                  \
     }                                                                                         \
   }
-// LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o.
-#define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                                \
+// The RoPE epilogue's columns (matmul.cpp's kRope rows; R: half a head's D, every dim
+// rotary): the tile's pair p (of N / 2) is column p / R * 2R + p % R and, up, its partner
+// R on, so that an item holds both dims of a rotated pair as a GLU's gate and up.
+inline int rope_column(int p, int up, int N, int R) { return p < N / 2 ? p / R * 2 * R + p % R + (up ? R : 0) : -1; }
+// The int8 tiles' weight column behind local column lc (tile_column, or rope_column where R).
+inline int i8_column(int c0, int lc, int oc, int up, int N, int glu, int R) {
+  return R ? rope_column(c0 + oc, up, N, R) : tile_column(c0, lc, oc, up, N, glu);
+}
+// The RoPE epilogue: a merged q/k/v projection's columns (N0 of q, N1 of k, the rest v;
+// heads of D) rotated where rotary (the cos and sin as rope_kv_f32 reads them: tables
+// through the strides rcs and rss of q's [B, H, S, D], or positions) and stored where
+// tl.RoPE over in-place caches puts them: q [B, H, seq, D] into QR, the k and v rows into
+// their caches after kv_rows[0] tokens. Row m is token (m / seq, m % seq). rope_kv_f32's
+// launch is then gone: a prefill layer launches as many kernels as a decode layer.
+#define I8_ROPE_ARGS                                                                          \
+  , __global float *QR, __global const float *cosv, __global const float *sinv, int8 rcs, int8 rss, int seq, int D, \
+      __global KV_T *kc, int ksb, int ksh, int kst, __global KV_T *vc, int vsb, int vsh, int vst, \
+      __global const int *kv_rows, ROPE_TRIG_ARGS
+#define I8_ROPE_STORE                                                                         \
+  {                                                                                           \
+    const int R = D / 2, rows0 = kv_rows[0], Hq = N0 / D, Hk = N1 / D;                        \
+    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                   \
+      MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                \
+        const int row = wm * 32 + i * 16 + g + 8 * h, m = m0 + row, b = m / seq, s = m % seq; \
+        if (m >= M) continue;                                                                 \
+        MMA_UNROLL for (int j = 0; j < NT / 2; ++j)                                           \
+          MMA_UNROLL for (int x = 0; x < 2; ++x) {                                            \
+            const int n = rope_column(c0 + MMA_BROW_P(1, wn, j, NT, 64) + 2 * t + x, 0, N, R); \
+            if (n < 0) continue;                                                              \
+            const float lo = acc[i][j][2 * h + x] * rinv[row] + BIAS(n);                      \
+            const float hi = acc[i][j + NT / 2][2 * h + x] * rinv[row] + BIAS(n + R);         \
+            const int head = n / D, d = n % D;                                                \
+            if (head >= Hq + Hk) {                                                            \
+              const long at = (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + d; \
+              KV_ST(lo, at, vc);                                                              \
+              KV_ST(hi, at + R, vc);                                                          \
+              continue;                                                                       \
+            }                                                                                 \
+            const int co = b * rcs.s4 + s * rcs.s6, so = b * rss.s4 + s * rss.s6;             \
+            const float2 t0 = rope_trig(cosv, sinv, co + d * rcs.s7, so + d * rss.s7, d, D, ROPE_TRIG); \
+            const float2 t1 = positions ? t0                                                  \
+                                        : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, ROPE_TRIG); \
+            const float y0 = lo * t0.x - hi * t0.y, y1 = hi * t1.x + lo * t1.y;               \
+            if (head < Hq) {                                                                  \
+              const long at = (((long)b * Hq + head) * seq + s) * D + d;                      \
+              QR[at] = y0;                                                                    \
+              QR[at + R] = y1;                                                                \
+            } else {                                                                          \
+              const long at = (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + d; \
+              KV_ST(y0, at, kc);                                                              \
+              KV_ST(y1, at + R, kc);                                                          \
+            }                                                                                 \
+          }                                                                                   \
+      }                                                                                       \
+  }
+// LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o;
+// EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows' (none, 0, MMA_STORE) or the RoPE
+// epilogue's (I8_ROPE_ARGS, D / 2, I8_ROPE_STORE).
+#define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)               \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
       __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, \
-      int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC) { \
+      int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC EXTRA_ARGS) { \
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
     __local float Ss[2][2][64], Ds[2][2][64] __attribute__((aligned(16))), rinv[64];          \
     __local int klast;                                                                        \
@@ -549,9 +609,10 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     i8_rows_in_launch(A, (__global uint*)AQ, AD, M, K, ad_stride, NW, PC, tid, (__local float*)As[0], &klast); \
     i8_rows_rinv(AD, M, K, ad_stride, NW, eps, get_group_id(1) * 64, tid, rinv);              \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
-    const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (glu ? 32 : 64);             \
+    const int rope_half = ROPE_HALF, paired = glu || rope_half;                               \
+    const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (paired ? 32 : 64);          \
     const int MT = 2, NT = 2;                                                                 \
-    const int bcol = tile_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu);   \
+    const int bcol = i8_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu, rope_half); \
     int iacc[2][2][4];                                                                        \
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
@@ -568,7 +629,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) {                                       \
         uint b0[2], b1[2];                                                                    \
         MMA_UNROLL for (int j = 0; j < NT; ++j) {                                             \
-          const uint w = *(__local const uint*)((__local const uchar*)Bs[st] + (MMA_BROW(wn, j, NT, 64) + g) * I8_BCOL + u * 16 + t * 4); \
+          const uint w = *(__local const uint*)((__local const uchar*)Bs[st] + (MMA_BROW_P(paired, wn, j, NT, 64) + g) * I8_BCOL + u * 16 + t * 4); \
           b0[j] = w & 0x0f0f0f0fu, b1[j] = (w >> 4) & 0x0f0f0f0fu;                            \
         }                                                                                     \
         MMA_UNROLL for (int i = 0; i < MT; ++i) {                                             \
@@ -582,7 +643,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
         const int lr = wm * 32 + i * 16 + g + 8 * h;                                          \
         const float d = Ds[st][0][lr], a = Ds[st][1][lr];                                     \
         MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
-          const int lc = MMA_BROW(wn, j, NT, 64) + 2 * t + x;                                \
+          const int lc = MMA_BROW_P(paired, wn, j, NT, 64) + 2 * t + x;                      \
           const float s = Ss[st][0][lc];                                                      \
           acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \
           iacc[i][j][2 * h + x] = 0;                                                          \
@@ -590,10 +651,14 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       }                                                                                       \
     }                                                                                         \
     KSPLIT_GATHER(64)                                                                         \
-    MMA_STORE(64, 64, rinv[row])                                                              \
+    EPILOGUE                                                                                  \
   }
-QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE)
-QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE)
+QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
+QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
+#ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: rope_kv_f32 stays)
+QGEMM_I8(qgemm64_mma_i8_rope_e0m4, E0M4_STEP, E0M4_BASE, I8_ROPE_ARGS, D / 2, I8_ROPE_STORE)
+QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, I8_ROPE_ARGS, D / 2, I8_ROPE_STORE)
+#endif
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
 

@@ -271,6 +271,14 @@ Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t
   return makeTensor(name, DType::Float, std::move(dims), v.data());
 }
 
+void addInitializer(Model& model, const char* name, const std::vector<int64_t>& dims, const float* v, size_t count) {
+  auto* t = model.proto.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
+}
+
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check) {
   Graph graph(m.proto.graph());
   ShapeAnalysis analysis = inferShapes(m, graph);

@@ -67,6 +67,8 @@ void setAttr(Model& m, const char* name, int64_t i);
 void setAttr(Model& m, const char* name, const std::vector<int64_t>& ints);
 void setAttr(Model& m, const char* name, const std::string& s);
 Tensor floats(const char* name, const std::vector<float>& v, std::vector<int64_t> dims);
+// A float initializer of `dims` holding v's `count` values.
+void addInitializer(Model& model, const char* name, const std::vector<int64_t>& dims, const float* v, size_t count);
 // Runs a model on the default device in both kernel families, and in the GPU family again
 // as a GPU with 32 KB of local memory gets it, and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);

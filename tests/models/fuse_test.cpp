@@ -33,6 +33,7 @@
 namespace tl {
 namespace {
 
+using test::addInitializer;
 using test::floats;
 using test::oneNodeModel;
 using test::onBothFamilies;
@@ -693,6 +694,124 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
         EXPECT_EQ(tensorCores, family == 2 || (family == 1 && ex.kernels().tensorCores())) << "family " << family;
         EXPECT_EQ(rope, tensorCores || family == 0 || Dm > 64) << "family " << family << " D " << Dm;
       }
+    }
+  }
+}
+
+// The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows: the int8 tiles' store,
+// kernels/gemm.cl's I8_ROPE_STORE): x times three weights (e0m4, merged by tl-fuse into
+// one tl.QMatMul of three outputs), viewed [B, S, H, D], then a tl.RoPE over in-place
+// caches (f16, f32) and a causal tl.Attention, the tensor cores emulated
+// (Device::setMmaEmulation): heads of 64 (a tile holds one) and 128 (a tile holds half:
+// the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in the next), batches of
+// two, over a past and without. Against the same model with the projection's q also a
+// graph output, where attention.cpp's ropeForGemm leaves the RoPE its own launch
+// (rope_kv_f32, which the test above checks against double loops): the same products,
+// so the attention's output and the caches equal up to fp32's rounding order.
+TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  constexpr int64_t K = 256;
+  struct Case {
+    int64_t H, Hkv, D;
+    KvType type;
+  };
+  for (const Case& cs : {Case{4, 2, 64, KvType::F16}, Case{2, 1, 128, KvType::F32}}) {
+    const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
+    std::string freq;
+    for (int64_t i = 0; i < cs.D / 2; ++i)
+      freq += (i ? ", " : "") +
+              std::to_string(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D)));
+    const std::string text =
+        "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\ng (float[B, S, " + std::to_string(K) +
+        "] x, int64[B, 1, S, 1] pos, float[B, " + Hkv + ", P, " + D + "] past_k, float[B, " + Hkv + ", P, " + D +
+        "] past_v) => (float[B, " + H + ", S, " + D + "] y, float[B, " + Hkv + ", T, " + D + "] present_k, float[B, " +
+        Hkv + ", T, " + D + "] present_v) <float[" + std::to_string(cs.D / 2) + "] inv_freq = {" + freq +
+        "}, int64[4] qs = {0, 0, " + H + ", " + D + "}, int64[4] ks = {0, 0, " + Hkv + ", " + D +
+        "}> {\n  xq = MatMul(x, wq)\n  xk = MatMul(x, wk)\n  xv = MatMul(x, wv)\n  q4 = Reshape(xq, qs)\n"
+        "  k4 = Reshape(xk, ks)\n  v4 = Reshape(xv, ks)\n  q, present_k, present_v = tl.RoPE <cache_axis = 2, "
+        "positions = 1, x_bshd = 1, x2_bshd = 1, x3_bshd = 1> (q4, pos, inv_freq, k4, past_k, past_v, v4)\n"
+        "  y = tl.Attention <causal = 1, scale = 0.125> (q, present_k, present_v)\n}\n";
+    Model base;
+    const auto status = onnx::OnnxParser::Parse(base.proto, text.c_str());
+    ASSERT_TRUE(status.IsOK()) << status.ErrorMessage() << "\n" << text;
+    for (auto& o : *base.proto.mutable_graph()->mutable_output()) o.mutable_type()->mutable_tensor_type()->clear_shape();
+    for (auto [name, heads] : {std::pair<const char*, int64_t>{"wq", cs.H}, {"wk", cs.Hkv}, {"wv", cs.Hkv}}) {
+      std::vector<float> w(static_cast<size_t>(K * heads * cs.D));
+      for (auto& f : w) f = normal(rng);
+      addInitializer(base, name, {K, heads * cs.D}, w.data(), w.size());
+    }
+    quantizeModel(base, QuantOptions{}, false);
+    runFusePasses(base, {});
+    // The in-place plan, as tl-plan makes it, of the model as it is and with q exposed.
+    auto planned = [&](bool exposeQ) {
+      Model m = base;
+      if (exposeQ) {
+        std::string q;
+        for (const auto& n : m.proto.graph().node())
+          if (n.op_type() == "QMatMul" && n.output_size() == 3) q = n.output(0);
+        EXPECT_FALSE(q.empty()) << "no merged q/k/v projection";
+        m.proto.mutable_graph()->add_output()->set_name(q);
+      }
+      const KvPlan kv = planKvCache(m, KvLayout::Sequence, 1, cs.type);
+      EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
+      Graph graph(m.proto.graph());
+      ShapeAnalysis analysis = inferShapes(m, graph);
+      PlanOptions opt;
+      opt.maxSeq = 256;
+      opt.batch = 2;
+      for (const auto& p : kv.pairs) opt.outside.insert(p.present);
+      annotatePlan(m.proto, planMemory(graph, analysis, opt));
+      annotateKvPlan(m.proto, kv);
+      return m;
+    };
+    Model models[2] = {planned(false), planned(true)};
+    struct Run {
+      Graph graph;
+      ShapeAnalysis analysis;
+      Device device;
+      Executor ex;
+      static Device& emulated(Device& d) {
+        d.setGpuKernels(true);
+        d.setMmaEmulation(true);
+        return d;
+      }
+      explicit Run(Model& m)
+          : graph(m.proto.graph()), analysis(inferShapes(m, graph)), device(selectDevice(""), false),
+            ex(emulated(device), m, graph, analysis) {}
+    };
+    Run fused(models[0]), apart(models[1]);
+    for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 7, 0}}) {
+      std::vector<float> x(static_cast<size_t>(B * S * K)), pk(static_cast<size_t>(B * cs.Hkv * P * cs.D)), pv(pk.size());
+      for (auto* v : {&x, &pk, &pv})
+        for (auto& f : *v) f = normal(rng) * 10;
+      std::vector<int64_t> pos(static_cast<size_t>(B * S));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;
+      const std::vector<Tensor> in = {floats("x", x, {B, S, K}), makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
+                                      floats("past_k", pk, {B, cs.Hkv, P, cs.D}), floats("past_v", pv, {B, cs.Hkv, P, cs.D})};
+      const auto want = apart.ex.run(in), got = fused.ex.run(in);
+      const char* names[] = {"y", "present_k", "present_v"};
+      for (size_t o = 0; o < 3; ++o) {
+        const auto w = want[o].toDouble(), g = got[o].toDouble();
+        ASSERT_EQ(g.size(), w.size()) << names[o];
+        for (size_t i = 0; i < g.size(); ++i)
+          ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
+              << names[o] << ", D " << cs.D << " " << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P
+              << " at " << i;
+      }
+      auto kernels = [](Executor& ex) {
+        std::set<std::string> k;
+        for (const auto& l : ex.explain()) k.insert(l.kernel);
+        return k;
+      };
+      const auto f = kernels(fused.ex), a = kernels(apart.ex);
+      const bool rows = S > 4;  // (fewer take the GEMVs, the RoPE apart)
+      EXPECT_EQ(f.count("qgemm64_mma_i8_rope_e0m4"), rows ? 1u : 0u) << "S " << S;
+      EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << "S " << S;
+      EXPECT_EQ(a.count("rope_kv_f32"), 1u);
+      EXPECT_EQ(a.count("qgemm64_mma_i8_rope_e0m4"), 0u);
+      EXPECT_EQ(std::any_of(f.begin(), f.end(), [](const std::string& k) { return k.rfind("attention_mma_", 0) == 0; }), rows);
     }
   }
 }

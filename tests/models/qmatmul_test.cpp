@@ -24,15 +24,7 @@ namespace tl {
 namespace {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// A float initializer of `dims` holding v's `count` values.
-void addInitializer(Model& model, const char* name, const std::vector<int64_t>& dims, const float* v, size_t count) {
-  auto* t = model.proto.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (auto d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(v), count * 4));
-}
+using test::addInitializer;
 
 // What NVIDIA's int8 rows (the tensor cores' qgemm64_mma_i8_*: blocks of 128 k; the one-row
 // qgemv_wide_i8_*: of 32) compute from A's rows xa and the codes of q: each block of a row

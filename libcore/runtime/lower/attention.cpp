@@ -242,7 +242,8 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
 // could still share them where a run binds other sizes). The decode rows read those
 // inputs as [B, H, S, D]: stored [B, S, H, D] (rope-bshd) they are that at S = 1 alone;
 // the Flash rows read either (ATT_FRESH_ARGS' xbshd).
-// The tensor-core rows (mode Tile) leave it to rope_kv_f32, which on the H200 was faster
+// The tensor-core rows (mode Tile) leave it to the q/k/v projection's store where that
+// takes it (ropeForGemm), else to rope_kv_f32: on the H200 the attention was slower
 // both ways it was joined there: each of a kv head's query heads rotating every new key
 // itself (Qwen2-0.5B dims pp1024 62,126 tok/s joined, 74,485 apart), and the work-groups
 // sharing out the appends and waiting for them all in the launch (TinyLlama-1.1B dims
@@ -277,11 +278,25 @@ bool joinedToAttention(const LowerNode& n) {
   return joinedRope(attention, attentionChoice(attention)) == &n.proto;
 }
 
+// The cos and sin's arguments (common.cl's ROPE_TRIG_ARGS): tables, or computed from
+// position ids.
+void ropeTrigArgs(const LowerNode& n, Launch& l) {
+  l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
+}
 // The RoPE kernels' last arguments: which inputs are stored [B, S, H, D] (bits 0, 1, 2 for
-// x, x2, x3), then the cos and sin (rope_at's RopeTrig): tables, or computed from position ids.
+// x, x2, x3), then the cos and sin's.
 void ropeLastArgs(const LowerNode& n, Launch& l) {
   l.i32(ropeBshdBits(n.proto));
-  l.i32(n.attrInt("positions", 0)).f32(n.attrFloat("cos_scale", 1.0f)).f32(n.attrFloat("sin_scale", 1.0f));
+  ropeTrigArgs(n, l);
+}
+
+// Whether the tl.QMatMul that writes this tl.RoPE's q (through views) does its work in
+// its store at this binding (ropeForGemm, and the GEMM's row takes it).
+bool ropeInGemm(const LowerNode& n) {
+  const ViewChain q = producerThroughViews(n.ex.graph(), n.in(0), n.ex.analysis().dtypeOf());
+  if (q.producer < 0) return false;
+  const LowerNode gemm = n.at(static_cast<size_t>(q.producer));
+  return opKey(gemm.proto) == "tl.QMatMul" && ropeForGemm(gemm) == static_cast<int>(n.index) && qmatmulTakesRope(gemm);
 }
 
 // tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
@@ -394,7 +409,7 @@ void ropeOp(const LowerNode& n) {
   const Dims d = ropeInputDims(n, 0);
   const int64_t count = elementCount(d);
   const bool inPlace = n.attr("cache_axis") && n.ex.cacheStrides(n.out(1)) && n.ex.cacheStrides(n.out(2));
-  if (inPlace && joinedToAttention(n)) return;  // the attention's launch does this one's work
+  if (inPlace && (joinedToAttention(n) || ropeInGemm(n))) return;  // another launch does this one's work
   const bool perToken = inPlace && ropePerToken(n);
   Launch l = perToken               ? n.launch("rope_kv_cpu_f32", "appending k and v to in-place caches (tl-plan), a task per 16 tokens")
              : inPlace              ? n.launch("rope_kv_f32", "appending k and v to in-place caches (tl-plan)")
@@ -544,6 +559,66 @@ std::optional<MergedSplits> mergedSplits(const LowerNode& reader, int64_t maxSpl
       c.Dv % 32 || c.H * c.Dv != K)
     return std::nullopt;
   return MergedSplits{a.proto.name() + "#splits", choice.keys.splits, c.Dv, a.attrInt("zero_masked_rows", 0)};
+}
+
+int ropeForGemm(const LowerNode& gemm) {
+  const Graph& g = gemm.ex.graph();
+  const auto dtypeOf = gemm.ex.analysis().dtypeOf();
+  if (gemm.proto.output_size() != 3 || gemm.ex.kvType() == KvType::Q8) return -1;
+  // From q forward through views to the one node that reads it ...
+  std::string t = gemm.out(0);
+  int at = -1;
+  while (at < 0) {
+    const auto& readers = g.consumers(t);
+    if (readers.size() != 1) return -1;
+    const auto& r = g.node(readers[0]);
+    if (opKey(r) == "tl.RoPE") at = static_cast<int>(readers[0]);
+    else if (isView(r, dtypeOf) && r.input(0) == t) t = r.output(0);
+    else return -1;
+  }
+  const LowerNode r = gemm.at(static_cast<size_t>(at));
+  if (!r.attr("cache_axis") || r.proto.input_size() < 7 || r.proto.output_size() < 3 || !gemm.ex.cacheStrides(r.out(1)) ||
+      !gemm.ex.cacheStrides(r.out(2)) || ropeBshdBits(r.proto) != 7 || joinedToAttention(r))
+    return -1;
+  // ... and back from its q, k and v to this node's outputs, through views read by nothing else.
+  const auto& outputs = g.proto().output();
+  for (int i = 0; i < 3; ++i) {
+    const ViewChain c = producerThroughViews(g, r.in(static_cast<size_t>(3 * i)), dtypeOf);
+    if (c.producer != static_cast<int>(gemm.index) || c.tensors.back() != gemm.out(static_cast<size_t>(i))) return -1;
+    for (const auto& x : c.tensors)
+      if (g.consumers(x).size() != 1 ||
+          std::any_of(outputs.begin(), outputs.end(), [&](const auto& o) { return o.name() == x; }))
+        return -1;
+  }
+  const Dims q = ropeInputDims(r, 0), k = ropeInputDims(r, 3), v = ropeInputDims(r, 6);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) return -1;
+  const int64_t B = q[0], S = q[2], D = q[3];
+  if (r.axis(r.attrInt("cache_axis", 0), 4) != 2 || D % 2 || r.attrInt("rotary_dim", D) != D ||
+      k != Dims{B, k[1], S, D} || v != Dims{B, k[1], S, D} || gemm.shape(gemm.out(0)).back() != q[1] * D ||
+      gemm.shape(gemm.out(1)).back() != k[1] * D || gemm.shape(gemm.out(2)).back() != k[1] * D ||
+      elementCount(gemm.shape(gemm.in(0))) != B * S * gemm.attrInt("K", 0))
+    return -1;
+  for (size_t table : {1, 2})  // one cos and sin for every head
+    if (broadcastStrides(r.shape(r.in(table)), q)[1] != 0) return -1;
+  if (gemm.ex.dryRun()) return at;
+  for (size_t read : {1, 2})
+    if (gemm.ex.overlaps(r.out(0), r.in(read)) || gemm.ex.overlaps(r.out(0), gemm.in(0))) return -1;
+  return at;
+}
+
+void ropeEpilogueArgs(const LowerNode& gemm, int rope, Launch& l) {
+  const LowerNode r = gemm.at(static_cast<size_t>(rope));
+  const Dims q = ropeInputDims(r, 0), k = ropeInputDims(r, 3), v = ropeInputDims(r, 6);
+  l.mem(r.out(0)).mem(r.in(1)).mem(r.in(2));
+  l.vec(pad8(broadcastStrides(r.shape(r.in(1)), q), 0)).vec(pad8(broadcastStrides(r.shape(r.in(2)), q), 0));
+  l.i32(q[2]).i32(q[3]);
+  for (size_t cache : {1, 2}) {
+    const Dims& st = *gemm.ex.cacheStrides(r.out(cache));
+    l.mem(r.out(cache)).i32(st[0]).i32(st[1]).i32(st[2]);
+  }
+  l.mem(Executor::kKvRows);
+  ropeTrigArgs(r, l);
+  l.writesCache(gemm.ex.kvBytes(elementCount(k) + elementCount(v)));
 }
 
 const Lowerings& attentionLowerings() {

@@ -284,6 +284,7 @@ struct QCase {
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
   bool int8 = false;  // A may be rounded to int8 (Device::int8Activations)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
+  bool rope = false;  // its q, k and v go to a tl.RoPE over in-place caches (ropeForGemm)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
@@ -415,6 +416,7 @@ template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gem
 template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
 bool mmaHalves(const QCase& c) { return c.halves(); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
+template <Scheme S> bool int8Rope(const QCase& c) { return c.rope && int8Rows<S>(c); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
@@ -429,8 +431,9 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 // weight shape, A's rows normed into one shared by the nodes of one width); it can
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
 // tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
-// (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch).
-constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32;
+// (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch); it does the RoPE's
+// work in its store (I8_ROPE_ARGS: ropeEpilogueArgs).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32, kRope = 64;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kWideInt8Why =
@@ -451,6 +454,9 @@ const char* const kMmaHalvesWhy =
 const char* const kMmaInt8Why =
     "GPU prefill, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
     "tiles of int8 x 4-bit code products, the norm and the GLU inside";
+const char* const kMmaInt8RopeWhy =
+    "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch), their store doing the RoPE's "
+    "work: q rotated, k and v into the in-place caches";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -486,6 +492,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_q3h", gemv<Q3h>, gemvGeometry, kGemvWhy, kNative},
     {"qgemv_w4a8", gemv<W4a8>, w4a8GemvGeometry, kW4a8GemvWhy},
     {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
+    {"qgemm64_mma_i8_rope_e0m4", int8Rope<E0m4>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_rope_int4", int8Rope<Int4>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
     {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
@@ -685,6 +693,8 @@ void qmatmulOp(const LowerNode& n) {
   c.handed = taken.has_value();
   if (taken) handoffScratch(n, *taken, c.K);
   if (given) handoffScratch(n, *given, c.N);
+  const int rope = ropeForGemm(n);
+  c.rope = rope >= 0;
   const auto& v = chooseVariant(kQMatMul, c, n);
   const int64_t groups = n.shape(n.in(2)).at(1);
   const bool w4a8 = c.scheme == Scheme::W4a8, native = v.mode & kNative;
@@ -741,6 +751,7 @@ void qmatmulOp(const LowerNode& n) {
       }
     }
     if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
+    if (v.mode & kRope) ropeEpilogueArgs(n, rope, l);
     l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
@@ -752,6 +763,13 @@ void qmatmulOp(const LowerNode& n) {
 }  // namespace
 
 bool mergesAttention(const LowerNode& qmatmul) { return merged(qmatmul, qcase(qmatmul)).has_value(); }
+
+bool qmatmulTakesRope(const LowerNode& gemm) {
+  QCase c = qcase(gemm);
+  c.rope = true;  // (the caller asked ropeForGemm)
+  const auto* v = findVariant(kQMatMul, c, gemm);
+  return v && (v->mode & kRope);
+}
 
 std::string prefillGemmPath(const Device& device) {
   if (!device.info().isGpu) return kCpuGemmWhy;
