@@ -565,6 +565,21 @@ TEST(AttentionKernel, EmulatedTensorCoresCausalPrefill) {
   });
 }
 
+// Plans `model` as tl-plan does with in-place caches of `type` (up to 256 tokens, batches
+// of 2), returning the cache plan.
+KvPlan planInPlace(Model& model, KvType type) {
+  const KvPlan kv = planKvCache(model, KvLayout::Sequence, 1, type);
+  Graph graph(model.proto.graph());
+  ShapeAnalysis analysis = inferShapes(model, graph);
+  PlanOptions opt;
+  opt.maxSeq = 256;
+  opt.batch = 2;
+  for (const auto& p : kv.pairs) opt.outside.insert(p.present);
+  annotatePlan(model.proto, planMemory(graph, analysis, opt));
+  annotateKvPlan(model.proto, kv);
+  return kv;
+}
+
 // A prefill over in-place caches: a tl.RoPE (position ids, q, k and v stored [B, H, S, D]
 // or, with rope-bshd's flags, [B, S, H, D]) and a causal tl.Attention, caches of each
 // element type, against double loops: the output (fp16 products and caches: 2e-2) and the
@@ -604,19 +619,9 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
     const auto status = onnx::OnnxParser::Parse(model.proto, text.c_str());
     ASSERT_TRUE(status.IsOK()) << status.ErrorMessage() << "\n" << text;
     for (auto& o : *model.proto.mutable_graph()->mutable_output()) o.mutable_type()->mutable_tensor_type()->clear_shape();
-    const KvPlan kv = planKvCache(model, KvLayout::Sequence, 1, cs.type);
+    const KvPlan kv = planInPlace(model, cs.type);
     ASSERT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
     ASSERT_EQ(kv.ropesInAttention, 1);
-    {
-      Graph graph(model.proto.graph());
-      ShapeAnalysis analysis = inferShapes(model, graph);
-      PlanOptions opt;
-      opt.maxSeq = 256;
-      opt.batch = 2;
-      for (const auto& p : kv.pairs) opt.outside.insert(p.present);
-      annotatePlan(model.proto, planMemory(graph, analysis, opt));
-    }
-    annotateKvPlan(model.proto, kv);
     const double scale = 1.0 / std::sqrt(static_cast<double>(cs.D)), tol = cs.type == KvType::Q8 ? 5e-2 : 2e-2;
     for (int family = 0; family < 3; ++family) {  // CPU, GPU, GPU with the tensor cores emulated
       Graph graph(model.proto.graph());
@@ -743,7 +748,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
     }
     quantizeModel(base, QuantOptions{}, false);
     runFusePasses(base, {});
-    // The in-place plan, as tl-plan makes it, of the model as it is and with q exposed.
+    // The model planned as it is and with q exposed.
     auto planned = [&](bool exposeQ) {
       Model m = base;
       if (exposeQ) {
@@ -753,16 +758,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         EXPECT_FALSE(q.empty()) << "no merged q/k/v projection";
         m.proto.mutable_graph()->add_output()->set_name(q);
       }
-      const KvPlan kv = planKvCache(m, KvLayout::Sequence, 1, cs.type);
-      EXPECT_TRUE(kv.notInPlace.empty()) << kv.notInPlace;
-      Graph graph(m.proto.graph());
-      ShapeAnalysis analysis = inferShapes(m, graph);
-      PlanOptions opt;
-      opt.maxSeq = 256;
-      opt.batch = 2;
-      for (const auto& p : kv.pairs) opt.outside.insert(p.present);
-      annotatePlan(m.proto, planMemory(graph, analysis, opt));
-      annotateKvPlan(m.proto, kv);
+      EXPECT_TRUE(planInPlace(m, cs.type).notInPlace.empty());
       return m;
     };
     Model models[2] = {planned(false), planned(true)};
