@@ -83,6 +83,75 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
       FETCH(P, s, k0, ((tid + GEMM_WG * s) % BKS) * 8, RAW, LOAD)                             \
   }
 
+// The RoPE epilogue (matmul.cpp's kRope rows): a merged q/k/v projection's columns (N0 of
+// q, N1 of k, the rest v; heads of D, every dim rotary) rotated where rotary (the cos and
+// sin as rope_kv_f32 reads them: tables through the strides rcs and rss of q's [B, H, S,
+// D], or positions) and stored where tl.RoPE over in-place caches puts them: q [B, H, seq,
+// D] into QR, the k and v rows into their caches after kv_rows[0] tokens. Row m is token
+// (m / seq, m % seq). The tiles pair columns as for a GLU: pair p of N / 2 is column
+// p / R * 2R + p % R and, up, its partner R on (R = D / 2), so that an item holds both
+// dims of a rotated pair. rope_kv_f32's launch is then gone: a prefill layer launches as
+// many kernels as a decode layer.
+inline int rope_column(int p, int up, int N, int R) { return p < N / 2 ? p / R * 2 * R + p % R + (up ? R : 0) : -1; }
+// A tile's weight column behind local column lc: tile_column's, or rope_column's where R.
+inline int paired_column(int c0, int lc, int oc, int up, int N, int glu, int R) {
+  return R ? rope_column(c0 + oc, up, N, R) : tile_column(c0, lc, oc, up, N, glu);
+}
+#define ROPE_EPI_ARGS                                                                         \
+  , __global float *QR, __global const float *cosv, __global const float *sinv, int8 rcs, int8 rss, int seq, int D, \
+      __global KV_T *kc, int ksb, int ksh, int kst, __global KV_T *vc, int vsb, int vsh, int vst, \
+      __global const int *kv_rows, ROPE_TRIG_ARGS
+#ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: no RoPE rows, rope_kv_f32 stays)
+// Column n's (a pair's first) and its partner's sums lo and hi of row m, bias added, stored.
+inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __global float* QR,
+                            __global const float* cosv, __global const float* sinv, int8 rcs, int8 rss, int seq,
+                            int D, __global KV_T* kc, int ksb, int ksh, int kst, __global KV_T* vc, int vsb, int vsh,
+                            int vst, int rows0, RopeTrig tg) {
+  const int R = D / 2, Hq = N0 / D, Hk = N1 / D, head = n / D, d = n % D, b = m / seq, s = m % seq;
+  if (head >= Hq + Hk) {
+    const long at = (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + d;
+    KV_ST(lo, at, vc);
+    KV_ST(hi, at + R, vc);
+    return;
+  }
+  const int co = b * rcs.s4 + s * rcs.s6, so = b * rss.s4 + s * rss.s6;
+  const float2 t0 = rope_trig(cosv, sinv, co + d * rcs.s7, so + d * rss.s7, d, D, tg);
+  const float2 t1 = tg.positions ? t0 : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, tg);
+  const float y0 = lo * t0.x - hi * t0.y, y1 = hi * t1.x + lo * t1.y;
+  if (head < Hq) {
+    const long at = (((long)b * Hq + head) * seq + s) * D + d;
+    QR[at] = y0;
+    QR[at + R] = y1;
+  } else {
+    const long at = (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + d;
+    KV_ST(y0, at, kc);
+    KV_ST(y1, at + R, kc);
+  }
+}
+#endif
+// Pair p's sums lo and hi of row m stored (the RoPE rows' ROPE_PAIR; the others' is NO_PAIR).
+#define ROPE_PAIR(m, p, lo, hi)                                                               \
+  {                                                                                           \
+    const int n_ = rope_column(p, 0, N, D / 2);                                               \
+    if (n_ >= 0)                                                                              \
+      rope_pair_store(m, n_, (lo) + BIAS(n_), (hi) + BIAS(n_ + D / 2), N0, N1, QR, cosv, sinv, rcs, rss, seq, D, kc, \
+                      ksb, ksh, kst, vc, vsb, vsh, vst, kv_rows[0], ROPE_TRIG);               \
+  }
+#define NO_PAIR(m, p, lo, hi)
+// The tensor-core tiles' outputs from acc (MMA_SLICE's layout, paired) through ROPE_PAIR,
+// each row's times SC.
+#define MMA_ROPE_STORE(BM, BN, SC)                                                            \
+  MMA_UNROLL for (int i = 0; i < MT; ++i)                                                     \
+    MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                  \
+      const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                       \
+      if (m >= M) continue;                                                                   \
+      const float sc = SC;                                                                    \
+      MMA_UNROLL for (int j = 0; j < NT / 2; ++j)                                             \
+        MMA_UNROLL for (int x = 0; x < 2; ++x)                                                \
+          ROPE_PAIR(m, c0 + MMA_BROW_P(1, wn, j, NT, BN) + 2 * t + x, acc[i][j][2 * h + x] * sc, \
+                    acc[i][j + NT / 2][2 * h + x] * sc)                                       \
+    }
+
 #if TL_MAX_WG >= GEMM_WG
 // fp32: 16 x 16 items, each TM x TN outputs: rows ty * TM + i, and columns in two halves
 // of TN / 2, tx * TN / 2 + j and BN / 2 + tx * TN / 2 + j (with a GLU the tile's gates,
@@ -92,13 +161,16 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
 // two, a slice is stored while the last one's products may still run, one barrier a
 // slice (where the device's local memory holds them).
 #define GEMM_BUFS (TL_LOCAL_MEM >= 2 * 16 * (2 * 128 + 8) * 4 + 512 ? 2 : 1)
-#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8)                                               \
-  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS) {        \
+// EXTRA_ARGS, ROPE_HALF and PAIR: the plain rows' (none, 0, NO_PAIR) or the RoPE
+// epilogue's (ROPE_EPI_ARGS, D / 2, ROPE_PAIR).
+#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8, EXTRA_ARGS, ROPE_HALF, PAIR)                  \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS EXTRA_ARGS) { \
     __local float As[GEMM_BUFS][16][BM + 4] __attribute__((aligned(16)));                     \
     __local float Bs[GEMM_BUFS][16][BN + 4] __attribute__((aligned(16)));                     \
     __local float rinv[BM];                                                                   \
     const int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;                            \
-    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
+    const int rope_half = ROPE_HALF, paired = glu || rope_half;                               \
+    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (paired ? BN / 2 : BN);       \
     const int TM = BM / 16, TH = BN / 32;                                                     \
     /* A: chunks of 4 floats, e = tid + 256 s at row e / 4; codes: 8 at column e / 2 */       \
     float4 ra[1][BM / 64];                                                                    \
@@ -108,7 +180,7 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     int bcol[(BN + 127) / 128];                                                               \
     _Pragma("unroll") for (int s = 0; s < (BN + 127) / 128; ++s) {                           \
       const int e = tid + GEMM_WG * s, lc = e >> 1;                                           \
-      bcol[s] = e < BN * 2 ? tile_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu) : -1;   \
+      bcol[s] = e < BN * 2 ? paired_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu, rope_half) : -1; \
     }                                                                                         \
     _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                        \
     float acc[BM / 16][BN / 16];                                                              \
@@ -171,7 +243,9 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
       const float sc = NW ? rinv[row] : 1.0f;                                                 \
       _Pragma("unroll") for (int j = 0; j < TH; ++j) {                                       \
         const int n = c0 + tx * TH + j;                                                       \
-        if (glu) {                                                                            \
+        if (rope_half) {                                                                      \
+          PAIR(m, n, acc[i][j] * sc, acc[i][TH + j] * sc)                                     \
+        } else if (glu) {                                                                     \
           if (n < N / 2) STORE_GLU(m, n, acc[i][j] * sc, acc[i][TH + j] * sc, N / 2);         \
         } else {                                                                              \
           if (n < N) STORE(m, n, acc[i][j] * sc);                                             \
@@ -181,14 +255,24 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
     }                                                                                         \
   }
 
-QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
-QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
-QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
-QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
-QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
-QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, , 0, NO_PAIR)
+#ifndef TL_KV_Q8
+QGEMM(qgemm_rope_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+#endif
 
 #ifdef TL_MMA
 // Tensor cores (mma.cl's MMA_16816): 8 warps, 2 (rows) x 4 (columns), each BM / 2 x BN / 4
@@ -530,7 +614,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     CP_ASYNC16((__local uchar*)Bs[st] + (tid >> 2) * I8_BCOL + (tid & 3) * 16,                \
                bcol >= 0 ? W + (long)bcol * row_bytes + (k0) / 2 + (tid & 3) * 16 : W, bcol >= 0 ? 16 : 0); \
     if (tid < 128) {                                                                          \
-      const int lc = tid & 63, col = i8_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half); \
+      const int lc = tid & 63, col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half); \
       CP_ASYNC4(&Ss[st][tid >> 6][lc], (tid < 64 ? S : O) + (col >= 0 ? (long)col * groups + (k0) / G : 0), col >= 0 ? 4 : 0); \
     } else if (tid < 160) {                                                                   \
       const int a = tid - 128, r = 4 * (a & 15), rows = M - m0 - r;                           \
@@ -538,64 +622,9 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
                  rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0);                                  \
     }                                                                                         \
   }
-// The RoPE epilogue's columns (matmul.cpp's kRope rows; R: half a head's D, every dim
-// rotary): the tile's pair p (of N / 2) is column p / R * 2R + p % R and, up, its partner
-// R on, so that an item holds both dims of a rotated pair as a GLU's gate and up.
-inline int rope_column(int p, int up, int N, int R) { return p < N / 2 ? p / R * 2 * R + p % R + (up ? R : 0) : -1; }
-// The int8 tiles' weight column behind local column lc (tile_column, or rope_column where R).
-inline int i8_column(int c0, int lc, int oc, int up, int N, int glu, int R) {
-  return R ? rope_column(c0 + oc, up, N, R) : tile_column(c0, lc, oc, up, N, glu);
-}
-// The RoPE epilogue: a merged q/k/v projection's columns (N0 of q, N1 of k, the rest v;
-// heads of D) rotated where rotary (the cos and sin as rope_kv_f32 reads them: tables
-// through the strides rcs and rss of q's [B, H, S, D], or positions) and stored where
-// tl.RoPE over in-place caches puts them: q [B, H, seq, D] into QR, the k and v rows into
-// their caches after kv_rows[0] tokens. Row m is token (m / seq, m % seq). rope_kv_f32's
-// launch is then gone: a prefill layer launches as many kernels as a decode layer.
-#define I8_ROPE_ARGS                                                                          \
-  , __global float *QR, __global const float *cosv, __global const float *sinv, int8 rcs, int8 rss, int seq, int D, \
-      __global KV_T *kc, int ksb, int ksh, int kst, __global KV_T *vc, int vsb, int vsh, int vst, \
-      __global const int *kv_rows, ROPE_TRIG_ARGS
-#define I8_ROPE_STORE                                                                         \
-  {                                                                                           \
-    const int R = D / 2, rows0 = kv_rows[0], Hq = N0 / D, Hk = N1 / D;                        \
-    MMA_UNROLL for (int i = 0; i < MT; ++i)                                                   \
-      MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                \
-        const int row = wm * 32 + i * 16 + g + 8 * h, m = m0 + row, b = m / seq, s = m % seq; \
-        if (m >= M) continue;                                                                 \
-        MMA_UNROLL for (int j = 0; j < NT / 2; ++j)                                           \
-          MMA_UNROLL for (int x = 0; x < 2; ++x) {                                            \
-            const int n = rope_column(c0 + MMA_BROW_P(1, wn, j, NT, 64) + 2 * t + x, 0, N, R); \
-            if (n < 0) continue;                                                              \
-            const float lo = acc[i][j][2 * h + x] * rinv[row] + BIAS(n);                      \
-            const float hi = acc[i][j + NT / 2][2 * h + x] * rinv[row] + BIAS(n + R);         \
-            const int head = n / D, d = n % D;                                                \
-            if (head >= Hq + Hk) {                                                            \
-              const long at = (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + d; \
-              KV_ST(lo, at, vc);                                                              \
-              KV_ST(hi, at + R, vc);                                                          \
-              continue;                                                                       \
-            }                                                                                 \
-            const int co = b * rcs.s4 + s * rcs.s6, so = b * rss.s4 + s * rss.s6;             \
-            const float2 t0 = rope_trig(cosv, sinv, co + d * rcs.s7, so + d * rss.s7, d, D, ROPE_TRIG); \
-            const float2 t1 = positions ? t0                                                  \
-                                        : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, ROPE_TRIG); \
-            const float y0 = lo * t0.x - hi * t0.y, y1 = hi * t1.x + lo * t1.y;               \
-            if (head < Hq) {                                                                  \
-              const long at = (((long)b * Hq + head) * seq + s) * D + d;                      \
-              QR[at] = y0;                                                                    \
-              QR[at + R] = y1;                                                                \
-            } else {                                                                          \
-              const long at = (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + d; \
-              KV_ST(y0, at, kc);                                                              \
-              KV_ST(y1, at + R, kc);                                                          \
-            }                                                                                 \
-          }                                                                                   \
-      }                                                                                       \
-  }
 // LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o;
 // EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows' (none, 0, MMA_STORE) or the RoPE
-// epilogue's (I8_ROPE_ARGS, D / 2, I8_ROPE_STORE).
+// epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
 #define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)               \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
@@ -612,7 +641,7 @@ inline int i8_column(int c0, int lc, int oc, int up, int N, int glu, int R) {
     const int rope_half = ROPE_HALF, paired = glu || rope_half;                               \
     const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (paired ? 32 : 64);          \
     const int MT = 2, NT = 2;                                                                 \
-    const int bcol = i8_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu, rope_half); \
+    const int bcol = paired_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu, rope_half); \
     int iacc[2][2][4];                                                                        \
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
@@ -655,9 +684,9 @@ inline int i8_column(int c0, int lc, int oc, int up, int N, int glu, int R) {
   }
 QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
 QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
-#ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: rope_kv_f32 stays)
-QGEMM_I8(qgemm64_mma_i8_rope_e0m4, E0M4_STEP, E0M4_BASE, I8_ROPE_ARGS, D / 2, I8_ROPE_STORE)
-QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, I8_ROPE_ARGS, D / 2, I8_ROPE_STORE)
+#ifndef TL_KV_Q8
+QGEMM_I8(qgemm64_mma_i8_rope_e0m4, E0M4_STEP, E0M4_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
+QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
 #endif
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG

@@ -703,16 +703,18 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
   }
 }
 
-// The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows: the int8 tiles' store,
-// kernels/gemm.cl's I8_ROPE_STORE): x times three weights (e0m4, merged by tl-fuse into
-// one tl.QMatMul of three outputs), viewed [B, S, H, D], then a tl.RoPE over in-place
-// caches (f16, f32) and a causal tl.Attention, the tensor cores emulated
-// (Device::setMmaEmulation): heads of 64 (a tile holds one) and 128 (a tile holds half:
-// the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in the next), batches of
-// two, over a past and without. Against the same model with the projection's q also a
-// graph output, where attention.cpp's ropeForGemm leaves the RoPE its own launch
-// (rope_kv_f32, which the test above checks against double loops): the same products,
-// so the attention's output and the caches equal up to fp32's rounding order.
+// The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows, kernels/gemm.cl's
+// rope_pair_store): x times three weights (e0m4, merged by tl-fuse into one tl.QMatMul of
+// three outputs), viewed [B, S, H, D], then a tl.RoPE over in-place caches (f16, f32) and
+// a causal tl.Attention, in the GPU family with the tensor cores emulated
+// (Device::setMmaEmulation: the int8 tiles' store does it) and with them off (the portable
+// tiles' store, where the flash attention, heads up to 64, does not): heads of 64 (a 64-wide
+// tile holds one) and 128 (the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in
+// the next), batches of two, over a past and without, and 3 rows (the GEMVs: the RoPE
+// apart). Against the same model with the projection's q also a graph output, where
+// attention.cpp's ropeForGemm leaves the RoPE its own launch (rope_kv_f32, which the test
+// above checks against double loops): the same products, so the attention's output and
+// the caches equal up to fp32's rounding order.
 TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 0.1f);
@@ -767,47 +769,57 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
       ShapeAnalysis analysis;
       Device device;
       Executor ex;
-      static Device& emulated(Device& d) {
+      static Device& family(Device& d, bool tensorCores) {
         d.setGpuKernels(true);
-        d.setMmaEmulation(true);
+        d.setMmaEmulation(tensorCores);
+        d.setTensorCores(tensorCores);
         return d;
       }
-      explicit Run(Model& m)
+      Run(Model& m, bool tensorCores)
           : graph(m.proto.graph()), analysis(inferShapes(m, graph)), device(selectDevice(""), false),
-            ex(emulated(device), m, graph, analysis) {}
+            ex(family(device, tensorCores), m, graph, analysis) {}
     };
-    Run fused(models[0]), apart(models[1]);
-    for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 7, 0}}) {
-      std::vector<float> x(static_cast<size_t>(B * S * K)), pk(static_cast<size_t>(B * cs.Hkv * P * cs.D)), pv(pk.size());
-      for (auto* v : {&x, &pk, &pv})
-        for (auto& f : *v) f = normal(rng) * 10;
-      std::vector<int64_t> pos(static_cast<size_t>(B * S));
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;
-      const std::vector<Tensor> in = {floats("x", x, {B, S, K}), makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
-                                      floats("past_k", pk, {B, cs.Hkv, P, cs.D}), floats("past_v", pv, {B, cs.Hkv, P, cs.D})};
-      const auto want = apart.ex.run(in), got = fused.ex.run(in);
-      const char* names[] = {"y", "present_k", "present_v"};
-      for (size_t o = 0; o < 3; ++o) {
-        const auto w = want[o].toDouble(), g = got[o].toDouble();
-        ASSERT_EQ(g.size(), w.size()) << names[o];
-        for (size_t i = 0; i < g.size(); ++i)
-          ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
-              << names[o] << ", D " << cs.D << " " << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P
-              << " at " << i;
+    for (bool tensorCores : {true, false}) {
+      Run fused(models[0], tensorCores), apart(models[1], tensorCores);
+      for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 3, 0}}) {
+        std::vector<float> x(static_cast<size_t>(B * S * K)), pk(static_cast<size_t>(B * cs.Hkv * P * cs.D)), pv(pk.size());
+        for (auto* v : {&x, &pk, &pv})
+          for (auto& f : *v) f = normal(rng) * 10;
+        std::vector<int64_t> pos(static_cast<size_t>(B * S));
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;
+        const std::vector<Tensor> in = {floats("x", x, {B, S, K}),
+                                        makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
+                                        floats("past_k", pk, {B, cs.Hkv, P, cs.D}), floats("past_v", pv, {B, cs.Hkv, P, cs.D})};
+        const auto want = apart.ex.run(in), got = fused.ex.run(in);
+        const char* names[] = {"y", "present_k", "present_v"};
+        for (size_t o = 0; o < 3; ++o) {
+          const auto w = want[o].toDouble(), g = got[o].toDouble();
+          ASSERT_EQ(g.size(), w.size()) << names[o];
+          for (size_t i = 0; i < g.size(); ++i)
+            ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
+                << names[o] << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
+                << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P << " at " << i;
+        }
+        auto kernels = [](Executor& ex) {
+          std::set<std::string> k;
+          for (const auto& l : ex.explain()) k.insert(l.kernel);
+          return k;
+        };
+        auto any = [](const std::set<std::string>& k, const char* part) {
+          return std::any_of(k.begin(), k.end(), [&](const std::string& n) { return n.find(part) != std::string::npos; });
+        };
+        const auto f = kernels(fused.ex), a = kernels(apart.ex);
+        // (more than 4 rows take the tiles; the flash attention does the RoPE's work itself)
+        const bool rows = S > 4, flash = !tensorCores && cs.D <= 64;
+        const std::string where = std::string(tensorCores ? "tensor cores" : "portable") + ", D " + D + ", S " +
+                                  std::to_string(S);
+        EXPECT_EQ(any(f, "_rope_"), rows && !flash) << where;
+        EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << where;
+        EXPECT_EQ(a.count("rope_kv_f32"), rows && flash ? 0u : 1u) << where;
+        EXPECT_FALSE(any(a, "_rope_")) << where;
+        if (tensorCores) EXPECT_EQ(any(f, "attention_mma_"), rows) << where;
       }
-      auto kernels = [](Executor& ex) {
-        std::set<std::string> k;
-        for (const auto& l : ex.explain()) k.insert(l.kernel);
-        return k;
-      };
-      const auto f = kernels(fused.ex), a = kernels(apart.ex);
-      const bool rows = S > 4;  // (fewer take the GEMVs, the RoPE apart)
-      EXPECT_EQ(f.count("qgemm64_mma_i8_rope_e0m4"), rows ? 1u : 0u) << "S " << S;
-      EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << "S " << S;
-      EXPECT_EQ(a.count("rope_kv_f32"), 1u);
-      EXPECT_EQ(a.count("qgemm64_mma_i8_rope_e0m4"), 0u);
-      EXPECT_EQ(std::any_of(f.begin(), f.end(), [](const std::string& k) { return k.rfind("attention_mma_", 0) == 0; }), rows);
     }
   }
 }

@@ -296,7 +296,7 @@ bool ropeInGemm(const LowerNode& n) {
   const ViewChain q = producerThroughViews(n.ex.graph(), n.in(0), n.ex.analysis().dtypeOf());
   if (q.producer < 0) return false;
   const LowerNode gemm = n.at(static_cast<size_t>(q.producer));
-  return opKey(gemm.proto) == "tl.QMatMul" && ropeForGemm(gemm) == static_cast<int>(n.index) && qmatmulTakesRope(gemm);
+  return opKey(gemm.proto) == "tl.QMatMul" && qmatmulTakesRope(gemm) && ropeForGemm(gemm) == static_cast<int>(n.index);
 }
 
 // tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
@@ -601,8 +601,8 @@ int ropeForGemm(const LowerNode& gemm) {
   for (size_t table : {1, 2})  // one cos and sin for every head
     if (broadcastStrides(r.shape(r.in(table)), q)[1] != 0) return -1;
   if (gemm.ex.dryRun()) return at;
-  for (size_t read : {1, 2})
-    if (gemm.ex.overlaps(r.out(0), r.in(read)) || gemm.ex.overlaps(r.out(0), gemm.in(0))) return -1;
+  for (const std::string& read : {r.in(1), r.in(2), gemm.in(0)})  // (what the store's launch reads)
+    if (gemm.ex.overlaps(r.out(0), read)) return -1;
   return at;
 }
 

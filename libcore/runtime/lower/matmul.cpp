@@ -418,6 +418,8 @@ bool mmaHalves(const QCase& c) { return c.halves(); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
 template <Scheme S> bool int8Rope(const QCase& c) { return c.rope && int8Rows<S>(c); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
+template <Scheme S> bool gemm128Rope(const QCase& c) { return c.rope && gemm128<S>(c); }
+template <Scheme S> bool gemm64Rope(const QCase& c) { return c.rope && gemm64<S>(c); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
 template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
@@ -432,7 +434,7 @@ constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = 
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
 // tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
 // (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch); it does the RoPE's
-// work in its store (I8_ROPE_ARGS: ropeEpilogueArgs).
+// work in its store (ROPE_EPI_ARGS: ropeEpilogueArgs).
 constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32, kRope = 64;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
@@ -460,6 +462,9 @@ const char* const kMmaInt8RopeWhy =
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
+const char* const kGemmRopeWhy =
+    "GPU prefill: the fp32 tiles (128s, or 64s where 128s would leave a quarter of the device idle), their store doing "
+    "the RoPE's work: q rotated, k and v into the in-place caches";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would leave a quarter of the device idle), the norm and GLU inside";
 const char* const kCpuGemmWhy = "CPU prefill: 96 x 32 tasks, each code dequantized once a task, 12 x 32 (AVX-512) or 6 x 16 sums in registers, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
@@ -504,6 +509,14 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_mma_q8", gemm64<Q8>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
     {"qgemm_mma_q3h", mma128<Q3h>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
     {"qgemm64_mma_q3h", gemm64<Q3h>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
+    {"qgemm_rope_e0m4", gemm128Rope<E0m4>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm64_rope_e0m4", gemm64Rope<E0m4>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm_rope_int4", gemm128Rope<Int4>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm64_rope_int4", gemm64Rope<Int4>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm_rope_q8", gemm128Rope<Q8>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm64_rope_q8", gemm64Rope<Q8>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm_rope_q3h", gemm128Rope<Q3h>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
+    {"qgemm64_rope_q3h", gemm64Rope<Q3h>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
     {"qgemm_e0m4", gemm128<E0m4>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_e0m4", gemm64<E0m4>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qgemm_int4", gemm128<Int4>, gemmGeometry<128>, kGemmWhy, kNative},
@@ -693,7 +706,7 @@ void qmatmulOp(const LowerNode& n) {
   c.handed = taken.has_value();
   if (taken) handoffScratch(n, *taken, c.K);
   if (given) handoffScratch(n, *given, c.N);
-  const int rope = ropeForGemm(n);
+  const int rope = c.gemm() ? ropeForGemm(n) : -1;  // (the tiles' rows alone take it)
   c.rope = rope >= 0;
   const auto& v = chooseVariant(kQMatMul, c, n);
   const int64_t groups = n.shape(n.in(2)).at(1);
@@ -766,7 +779,7 @@ bool mergesAttention(const LowerNode& qmatmul) { return merged(qmatmul, qcase(qm
 
 bool qmatmulTakesRope(const LowerNode& gemm) {
   QCase c = qcase(gemm);
-  c.rope = true;  // (the caller asked ropeForGemm)
+  c.rope = true;  // (the caller asks ropeForGemm too)
   const auto* v = findVariant(kQMatMul, c, gemm);
   return v && (v->mode & kRope);
 }
