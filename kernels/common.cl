@@ -32,7 +32,8 @@ inline float rope_rotate(__global const float* x, int i, int d, int rot, float2 
   const float partner = d < mid ? -x[i + mid] : x[i - mid];
   return x[i] * t.x + partner * t.y;
 }
-// Where rope_at's (elementwise.cl) and the tensor-core GEMMs' RoPE epilogue's (gemm.cl) cos and sin come from: tables read through the strides cs and ss, or
+// Where the cos and sin of rope_at (elementwise.cl) and of the GEMMs' RoPE epilogue
+// (gemm.cl's rope_pair_store) come from: tables read through the strides cs and ss, or
 // (positions, tl-fuse rope-positions) the angle pos * inv_freq[d mod rot/2] of the int64
 // position ids at `cosv` (through cs), inv_freq at `sinv`, each times its scale, the ops
 // the unfused graph runs.

@@ -119,8 +119,8 @@ class Device {
 
 // tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA
 // tensor cores where the device passes their probe, A rounded to int8 for 16-level codes;
-// "f16": the tensor cores with A in fp16 everywhere; "portable": the fp32 tiles every GPU runs. Throws tl::Error (usage) for
-// another name.
+// "f16": the tensor cores with A in fp16 everywhere; "portable": the fp32 tiles every GPU
+// runs. Throws tl::Error (usage) for another name.
 extern const char* const kGemmChoiceHelp;
 void setGemmChoice(Device& dev, const std::string& choice);
 
