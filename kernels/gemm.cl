@@ -1,6 +1,7 @@
-// Prefill GEMMs of tl.QMatMul on GPUs (matmul.cpp's qgemm_* rows): C = rmsnorm(A) x
-// dequant(W) with the node's norm prologue and GLU epilogue inside, so that a prefill
-// layer launches no more kernels than a decode layer. A work-group of 256 items computes
+// Prefill GEMMs of tl.QMatMul (matmul.cpp's qgemm_* rows) and of tl.MatMul's float
+// weights, one more form of W (gemm_*_f32): C = rmsnorm(A) x dequant(W) with the node's
+// norm prologue and GLU epilogue inside, so that a prefill layer launches no more kernels
+// than a decode layer. On GPUs a work-group of 256 items computes
 // a BM x BN tile of the weights' columns (with a GLU: BN / 2 gate columns and their BN / 2
 // up columns, each pair in the same item's registers), a slice of k at a time:
 // - the slices of A (BM rows) and of the weights (BN columns, each code dequantized once)
@@ -39,6 +40,23 @@ inline int tile_column(int c0, int lc, int oc, int up, int N, int glu) {
       rb[P][s] = (RAW)0;                                                                      \
       rs[P][s] = ro[P][s] = 0.0f;                                                             \
     }                                                                                         \
+  }
+// tl.MatMul's float weights W [K, N] through the same tiles (matmul.cpp's gemm_*_f32
+// rows, row_bytes 4: a column starts 4 bytes after the last): 8 weights of a column from
+// k, N apart, as they are (no scale, no offset). A warp's loads of one k touch 16
+// consecutive columns of two rows: whole 32-byte sectors, as the codes' loads do.
+#define F32_RAW float8
+#define F32_LOAD(w, k) f32_column8((__global const float*)(w) + (long)(k) * N, N)
+#define F32_LEVELS8(r) (r)
+inline float8 f32_column8(__global const float* w, int N) {
+  return (float8)(w[0], w[N], w[2 * N], w[3 * N], w[4 * N], w[5 * N], w[6 * N], w[7 * N]);
+}
+#define FETCH_FLOATS(P, s, k0, kq, RAW, LOAD)                                                 \
+  {                                                                                           \
+    const int k_ = (k0) + (kq);                                                               \
+    rb[P][s] = bcol[s] >= 0 && k_ < K ? LOAD(W + (long)bcol[s] * row_bytes, k_) : (RAW)0;      \
+    rs[P][s] = 1.0f;                                                                          \
+    ro[P][s] = 0.0f;                                                                          \
   }
 // The norm's inverse RMS of the tile's rows into rinv (ss: each item's sums of squares of
 // its AC chunks, chunk e = tid + 256 s of rows e / 4), through `red` (BM * 4 floats). Every
@@ -163,7 +181,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
 #define GEMM_BUFS (TL_LOCAL_MEM >= 2 * 16 * (2 * 128 + 8) * 4 + 512 ? 2 : 1)
 // EXTRA_ARGS, ROPE_HALF and PAIR: the plain rows' (none, 0, NO_PAIR) or the RoPE
 // epilogue's (ROPE_EPI_ARGS, D / 2, ROPE_PAIR).
-#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8, EXTRA_ARGS, ROPE_HALF, PAIR)                  \
+#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, EXTRA_ARGS, ROPE_HALF, PAIR)           \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS EXTRA_ARGS) { \
     __local float As[GEMM_BUFS][16][BM + 4] __attribute__((aligned(16)));                     \
     __local float Bs[GEMM_BUFS][16][BN + 4] __attribute__((aligned(16)));                     \
@@ -186,7 +204,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     float acc[BM / 16][BN / 16];                                                              \
     _Pragma("unroll") for (int i = 0; i < TM; ++i)                                           \
       _Pragma("unroll") for (int j = 0; j < 2 * TH; ++j) acc[i][j] = 0.0f;                   \
-    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES)             \
+    GEMM_FETCH(0, 0, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH)                   \
     int p = 0;                                                                                \
     for (int k0 = 0; k0 < K; k0 += 16, p = (p + 1) % GEMM_BUFS) {                             \
       _Pragma("unroll") for (int s = 0; s < BM / 64; ++s) {                                  \
@@ -216,7 +234,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
         }                                                                                     \
       }                                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH_CODES) \
+      if (k0 + 16 < K) GEMM_FETCH(0, k0 + 16, BM, float4, 4, (BN + 127) / 128, 2, RAW, LOAD, FETCH) \
       _Pragma("unroll") for (int kk = 0; kk < 16; ++kk) {                                    \
         float a[BM / 16], b[BN / 16];                                                         \
         _Pragma("unroll") for (int i = 0; i < TM; i += 4) SPLAT4(a, i, *(__local float4*)&As[p][kk][ty * TM + i]) \
@@ -255,23 +273,27 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     }                                                                                         \
   }
 
-QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, , 0, NO_PAIR)
-QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, , 0, NO_PAIR)
+QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
+QGEMM(gemm_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, , 0, NO_PAIR)
+QGEMM(gemm64_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, , 0, NO_PAIR)
 #ifndef TL_KV_Q8
-QGEMM(qgemm_rope_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm_rope_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(gemm_rope_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
 #endif
 
 #ifdef TL_MMA
@@ -374,7 +396,7 @@ QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D
     }                                                                                         \
   }
 
-#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8)                                           \
+#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH)                                    \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS, KSPLIT_ARGS) { \
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
@@ -399,15 +421,15 @@ QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D
     MMA_UNROLL for (int i = 0; i < MT; ++i)                                                                     \
       MMA_UNROLL for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;        \
     const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
-    GEMM_FETCH(0, kb, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)                         \
-    if (kb + 32 < ke) GEMM_FETCH(1, kb + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)  \
+    GEMM_FETCH(0, kb, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)                               \
+    if (kb + 32 < ke) GEMM_FETCH(1, kb + 32, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)        \
     for (int k0 = kb; k0 < ke; k0 += 64) {                                                    \
       const int two = k0 + 32 < ke;                                                           \
       MMA_STAGE(0, k0, BM, BN, LEVELS8)                                                \
       if (two) MMA_STAGE(1, k0 + 32, BM, BN, LEVELS8)                                  \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      if (k0 + 64 < ke) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)    \
-      if (k0 + 96 < ke) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH_CODES)    \
+      if (k0 + 64 < ke) GEMM_FETCH(0, k0 + 64, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)          \
+      if (k0 + 96 < ke) GEMM_FETCH(1, k0 + 96, BM, float8, 8, BN / 64, 4, RAW, LOAD, FETCH)          \
       MMA_SLICE(0, BM, BN)                                                                    \
       if (two) MMA_SLICE(1, BM, BN)                                                           \
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
@@ -418,14 +440,18 @@ QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, ROPE_EPI_ARGS, D
     MMA_STORE(BM, BN, NW ? rinv[row] : 1.0f)                                                  \
   }
 
-QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM_MMA(qgemm_mma_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
-QGEMM_MMA(qgemm_mma_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
-QGEMM_MMA(qgemm_mma_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
-QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8)
-QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8)
-QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8)
-QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8)
+QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm_mma_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm_mma_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm_mma_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES)
+QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES)
+// Float weights rounded to fp16 as the tiles store them (tl-run --gemm f16 alone: auto keeps
+// an fp32 model's products in fp32).
+QGEMM_MMA(gemm_mma_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS)
+QGEMM_MMA(gemm64_mma_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS)
 // Many rows (matmul.cpp's qgemm_mma_f16 row): both operands in fp16 first, in one launch
 // before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
 // (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into
@@ -749,10 +775,50 @@ QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, ROPE_EPI_ARGS, D / 2, M
 #define Q8_LEVEL16(r, p) convert_float16(as_int16(convert_uint16((r) >> (8 * (p))) << 24) >> 24)
 #define Q3H_LEVEL16(r, p) \
   convert_float16((p) % 2 ? ((r) >> (7 * ((p) / 2)) & 0x7fu) % 11u : ((r) >> (7 * ((p) / 2)) & 0x7fu) / 11u)
+// A task's weights for k .. k + 7 (kk = k0 + k) into wt, the norm's scale folded in: codes
+// dequantized (their group's 32 scales and offsets s0, s1, o0, o1 read as a group starts,
+// 0 past N) ...
+#define CODES_PACK8(k, kk, WORD_T, WORD, LEVEL16)                                             \
+  {                                                                                           \
+    if ((k) == 0 || (kk) % G == 0) {                                                          \
+      float s[32], o[32];                                                                     \
+      for (int j = 0; j < 32; ++j) {                                                          \
+        const long g = (long)max(col[j], 0) * groups + (kk) / G;                              \
+        s[j] = col[j] >= 0 ? S[g] : 0.0f, o[j] = col[j] >= 0 ? O[g] : 0.0f;                   \
+      }                                                                                       \
+      s0 = vload16(0, s), s1 = vload16(1, s), o0 = vload16(0, o), o1 = vload16(1, o);         \
+    }                                                                                         \
+    WORD_T raw[32];                                                                           \
+    _Pragma("clang loop vectorize(disable)") /* scalar loads: gathers cost more */            \
+    for (int j = 0; j < 32; ++j) raw[j] = WORD(wc[j], kk);                                    \
+    const CPU_VEC16(WORD_T) w0 = vload16(0, raw), w1 = vload16(1, raw);                       \
+    _Pragma("unroll") for (int p = 0; p < 8; ++p) {                                           \
+      float16 b0 = fma(LEVEL16(w0, p), s0, o0), b1 = fma(LEVEL16(w1, p), s1, o1);             \
+      if (NW) b0 *= NW[(kk) + p], b1 *= NW[(kk) + p];                                         \
+      vstore16(b0, 2 * ((k) + p), wt);                                                        \
+      vstore16(b1, 2 * ((k) + p) + 1, wt);                                                    \
+    }                                                                                         \
+  }
+// ... or float weights W [K, N] copied: a k's 32 columns from its row, 0 past N.
+#define FLOATS_PACK8(k, kk, WORD_T, WORD, LEVEL16)                                            \
+  for (int p = 0; p < 8; ++p) {                                                               \
+    __global const float* wr = (__global const float*)W + (long)((kk) + p) * N;               \
+    float16 b0, b1;                                                                           \
+    if (whole) {                                                                              \
+      b0 = vload16(0, wr + col[0]), b1 = vload16(0, wr + col[16]);                            \
+    } else {                                                                                  \
+      float b[32];                                                                            \
+      for (int j = 0; j < 32; ++j) b[j] = col[j] >= 0 ? wr[col[j]] : 0.0f;                   \
+      b0 = vload16(0, b), b1 = vload16(1, b);                                                 \
+    }                                                                                         \
+    if (NW) b0 *= NW[(kk) + p], b1 *= NW[(kk) + p];                                           \
+    vstore16(b0, 2 * ((k) + p), wt);                                                          \
+    vstore16(b1, 2 * ((k) + p) + 1, wt);                                                      \
+  }
 #define CPU_CAT(a, b) a##b
 #define CPU_VEC16(T) CPU_CAT(T, 16)
 
-#define QGEMM_CPU(NAME, WORD_T, WORD, LEVEL16)                                                \
+#define QGEMM_CPU(NAME, PACK8, WORD_T, WORD, LEVEL16)                                         \
   __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
     float wt[CPU_KB * 32] __attribute__((aligned(64))), acc[CPU_MB * 32] __attribute__((aligned(64))); \
     const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu ? 16 : 32);          \
@@ -767,29 +833,11 @@ QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, ROPE_EPI_ARGS, D / 2, M
     for (int i = 0; i < CPU_MB * 32; ++i) acc[i] = 0.0f;                                      \
     for (int i = 0; i < CPU_MB; ++i) nsq[i] = 0.0f;                                           \
     float16 s0, s1, o0, o1;                                                                   \
+    /* (float weights: both halves' columns consecutive, so a k's row is two vloads) */       \
+    const int whole = col[0] >= 0 && col[15] == col[0] + 15 && col[16] >= 0 && col[31] == col[16] + 15; \
     for (int k0 = 0; k0 < K; k0 += CPU_KB) {                                                  \
       const int kn = min(CPU_KB, K - k0);                                                     \
-      for (int k = 0; k < kn; k += 8) {                                                       \
-        const int kk = k0 + k;                                                                \
-        if (k == 0 || kk % G == 0) { /* a new group: its 32 scales and offsets, 0 past N */  \
-          float s[32], o[32];                                                                 \
-          for (int j = 0; j < 32; ++j) {                                                      \
-            const long g = (long)max(col[j], 0) * groups + kk / G;                            \
-            s[j] = col[j] >= 0 ? S[g] : 0.0f, o[j] = col[j] >= 0 ? O[g] : 0.0f;               \
-          }                                                                                   \
-          s0 = vload16(0, s), s1 = vload16(1, s), o0 = vload16(0, o), o1 = vload16(1, o);     \
-        }                                                                                     \
-        WORD_T raw[32];                                                                       \
-        _Pragma("clang loop vectorize(disable)") /* scalar loads: gathers cost more */        \
-        for (int j = 0; j < 32; ++j) raw[j] = WORD(wc[j], kk);                                \
-        const CPU_VEC16(WORD_T) w0 = vload16(0, raw), w1 = vload16(1, raw);                   \
-        _Pragma("unroll") for (int p = 0; p < 8; ++p) {                                       \
-          float16 b0 = fma(LEVEL16(w0, p), s0, o0), b1 = fma(LEVEL16(w1, p), s1, o1);         \
-          if (NW) b0 *= NW[kk + p], b1 *= NW[kk + p];                                         \
-          vstore16(b0, 2 * (k + p), wt);                                                      \
-          vstore16(b1, 2 * (k + p) + 1, wt);                                                  \
-        }                                                                                     \
-      }                                                                                       \
+      for (int k = 0; k < kn; k += 8) PACK8(k, k0 + k, WORD_T, WORD, LEVEL16)                 \
       for (int r0 = 0; r0 < rows; r0 += CPU_MR) {                                             \
         /* the rows' norm sums over this block, 16 at a time (their A then in L1 for the FMAs) */ \
         for (int i = 0; NW && i < min(CPU_MR, rows - r0); ++i) {                              \
@@ -902,8 +950,9 @@ QGEMV_CPU(qgemv_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_int4, INT4_LOAD, INT4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q8, Q8_LOAD, Q8_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
-QGEMM_CPU(qgemm_cpu_e0m4, uint, E0M4_LOAD, E0M4_LEVEL16)
-QGEMM_CPU(qgemm_cpu_int4, uint, INT4_LOAD, INT4_LEVEL16)
-QGEMM_CPU(qgemm_cpu_q8, ulong, Q8_WORD, Q8_LEVEL16)
-QGEMM_CPU(qgemm_cpu_q3h, uint, Q3H_LOAD, Q3H_LEVEL16)
+QGEMM_CPU(qgemm_cpu_e0m4, CODES_PACK8, uint, E0M4_LOAD, E0M4_LEVEL16)
+QGEMM_CPU(qgemm_cpu_int4, CODES_PACK8, uint, INT4_LOAD, INT4_LEVEL16)
+QGEMM_CPU(qgemm_cpu_q8, CODES_PACK8, ulong, Q8_WORD, Q8_LEVEL16)
+QGEMM_CPU(qgemm_cpu_q3h, CODES_PACK8, uint, Q3H_LOAD, Q3H_LEVEL16)
+QGEMM_CPU(gemm_cpu_f32, FLOATS_PACK8, uint, , )
 #endif  // TL_CPU

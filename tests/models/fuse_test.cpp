@@ -704,17 +704,19 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
 }
 
 // The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows, kernels/gemm.cl's
-// rope_pair_store): x times three weights (e0m4, merged by tl-fuse into one tl.QMatMul of
-// three outputs), viewed [B, S, H, D], then a tl.RoPE over in-place caches (f16, f32) and
-// a causal tl.Attention, in the GPU family with the tensor cores emulated
-// (Device::setMmaEmulation: the int8 tiles' store does it) and with them off (the portable
-// tiles' store, where the flash attention, heads up to 64, does not): heads of 64 (a 64-wide
-// tile holds one) and 128 (the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in
-// the next), batches of two, over a past and without, and 3 rows (the GEMVs: the RoPE
-// apart). Against the same model with the projection's q also a graph output, where
-// attention.cpp's ropeForGemm leaves the RoPE its own launch (rope_kv_f32, which the test
-// above checks against double loops): the same products, so the attention's output and
-// the caches equal up to fp32's rounding order.
+// rope_pair_store): x times three weights (e0m4 or float, merged by tl-fuse into one
+// tl.QMatMul or tl.MatMul of three outputs), viewed [B, S, H, D], then a tl.RoPE over
+// in-place caches (f16, f32) and a causal tl.Attention, in the GPU family with the tensor
+// cores emulated (Device::setMmaEmulation: e0m4's int8 tiles' store does it, the float
+// weights' fp32 tiles') and with them off (the portable tiles' store, where the flash
+// attention, heads up to 64, does not): heads of 64 (a 64-wide tile holds one) and 128
+// (the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in the next), cos and sin
+// from positions or as tables (HF's, graph inputs), batches of two, over a past and
+// without, and 3 rows (the GEMVs: the RoPE apart). Against the same model with the
+// projection's q also a graph output, where attention.cpp's ropeForGemm leaves the RoPE
+// its own launch (rope_kv_f32, which the test above checks against double loops): the
+// same products, so the attention's output and the caches equal up to fp32's rounding
+// order.
 TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 0.1f);
@@ -722,23 +724,30 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   struct Case {
     int64_t H, Hkv, D;
     KvType type;
+    bool quantized, tables;  // tables: the RoPE reads cos and sin tables, graph inputs
   };
-  for (const Case& cs : {Case{4, 2, 64, KvType::F16}, Case{2, 1, 128, KvType::F32}}) {
+  for (const Case& cs : {Case{4, 2, 64, KvType::F16, true, false}, Case{2, 1, 128, KvType::F32, true, false},
+                         Case{2, 1, 128, KvType::F32, false, false}, Case{2, 1, 128, KvType::F16, true, true}}) {
+    const bool quantized = cs.quantized;
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
     std::string freq;
-    for (int64_t i = 0; i < cs.D / 2; ++i)
-      freq += (i ? ", " : "") +
-              std::to_string(std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D)));
+    std::vector<double> inv(static_cast<size_t>(cs.D / 2));
+    for (int64_t i = 0; i < cs.D / 2; ++i) {
+      inv[static_cast<size_t>(i)] = std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(cs.D));
+      freq += (i ? ", " : "") + std::to_string(inv[static_cast<size_t>(i)]);
+    }
     const std::string text =
-        "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\ng (float[B, S, " + std::to_string(K) +
-        "] x, int64[B, 1, S, 1] pos, float[B, " + Hkv + ", P, " + D + "] past_k, float[B, " + Hkv + ", P, " + D +
-        "] past_v) => (float[B, " + H + ", S, " + D + "] y, float[B, " + Hkv + ", T, " + D + "] present_k, float[B, " +
-        Hkv + ", T, " + D + "] present_v) <float[" + std::to_string(cs.D / 2) + "] inv_freq = {" + freq +
-        "}, int64[4] qs = {0, 0, " + H + ", " + D + "}, int64[4] ks = {0, 0, " + Hkv + ", " + D +
+        "<ir_version: 8, opset_import: [\"\" : 17, \"tl\" : 1]>\ng (float[B, S, " + std::to_string(K) + "] x, " +
+        (cs.tables ? "float[B, 1, S, " + D + "] cosv, float[B, 1, S, " + D + "] sinv" : "int64[B, 1, S, 1] pos") +
+        ", float[B, " + Hkv + ", P, " + D + "] past_k, float[B, " + Hkv + ", P, " + D + "] past_v) => (float[B, " + H +
+        ", S, " + D + "] y, float[B, " + Hkv + ", T, " + D + "] present_k, float[B, " + Hkv + ", T, " + D +
+        "] present_v) <float[" + std::to_string(cs.D / 2) + "] inv_freq = {" + freq + "}, int64[4] qs = {0, 0, " + H +
+        ", " + D + "}, int64[4] ks = {0, 0, " + Hkv + ", " + D +
         "}> {\n  xq = MatMul(x, wq)\n  xk = MatMul(x, wk)\n  xv = MatMul(x, wv)\n  q4 = Reshape(xq, qs)\n"
-        "  k4 = Reshape(xk, ks)\n  v4 = Reshape(xv, ks)\n  q, present_k, present_v = tl.RoPE <cache_axis = 2, "
-        "positions = 1, x_bshd = 1, x2_bshd = 1, x3_bshd = 1> (q4, pos, inv_freq, k4, past_k, past_v, v4)\n"
-        "  y = tl.Attention <causal = 1, scale = 0.125> (q, present_k, present_v)\n}\n";
+        "  k4 = Reshape(xk, ks)\n  v4 = Reshape(xv, ks)\n  q, present_k, present_v = tl.RoPE <cache_axis = 2, " +
+        (cs.tables ? "x_bshd = 1, x2_bshd = 1, x3_bshd = 1> (q4, cosv, sinv, "
+                   : "positions = 1, x_bshd = 1, x2_bshd = 1, x3_bshd = 1> (q4, pos, inv_freq, ") +
+        "k4, past_k, past_v, v4)\n  y = tl.Attention <causal = 1, scale = 0.125> (q, present_k, present_v)\n}\n";
     Model base;
     const auto status = onnx::OnnxParser::Parse(base.proto, text.c_str());
     ASSERT_TRUE(status.IsOK()) << status.ErrorMessage() << "\n" << text;
@@ -748,7 +757,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
       for (auto& f : w) f = normal(rng);
       addInitializer(base, name, {K, heads * cs.D}, w.data(), w.size());
     }
-    quantizeModel(base, QuantOptions{}, false);
+    if (quantized) quantizeModel(base, QuantOptions{}, false);
     runFusePasses(base, {});
     // The model planned as it is and with q exposed.
     auto planned = [&](bool exposeQ) {
@@ -756,7 +765,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
       if (exposeQ) {
         std::string q;
         for (const auto& n : m.proto.graph().node())
-          if (n.op_type() == "QMatMul" && n.output_size() == 3) q = n.output(0);
+          if ((n.op_type() == "QMatMul" || n.op_type() == "MatMul") && n.output_size() == 3) q = n.output(0);
         EXPECT_FALSE(q.empty()) << "no merged q/k/v projection";
         m.proto.mutable_graph()->add_output()->set_name(q);
       }
@@ -788,9 +797,20 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         std::vector<int64_t> pos(static_cast<size_t>(B * S));
         for (int64_t b = 0; b < B; ++b)
           for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = P + s + 3 * b;
-        const std::vector<Tensor> in = {floats("x", x, {B, S, K}),
-                                        makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()),
-                                        floats("past_k", pk, {B, cs.Hkv, P, cs.D}), floats("past_v", pv, {B, cs.Hkv, P, cs.D})};
+        std::vector<Tensor> in = {floats("x", x, {B, S, K}), floats("past_k", pk, {B, cs.Hkv, P, cs.D}),
+                                  floats("past_v", pv, {B, cs.Hkv, P, cs.D})};
+        if (cs.tables) {  // the tables HF's rotary embedding makes: each frequency twice
+          std::vector<float> c(static_cast<size_t>(B * S * cs.D)), sn(c.size());
+          for (size_t i = 0; i < c.size(); ++i) {
+            const double a = static_cast<double>(pos[i / static_cast<size_t>(cs.D)]) *
+                             inv[i % static_cast<size_t>(cs.D) % inv.size()];
+            c[i] = static_cast<float>(std::cos(a)), sn[i] = static_cast<float>(std::sin(a));
+          }
+          in.push_back(floats("cosv", c, {B, 1, S, cs.D}));
+          in.push_back(floats("sinv", sn, {B, 1, S, cs.D}));
+        } else {
+          in.push_back(makeTensor("pos", DType::Int64, {B, 1, S, 1}, pos.data()));
+        }
         const auto want = apart.ex.run(in), got = fused.ex.run(in);
         const char* names[] = {"y", "present_k", "present_v"};
         for (size_t o = 0; o < 3; ++o) {
@@ -798,7 +818,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
           ASSERT_EQ(g.size(), w.size()) << names[o];
           for (size_t i = 0; i < g.size(); ++i)
             ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
-                << names[o] << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
+                << names[o] << (quantized ? "" : ", float") << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
                 << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P << " at " << i;
         }
         auto kernels = [](Executor& ex) {
@@ -812,8 +832,8 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         const auto f = kernels(fused.ex), a = kernels(apart.ex);
         // (more than 4 rows take the tiles; the flash attention does the RoPE's work itself)
         const bool rows = S > 4, flash = !tensorCores && cs.D <= 64;
-        const std::string where = std::string(tensorCores ? "tensor cores" : "portable") + ", D " + D + ", S " +
-                                  std::to_string(S);
+        const std::string where = std::string(quantized ? "" : "float, ") + (tensorCores ? "tensor cores" : "portable") +
+                                  ", D " + D + ", S " + std::to_string(S);
         EXPECT_EQ(any(f, "_rope_"), rows && !flash) << where;
         EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << where;
         EXPECT_EQ(a.count("rope_kv_f32"), rows && flash ? 0u : 1u) << where;

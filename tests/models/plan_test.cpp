@@ -781,61 +781,71 @@ TEST(KvInPlace, AttentionOutputAlsoAGraphOutput) {
 }
 
 // A prefill step launches no more kernels a layer than a decode step (issue 27): the
-// prefill GEMMs (gemm.cl) do the norm and the GLU as the GPU's GEMVs do, the GPU's prefill
-// attention (attention_flash_f32 here, heads of 32) does the RoPE's work as its decode
-// kernels do, also beside the tensor cores' int8 tiles (emulated: the third family), and
-// tl-fuse's rope-bshd left no Transpose to copy (where the tensor-core attention takes
-// the heads, the q/k/v projection's store does it: AttentionKernel.RopeEpilogueOfTheQkvGemm).
-// CPUs take their own prefill rows (qgemm_cpu_*, attention_cpu_f32; the RoPE apart), which
-// a GPU does not build (its CPU family runs the portable rows). bytellama e0m4 fused and planned (in place), a 9-token prompt then 3
-// decode steps: the same greedy tokens in the CPU and GPU families.
+// prefill GEMMs (gemm.cl, the codes' and the float weights') do the norm and the GLU as the
+// GPU's GEMVs do, the GPU's prefill attention (attention_flash_f32 here, heads of 32) does
+// the RoPE's work as its decode kernels do, also beside the tensor cores' int8 tiles
+// (emulated: the third family), and tl-fuse's rope-bshd left no Transpose to copy (where
+// the tensor-core attention takes the heads, the q/k/v projection's store does it:
+// AttentionKernel.RopeEpilogueOfTheQkvGemm). CPUs take their own prefill rows
+// (qgemm_cpu_*, gemm_cpu_f32, attention_cpu_f32; the RoPE apart), which a GPU does not
+// build (its CPU family runs the portable rows, uncounted). bytellama fp32 and e0m4, fused
+// and planned (in place), a 9-token prompt then 3 decode steps: the same greedy tokens in
+// the CPU and GPU families.
 TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
-  Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, true);
-  std::vector<int64_t> prompt;
-  for (char c : std::string("def f(x):")) prompt.push_back(static_cast<unsigned char>(c));
-  ASSERT_GT(prompt.size(), 4u);  // prefill rows, not decode ones
-  std::vector<int64_t> tokens[2];
-  for (int family = 0; family < 3; ++family) {
-    const bool gpu = family > 0;
-    Decoder d(planned, gpu, true, family == 2);
-    auto perLayer = [&](std::set<std::string>* kernels) {
-      std::map<std::string, int64_t> layers;  // "layers.3" -> launches
-      for (const auto& t : d.ex.profile()) {
-        const size_t at = t.node.find("layers.");
-        if (at == std::string::npos) continue;
-        ++layers[t.node.substr(at, t.node.find('/', at) - at)];
-        if (kernels) kernels->insert(t.kernel);
+  for (bool quantized : {false, true}) {
+    Model planned = inPlaceBytellama(64, KvLayout::Sequence, 256, quantized);
+    std::vector<int64_t> prompt;
+    for (char c : std::string("def f(x):")) prompt.push_back(static_cast<unsigned char>(c));
+    ASSERT_GT(prompt.size(), 4u);  // prefill rows, not decode ones
+    const std::string scheme = quantized ? "e0m4" : "f32", gemm = quantized ? "qgemm" : "gemm";
+    std::vector<int64_t> tokens[2];
+    for (int family = 0; family < 3; ++family) {
+      const bool gpu = family > 0;
+      Decoder d(planned, gpu, true, family == 2);
+      auto perLayer = [&](std::set<std::string>* kernels) {
+        std::map<std::string, int64_t> layers;  // "layers.3" -> launches
+        for (const auto& t : d.ex.profile()) {
+          const size_t at = t.node.find("layers.");
+          if (at == std::string::npos) continue;
+          ++layers[t.node.substr(at, t.node.find('/', at) - at)];
+          if (kernels) kernels->insert(t.kernel);
+        }
+        return layers;
+      };
+      std::set<std::string> prefillKernels;
+      int64_t next = d.lm.stepGreedy(prompt);
+      const auto prefill = perLayer(&prefillKernels);
+      std::vector<int64_t> generated = {next};
+      for (int i = 0; i < 3; ++i) generated.push_back(next = d.lm.stepGreedy({next}));
+      if (family < 2) tokens[family] = generated;  // (the int8 tiles round A: not the same sums)
+      const auto decode = perLayer(nullptr);
+      ASSERT_EQ(prefill.size(), 4u);
+      const std::string where = scheme + ", family " + std::to_string(family);
+      EXPECT_EQ(prefillKernels.count("copy_b32"), 0u) << where;
+      // (a GPU builds no CPU family's prefill rows: there that family runs them in steps)
+      if (gpu || !d.device.info().isGpu)
+        for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer << ", " << where;
+      if (gpu) EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u) << where;
+      if (family == 2 && quantized) EXPECT_EQ(prefillKernels.count("qgemm64_mma_i8_e0m4"), 1u);
+      if (gpu) {
+        EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u) << where;
+      } else if (!d.device.info().isGpu) {  // the CPU prefill rows: the norms and GLUs inside the GEMMs
+        EXPECT_EQ(prefillKernels.count(gemm + "_cpu_" + scheme), 1u) << where;
+        EXPECT_EQ(prefillKernels.count("attention_cpu_f32"), 1u) << where;
+        EXPECT_EQ(prefillKernels.count("rmsnorm_f32"), 0u) << where;
+        EXPECT_EQ(prefillKernels.count("glu_f32"), 0u) << where;
       }
-      return layers;
-    };
-    std::set<std::string> prefillKernels;
-    int64_t next = d.lm.stepGreedy(prompt);
-    const auto prefill = perLayer(&prefillKernels);
-    std::vector<int64_t> generated = {next};
-    for (int i = 0; i < 3; ++i) generated.push_back(next = d.lm.stepGreedy({next}));
-    if (family < 2) tokens[family] = generated;  // (the int8 tiles round A: not the same sums)
-    const auto decode = perLayer(nullptr);
-    ASSERT_EQ(prefill.size(), 4u);
-    EXPECT_EQ(prefillKernels.count("copy_b32"), 0u);
-    for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer << ", family " << family;
-    if (gpu) EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u) << "family " << family;
-    if (family == 2) EXPECT_EQ(prefillKernels.count("qgemm64_mma_i8_e0m4"), 1u);
-    if (gpu) {
-      EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u) << "family " << family;
-    } else if (!d.device.info().isGpu) {  // the CPU prefill rows: the norms and GLUs inside the GEMMs
-      EXPECT_EQ(prefillKernels.count("qgemm_cpu_e0m4"), 1u);
-      EXPECT_EQ(prefillKernels.count("attention_cpu_f32"), 1u);
-      EXPECT_EQ(prefillKernels.count("rmsnorm_f32"), 0u);
-      EXPECT_EQ(prefillKernels.count("glu_f32"), 0u);
     }
+    EXPECT_EQ(tokens[1], tokens[0]) << scheme;
   }
-  EXPECT_EQ(tokens[1], tokens[0]);
 }
 
 // The rotary kernel over in-place caches with cos and sin tables rather than position ids
 // (every tl-fuse pass but rope-positions): a 9-token prefill (rope_kv_f32's rotated pairs
 // read each half's table entry; rope_kv_cpu_f32's tables of the token) and 40 decode steps
-// give the copying path's greedy tokens, in both kernel families.
+// give the copying path's greedy tokens, in both kernel families. The graph computes the
+// tables after the q/k/v projection, so its tiles must leave the RoPE alone (ropeForGemm:
+// their store read the tables before they were made).
 TEST(KvInPlace, RopeTablesOverInPlaceCachesEqualTheCopyingPath) {
   std::vector<std::string> passes;
   for (const auto& p : fusePasses())

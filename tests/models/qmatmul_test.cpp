@@ -216,7 +216,13 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       const auto launches = ex.explain();
       bool rounded = int8Rows(launches);  // A rounded to int8, or to fp16 on the tensor cores
       for (const auto& l : launches) rounded |= l.kernel.find("_mma_") != std::string::npos;
-      if (M >= 16 && !quantized && !e.glu.empty()) {  // the GLU inside the product's kernel
+      if (M > 4 && !quantized && K % 8 == 0 && (gpu || !device.info().isGpu)) {
+        // float weights through the codes' prefill tiles (gemm_*f32 on GPUs, gemm_cpu_f32
+        // on CPUs): the norm and the GLU inside, one launch
+        ASSERT_EQ(launches.size(), 1u) << launches.back().kernel;
+        const std::string& k = launches[0].kernel;
+        EXPECT_TRUE(gpu ? k.rfind("gemm", 0) == 0 && k.find("_cpu_") == std::string::npos : k == "gemm_cpu_f32") << k;
+      } else if (M >= 16 && !quantized && !e.glu.empty()) {  // the GLU inside the product's kernel
         std::vector<std::string> kernels;
         for (const auto& l : launches) kernels.push_back(l.kernel);
         const char* glued = gpu ? "matmul_glu_f32" : "matmul_4x4_glu_f32";
@@ -304,7 +310,7 @@ TEST(MatMulExtras, MatchUnfusedMath) {
   // The CPU prefill GEMM's tasks: 100 rows are two tasks of 96 rows (the second of 4), and K
   // = 136 a block whose norm sums end on 8 values, not 16.
   for (const auto& e : extras)
-    for (const char* scheme : {"e0m4", "q8"}) expectUnfusedMath(scheme, 136, 48, e, {100}, {false});
+    for (const char* scheme : {"float", "e0m4", "q8"}) expectUnfusedMath(scheme, 136, 48, e, {100}, {false});
 }
 
 // The portable GPU tiles where local memory holds one slice of 16 k, not two (kernels/
@@ -348,6 +354,12 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
       expectUnfusedMath(scheme, 2056, 200, e, {100, 64, 100}, {true}, (std::string("qgemm64_mma_") + scheme).c_str());
       expectUnfusedMath(scheme, 1032, 4224, e, {200}, {true}, (std::string("qgemm_mma_") + scheme).c_str());
     }
+  // Float weights on them with --gemm f16 (under auto the fp32 tiles take them).
+  const auto f16 = [](Device& d) { d.setInt8Activations(false); };
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}}) {
+    expectUnfusedMath("float", 2056, 200, e, {100, 64, 100}, {true}, "gemm64_mma_f32", f16);
+    expectUnfusedMath("float", 1032, 4224, e, {200}, {true}, "gemm_mma_f32", f16);
+  }
 }
 
 // Below 256 rows, 16-level codes on NVIDIA's tensor cores take the int8 rows
@@ -396,6 +408,17 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
       expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
     }
+  // Float weights on them where A is not rounded to int8 (--gemm f16): 64 x 64 tiles, K
+  // split, and 128 x 128 tiles; under auto the fp32 tiles (gemm_f32, exact).
+  const auto f16 = [&](Device& d) {
+    emulate(d);
+    d.setInt8Activations(false);
+  };
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}}) {
+    expectUnfusedMath("float", 2056, 48, e, {64}, {true}, "gemm64_mma_f32", f16);
+    expectUnfusedMath("float", 264, 264, e, {200}, {true}, "gemm_mma_f32", f16);
+    expectUnfusedMath("float", 264, 264, e, {200}, {true}, "gemm_f32", emulate);
+  }
 }
 
 // Two e0m4 one-row GEMVs in a row, the first adding a residual, the second normalizing its

@@ -290,13 +290,13 @@ void ropeLastArgs(const LowerNode& n, Launch& l) {
   ropeTrigArgs(n, l);
 }
 
-// Whether the tl.QMatMul that writes this tl.RoPE's q (through views) does its work in
-// its store at this binding (ropeForGemm, and the GEMM's row takes it).
+// Whether the tl.QMatMul or tl.MatMul that writes this tl.RoPE's q (through views) does its
+// work in its store at this binding (ropeForGemm, and the GEMM's row takes it).
 bool ropeInGemm(const LowerNode& n) {
   const ViewChain q = producerThroughViews(n.ex.graph(), n.in(0), n.ex.analysis().dtypeOf());
   if (q.producer < 0) return false;
   const LowerNode gemm = n.at(static_cast<size_t>(q.producer));
-  return opKey(gemm.proto) == "tl.QMatMul" && qmatmulTakesRope(gemm) && ropeForGemm(gemm) == static_cast<int>(n.index);
+  return gemmTakesRope(gemm) && ropeForGemm(gemm) == static_cast<int>(n.index);
 }
 
 // tl.RoPE with cache_axis (docs/ops.md): after q's arguments, k rotated into Concat(past_k,
@@ -596,10 +596,14 @@ int ropeForGemm(const LowerNode& gemm) {
   if (r.axis(r.attrInt("cache_axis", 0), 4) != 2 || D % 2 || r.attrInt("rotary_dim", D) != D ||
       k != Dims{B, k[1], S, D} || v != Dims{B, k[1], S, D} || gemm.shape(gemm.out(0)).back() != q[1] * D ||
       gemm.shape(gemm.out(1)).back() != k[1] * D || gemm.shape(gemm.out(2)).back() != k[1] * D ||
-      elementCount(gemm.shape(gemm.in(0))) != B * S * gemm.attrInt("K", 0))
+      elementCount(gemm.shape(gemm.in(0))) != B * S * gemm.shape(gemm.in(0)).back())
     return -1;
-  for (size_t table : {1, 2})  // one cos and sin for every head
-    if (broadcastStrides(r.shape(r.in(table)), q)[1] != 0) return -1;
+  for (size_t table : {1, 2}) {
+    // one cos and sin for every head, made before the GEMM runs (a table the graph computes
+    // from the positions may come after the projection in node order)
+    if (broadcastStrides(r.shape(r.in(table)), q)[1] != 0 || g.producer(r.in(table)) > static_cast<int>(gemm.index))
+      return -1;
+  }
   if (gemm.ex.dryRun()) return at;
   for (const std::string& read : {r.in(1), r.in(2), gemm.in(0)})  // (what the store's launch reads)
     if (gemm.ex.overlaps(r.out(0), read)) return -1;

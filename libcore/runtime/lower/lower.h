@@ -190,17 +190,18 @@ std::optional<MergedSplits> mergedSplits(const LowerNode& reader, int64_t maxSpl
 // at this binding (it takes a one-row merging GEMV, built for the device).
 bool mergesAttention(const LowerNode& qmatmul);
 
-// The RoPE epilogue of a merged q/k/v tl.QMatMul (kernels/gemm.cl's rope_pair_store): both
-// nodes ask, so they agree. attention.cpp: the index of the tl.RoPE over in-place caches
-// whose work the GEMM `gemm` may do in its store (its q, k and v reach the RoPE through
-// views read by nothing else, stored [B, S, H, D]; every dim rotary; one cos and sin for
-// all heads; caches not 8-bit; the attention does not do it), or -1; and that work's
-// arguments (ROPE_EPI_ARGS) on the GEMM's launch.
+// The RoPE epilogue of a merged q/k/v tl.QMatMul or tl.MatMul (kernels/gemm.cl's
+// rope_pair_store): both nodes ask, so they agree. attention.cpp: the index of the tl.RoPE
+// over in-place caches whose work the GEMM `gemm` may do in its store (its q, k and v reach
+// the RoPE through views read by nothing else, stored [B, S, H, D]; every dim rotary; one
+// cos and sin for all heads; caches not 8-bit; the attention does not do it), or -1; and
+// that work's arguments (ROPE_EPI_ARGS) on the GEMM's launch.
 int ropeForGemm(const LowerNode& gemm);
 void ropeEpilogueArgs(const LowerNode& gemm, int rope, Launch& l);
-// matmul.cpp: whether tl.QMatMul `gemm` takes a row with that epilogue at this binding
-// where ropeForGemm finds it a RoPE (a cheap test: decode's GEMVs never do).
-bool qmatmulTakesRope(const LowerNode& gemm);
+// matmul.cpp: whether `gemm` (a tl.QMatMul, or a tl.MatMul's float weights) takes a row
+// with that epilogue at this binding where ropeForGemm finds it a RoPE (a cheap test:
+// decode's GEMVs never do).
+bool gemmTakesRope(const LowerNode& gemm);
 
 // The op table's View::AtBinding ops (movement.cpp). A node that is a view at this run's shapes only: a Transpose that moves dims of 1 alone
 // (a decode step's [B, 1, H, D] -> [B, H, 1, D]), an Expand to its input's own shape, a

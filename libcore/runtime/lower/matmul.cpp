@@ -242,33 +242,11 @@ const Variant<GemvCase> kWeightGemv[] = {
      "CPU decode: 64 columns of a row per work-group, the norm and GLU inside"},
 };
 
-// tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs.
-void tlMatmulOp(const LowerNode& n) {
-  if (lowerLastRows(n, tlMatmulOp)) return;
-  requireFloatInputs(n);
-  const Dims& w = n.shape(n.in(1));
-  const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
-  const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
-  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
-  const MatMulOut o = matmulOutputs(n, N);
-  const GemvCase c{n.gpu(), transB, gluKind(n.proto), M, N, &o};
-  if (const auto* v = findVariant(kWeightGemv, c, n)) {
-    Launch l = launchVariant(n, *v);
-    l.mem(n.in(0)).mem(n.in(1));
-    setOutputs(l, o);
-    l.i32(M).i32(N).i32(K);
-    setGemvArgs(l, n);
-    return l.run(v->geometry(c));
-  }
-  matmulInSteps(
-      n, n.in(0), M, K, N, o,
-      [&](const std::string& a, const MatMulOut& out) { matmul(n, a, {M, K}, n.in(1), w, out, false, transB); },
-      [&](const std::string& a) { return matmul(n, a, {M, K}, n.in(1), w, o, false, transB, c.glu); });
-}
-
 // ---- tl.QMatMul ----
 
-enum class Scheme { E0m4, Int4, Q8, Q3h, W4a8 };
+// F32: tl.MatMul's float weights [K, N] through the prefill tiles (floatCase), one more
+// form of W for kernels/gemm.cl.
+enum class Scheme { E0m4, Int4, Q8, Q3h, W4a8, F32 };
 Scheme schemeOf(const LowerNode& n) {
   const std::string s = n.attrString("scheme", "");
   if (s == "e0m4") return Scheme::E0m4;
@@ -329,7 +307,7 @@ struct QCase {
   // (docs/tl-bench.md). Where A may be rounded to int8, codes the int8 rows take (below)
   // take them at every row count instead.
   static constexpr int64_t kHalvesRows = 256;
-  bool halves() const { return mma128() && M >= kHalvesRows && !int8Codes(); }
+  bool halves() const { return mma128() && M >= kHalvesRows && !int8Codes() && scheme != Scheme::F32; }
   // 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows made in the
   // same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
   // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
@@ -415,6 +393,10 @@ template <Scheme S> bool gemv(const QCase& c) { return c.scheme == S && c.gemv()
 template <Scheme S> bool gemm128(const QCase& c) { return c.scheme == S && c.gemm128(); }
 template <Scheme S> bool mma128(const QCase& c) { return c.scheme == S && c.mma128(); }
 bool mmaHalves(const QCase& c) { return c.halves(); }
+// Float weights on the tensor cores (rounded to fp16) only where A may not be rounded
+// either (--gemm f16): auto keeps an fp32 model's products exact.
+bool floatMma128(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.mma128(); }
+bool floatMma64(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.gemm(); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
 template <Scheme S> bool int8Rope(const QCase& c) { return c.rope && int8Rows<S>(c); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
@@ -426,7 +408,8 @@ template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; 
 template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
 
-constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8;
+constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8,
+               F32 = Scheme::F32;
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
 // and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
 // (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
@@ -467,6 +450,17 @@ const char* const kGemmRopeWhy =
     "the RoPE's work: q rotated, k and v into the in-place caches";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would leave a quarter of the device idle), the norm and GLU inside";
 const char* const kCpuGemmWhy = "CPU prefill: 96 x 32 tasks, each code dequantized once a task, 12 x 32 (AVX-512) or 6 x 16 sums in registers, the norm and GLU inside";
+const char* const kFloatMmaWhy =
+    "GPU prefill, float weights, --gemm f16: NVIDIA tensor cores, 128 x 128 tiles of f16 products, the norm and GLU "
+    "inside";
+const char* const kFloatMma64Why =
+    "GPU prefill, float weights, --gemm f16: NVIDIA tensor cores, 64 x 64 tiles (up to 128 rows, or too few 128s), "
+    "the norm and GLU inside";
+const char* const kFloatGemmWhy = "GPU prefill, float weights: the 128 x 128 fp32 tiles of the codes' rows, the norm and GLU inside";
+const char* const kFloatGemm64Why =
+    "GPU prefill, float weights: 64 x 64 fp32 tiles (128s would leave a quarter of the device idle), the norm and GLU inside";
+const char* const kFloatCpuGemmWhy =
+    "CPU prefill, float weights: 96 x 32 tasks, each weight packed once a task, the codes' register tiles, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
@@ -509,6 +503,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_mma_q8", gemm64<Q8>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
     {"qgemm_mma_q3h", mma128<Q3h>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
     {"qgemm64_mma_q3h", gemm64<Q3h>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
+    {"gemm_mma_f32", floatMma128, splitGeometry<128>, kFloatMmaWhy, kNative | kSplitK},
+    {"gemm64_mma_f32", floatMma64, splitGeometry<64>, kFloatMma64Why, kNative | kSplitK},
     {"qgemm_rope_e0m4", gemm128Rope<E0m4>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
     {"qgemm64_rope_e0m4", gemm64Rope<E0m4>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
     {"qgemm_rope_int4", gemm128Rope<Int4>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
@@ -517,6 +513,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_rope_q8", gemm64Rope<Q8>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
     {"qgemm_rope_q3h", gemm128Rope<Q3h>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
     {"qgemm64_rope_q3h", gemm64Rope<Q3h>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
+    {"gemm_rope_f32", gemm128Rope<F32>, gemmGeometry<128>, kGemmRopeWhy, kNative | kRope},
+    {"gemm64_rope_f32", gemm64Rope<F32>, gemmGeometry<64>, kGemmRopeWhy, kNative | kRope},
     {"qgemm_e0m4", gemm128<E0m4>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_e0m4", gemm64<E0m4>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qgemm_int4", gemm128<Int4>, gemmGeometry<128>, kGemmWhy, kNative},
@@ -525,6 +523,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_q8", gemm64<Q8>, gemmGeometry<64>, kGemm64Why, kNative},
     {"qgemm_q3h", gemm128<Q3h>, gemmGeometry<128>, kGemmWhy, kNative},
     {"qgemm64_q3h", gemm64<Q3h>, gemmGeometry<64>, kGemm64Why, kNative},
+    {"gemm_f32", gemm128<F32>, gemmGeometry<128>, kFloatGemmWhy, kNative},
+    {"gemm64_f32", gemm64<F32>, gemmGeometry<64>, kFloatGemm64Why, kNative},
     {"qgemv_cpu_e0m4", cpuGemv<E0m4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative},
@@ -533,6 +533,7 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm_cpu_int4", cpuGemm<Int4>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_q8", cpuGemm<Q8>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_q3h", cpuGemm<Q3h>, cpuGemmGeometry, kCpuGemmWhy, kNative},
+    {"gemm_cpu_f32", cpuGemm<F32>, cpuGemmGeometry, kFloatCpuGemmWhy, kNative},
     {"qmatmul_tiles_e0m4", tiles<E0m4>, tilesGeometry, kTilesWhy},
     {"qmatmul_tiles_int4", tiles<Int4>, tilesGeometry, kTilesWhy},
     {"qmatmul_tiles_q8", tiles<Q8>, tilesGeometry, kTilesWhy},
@@ -550,10 +551,10 @@ const Variant<QCase> kQMatMul[] = {
 };
 constexpr int64_t kMergeSplits = 4;  // kernels/qmatmul.cl's MERGE_SPLITS: every work-group reads them all
 
-QCase qcase(const LowerNode& n) {
-  QCase c{schemeOf(n)};
-  c.K = n.attrInt("K", 0), c.N = n.attrInt("N", 0), c.G = n.attrInt("group", 0);
-  c.rowBytes = n.shape(n.in(1)).at(1);
+// The case of a node of A [..., K] times W of `scheme`.
+QCase caseOf(const LowerNode& n, Scheme scheme, int64_t K, int64_t N, int64_t G, int64_t rowBytes) {
+  QCase c{scheme};
+  c.K = K, c.N = N, c.G = G, c.rowBytes = rowBytes;
   c.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(c.K, 1);
   c.gpu = n.gpu();
   c.glu = gluKind(n.proto);
@@ -561,6 +562,23 @@ QCase qcase(const LowerNode& n) {
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   c.int8 = n.ex.device().int8Activations();
   return c;
+}
+QCase qcase(const LowerNode& n) {
+  return caseOf(n, schemeOf(n), n.attrInt("K", 0), n.attrInt("N", 0), n.attrInt("group", 0), n.shape(n.in(1)).at(1));
+}
+// A tl.MatMul's, for the tiles' float rows: W [K, N] (not transB: they read a column's k N
+// apart, each column 4 bytes after the last), no groups (8: the tiles' chunk).
+std::optional<QCase> floatCase(const LowerNode& n) {
+  const Dims& w = n.shape(n.in(1));
+  if (n.attrInt("transB", 0) || w.size() != 2) return std::nullopt;
+  return caseOf(n, Scheme::F32, w[0], w[1], 8, 4);
+}
+bool isQMatMul(const onnx::NodeProto& p) { return p.domain() == "tl" && p.op_type() == "QMatMul"; }
+// The case of a node the prefill tiles may take: a tl.QMatMul, or a tl.MatMul's floatCase.
+std::optional<QCase> tiledCase(const LowerNode& n) {
+  if (isQMatMul(n.proto)) return qcase(n);
+  if (n.proto.domain() == "tl" && n.proto.op_type() == "MatMul") return floatCase(n);
+  return std::nullopt;
 }
 
 // Whether the node merges the attention's splits at this binding: tl-fuse marked the pair
@@ -587,7 +605,6 @@ struct NormHandoff {
   int64_t parts = 0;        // ... how many
   std::string scale;        // the norm's weights
 };
-bool isQMatMul(const onnx::NodeProto& p) { return p.domain() == "tl" && p.op_type() == "QMatMul"; }
 bool normed(const onnx::NodeProto& p) { return isQMatMul(p) && !matmulOptional(p, MatMulInput::NormScale).empty(); }
 // The handoff to `reader`, when at this binding it and the node writing its A both take
 // one-row rows that hand (kHands), the writer computes all of A alone (one output, no
@@ -681,18 +698,28 @@ std::pair<std::string, std::string> splitScratch(const LowerNode& n) {
   const Graph& g = n.ex.graph();
   int64_t partials = 0, tiles = 0;
   for (size_t i = 0; i < g.nodeCount(); ++i) {
-    if (!isQMatMul(g.node(i))) continue;
     const LowerNode o = n.at(i);
-    const QCase c = qcase(o);
-    const auto* v = findVariant(kQMatMul, c, o);
-    if (!v || !(v->mode & kSplitK) || c.kSlices() < 2) continue;
-    partials = std::max(partials, c.kPartials());
-    tiles = std::max(tiles, c.mmaTiles());
+    const auto c = tiledCase(o);
+    const auto* v = c ? findVariant(kQMatMul, *c, o) : nullptr;
+    if (!v || !(v->mode & kSplitK) || c->kSlices() < 2) continue;
+    partials = std::max(partials, c->kPartials());
+    tiles = std::max(tiles, c->mmaTiles());
   }
   const std::pair<std::string, std::string> keys{"#ksplit-partials", "#ksplit-counters"};
   n.ex.scratch(keys.first, static_cast<size_t>(partials) * 4);
   n.ex.zeroedScratch(keys.second, static_cast<size_t>(tiles) * 4);
   return keys;
+}
+
+// A split-K row's KSPLIT_ARGS: the k of a slice, the scratch where there are several.
+void setSplitArgs(const LowerNode& n, const QCase& c, Launch& l) {
+  l.i32(c.kSlice());
+  if (c.kSlices() > 1) {
+    const auto [partials, counters] = splitScratch(n);
+    l.mem(partials).mem(counters);
+  } else {
+    l.nullMem().nullMem();
+  }
 }
 
 // tl.QMatMul: A [..., K] x quantized [K, N] (docs/ops.md has the table). W4A8 first
@@ -754,15 +781,7 @@ void qmatmulOp(const LowerNode& n) {
       }
     }
     if (splits) l.mem(splits->part).i32(splits->splits).i32(splits->Dv).i32(splits->zeroRows);
-    if (v.mode & kSplitK) {
-      l.i32(c.kSlice());
-      if (c.kSlices() > 1) {
-        const auto [partials, counters] = splitScratch(n);
-        l.mem(partials).mem(counters);
-      } else {
-        l.nullMem().nullMem();
-      }
-    }
+    if (v.mode & kSplitK) setSplitArgs(n, c, l);
     if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
     if (v.mode & kRope) ropeEpilogueArgs(n, rope, l);
     l.run(v.geometry(c));
@@ -773,14 +792,56 @@ void qmatmulOp(const LowerNode& n) {
   matmulInSteps(n, n.in(0), c.M, c.K, c.N, o, product);
 }
 
+// tl.MatMul (docs/ops.md): A [..., K] x W [K, N] with N's columns split among the outputs:
+// decode through kWeightGemv's rows, prefill through the codes' tiles (kQMatMul's F32 rows)
+// where they fit, else the float products in steps.
+void tlMatmulOp(const LowerNode& n) {
+  if (lowerLastRows(n, tlMatmulOp)) return;
+  requireFloatInputs(n);
+  const Dims& w = n.shape(n.in(1));
+  const bool transB = n.attrInt("transB", 0) != 0;  // W stored [N, K]
+  const int64_t K = transB ? w[1] : w[0], N = transB ? w[0] : w[1];
+  const int64_t M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(K, 1);
+  const MatMulOut o = matmulOutputs(n, N);
+  const GemvCase c{n.gpu(), transB, gluKind(n.proto), M, N, &o};
+  if (const auto* v = findVariant(kWeightGemv, c, n)) {
+    Launch l = launchVariant(n, *v);
+    l.mem(n.in(0)).mem(n.in(1));
+    setOutputs(l, o);
+    l.i32(M).i32(N).i32(K);
+    setGemvArgs(l, n);
+    return l.run(v->geometry(c));
+  }
+  if (const auto f = floatCase(n)) {
+    QCase fc = *f;
+    const int rope = fc.gemm() ? ropeForGemm(n) : -1;
+    fc.rope = rope >= 0;
+    if (const auto* v = findVariant(kQMatMul, fc, n)) {
+      Launch l = launchVariant(n, *v);
+      l.mem(n.in(0)).mem(n.in(1)).nullMem().nullMem();  // (no scales, no offsets)
+      setOutputs(l, o);
+      l.i32(M).i32(N).i32(K).i32(fc.G).i32(fc.rowBytes).i32(1);
+      setGemvArgs(l, n);
+      if (v->mode & kSplitK) setSplitArgs(n, fc, l);
+      if (v->mode & kRope) ropeEpilogueArgs(n, rope, l);
+      return l.run(v->geometry(fc));
+    }
+  }
+  matmulInSteps(
+      n, n.in(0), M, K, N, o,
+      [&](const std::string& a, const MatMulOut& out) { matmul(n, a, {M, K}, n.in(1), w, out, false, transB); },
+      [&](const std::string& a) { return matmul(n, a, {M, K}, n.in(1), w, o, false, transB, c.glu); });
+}
+
 }  // namespace
 
 bool mergesAttention(const LowerNode& qmatmul) { return merged(qmatmul, qcase(qmatmul)).has_value(); }
 
-bool qmatmulTakesRope(const LowerNode& gemm) {
-  QCase c = qcase(gemm);
-  c.rope = true;  // (the caller asks ropeForGemm too)
-  const auto* v = findVariant(kQMatMul, c, gemm);
+bool gemmTakesRope(const LowerNode& gemm) {
+  auto c = tiledCase(gemm);
+  if (!c) return false;
+  c->rope = true;  // (the caller asks ropeForGemm too)
+  const auto* v = findVariant(kQMatMul, *c, gemm);
   return v && (v->mode & kRope);
 }
 
