@@ -273,27 +273,20 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     }                                                                                         \
   }
 
-QGEMM(qgemm_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm64_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm64_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm64_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(qgemm64_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, , 0, NO_PAIR)
-QGEMM(gemm_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, , 0, NO_PAIR)
-QGEMM(gemm64_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, , 0, NO_PAIR)
+// The forms of W the tiles read, X(prefix of the kernels' names, of the form's macros, the
+// fetch): the codes (qgemm*_<scheme>) and tl.MatMul's float weights (gemm*_f32).
+#define W_FORMS(X)                                                                            \
+  X(q, e0m4, E0M4, FETCH_CODES) X(q, int4, INT4, FETCH_CODES) X(q, q8, Q8, FETCH_CODES)       \
+  X(q, q3h, Q3H, FETCH_CODES) X(, f32, F32, FETCH_FLOATS)
+#define QGEMM_PLAIN(Q, s, F, FETCH)                                                           \
+  QGEMM(Q##gemm_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR)           \
+  QGEMM(Q##gemm64_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR)
+W_FORMS(QGEMM_PLAIN)
 #ifndef TL_KV_Q8
-QGEMM(qgemm_rope_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm_rope_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(qgemm64_rope_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(gemm_rope_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+#define QGEMM_ROPE(Q, s, F, FETCH)                                                            \
+  QGEMM(Q##gemm_rope_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR) \
+  QGEMM(Q##gemm64_rope_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
+W_FORMS(QGEMM_ROPE)
 #endif
 
 #ifdef TL_MMA
@@ -334,7 +327,7 @@ QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROP
 #define MMA_SLICE(P, BM, BN)                                                                  \
   {                                                                                           \
     uint4 bf[BN / 32];                                                                        \
-    MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[P][(MMA_BROW(wn, j, NT, BN) + g) * 4 + t];        \
+    MMA_UNROLL for (int j = 0; j < NT; ++j) bf[j] = Bs[P][(MMA_BROW_P(paired, wn, j, NT, BN) + g) * 4 + t]; \
     MMA_UNROLL for (int i = 0; i < MT; ++i) {                                                 \
       const int r0 = wm * (BM / 2) + i * 16 + g;                                              \
       const uint4 a0 = As[P][r0 * 4 + t], a1 = As[P][(r0 + 8) * 4 + t];                       \
@@ -396,15 +389,18 @@ QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROP
     }                                                                                         \
   }
 
-#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH)                                    \
-  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS, KSPLIT_ARGS) { \
+// EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows' (none, 0, MMA_STORE) or the RoPE
+// epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
+#define QGEMM_MMA(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, EXTRA_ARGS, ROPE_HALF, EPILOGUE)    \
+  __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS, KSPLIT_ARGS EXTRA_ARGS) { \
     __local uint4 As[2][BM * 4], Bs[2][BN * 4];                                               \
     __local float rinv[BM];                                                                   \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
-    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (glu ? BN / 2 : BN);          \
+    const int rope_half = ROPE_HALF, paired = glu || rope_half;                               \
+    const int m0 = get_group_id(1) * BM, c0 = get_group_id(0) * (paired ? BN / 2 : BN);       \
     const int MT = BM / 32, NT = BN / 32;                                                     \
     /* A: chunks of 8 floats, e = tid + 256 s at row e / 4; codes: 8 at local row e / 4 */    \
     float8 ra[2][BM / 64];                                                                    \
@@ -414,7 +410,7 @@ QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROP
     int bcol[BN / 64];                                                                        \
     MMA_UNROLL for (int s = 0; s < BN / 64; ++s) {                                                              \
       const int lc = (tid + GEMM_WG * s) >> 2;                                                \
-      bcol[s] = tile_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu);                     \
+      bcol[s] = paired_column(c0, lc, lc % (BN / 2), lc >= BN / 2, N, glu, rope_half);        \
     }                                                                                         \
     MMA_UNROLL for (int s = 0; s < BM / 64; ++s) ss[s] = 0.0f;                                                  \
     float acc[BM / 32][BN / 32][4];                                                           \
@@ -437,21 +433,23 @@ QGEMM(gemm64_rope_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS, ROP
     KSPLIT_GATHER(BM)                                                                         \
     __local float* red = (__local float*)As[0];                                               \
     NORM_RINV(red, rinv, ss, BM / 64, BM)                                                     \
-    MMA_STORE(BM, BN, NW ? rinv[row] : 1.0f)                                                  \
+    EPILOGUE(BM, BN, NW ? rinv[row] : 1.0f)                                                   \
   }
 
-QGEMM_MMA(qgemm_mma_e0m4, 128, 128, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm_mma_int4, 128, 128, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm_mma_q8, 128, 128, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm_mma_q3h, 128, 128, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm64_mma_e0m4, 64, 64, E0M4_RAW, E0M4_LOAD, E0M4_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm64_mma_int4, 64, 64, INT4_RAW, INT4_LOAD, INT4_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm64_mma_q8, 64, 64, Q8_RAW, Q8_LOAD, Q8_LEVELS8, FETCH_CODES)
-QGEMM_MMA(qgemm64_mma_q3h, 64, 64, Q3H_RAW, Q3H_LOAD, Q3H_LEVELS8, FETCH_CODES)
-// Float weights rounded to fp16 as the tiles store them (tl-run --gemm f16 alone: auto keeps
-// an fp32 model's products in fp32).
-QGEMM_MMA(gemm_mma_f32, 128, 128, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS)
-QGEMM_MMA(gemm64_mma_f32, 64, 64, F32_RAW, F32_LOAD, F32_LEVELS8, FETCH_FLOATS)
+// (float weights rounded to fp16 as the tiles stage them: tl-run --gemm f16 alone, where
+// auto keeps an fp32 model's products in fp32)
+#define QGEMM_MMA_PLAIN(Q, s, F, FETCH)                                                       \
+  QGEMM_MMA(Q##gemm_mma_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, MMA_STORE) \
+  QGEMM_MMA(Q##gemm64_mma_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, MMA_STORE)
+W_FORMS(QGEMM_MMA_PLAIN)
+#ifndef TL_KV_Q8
+// ... their stores doing the RoPE's work (the codes the int8 rows do not take: q8, q3h, K or
+// the group not multiples of 128, --gemm f16).
+#define QGEMM_MMA_ROPE(Q, s, F, FETCH)                                                        \
+  QGEMM_MMA(Q##gemm_mma_rope_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE) \
+  QGEMM_MMA(Q##gemm64_mma_rope_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE)
+W_FORMS(QGEMM_MMA_ROPE)
+#endif
 // Many rows (matmul.cpp's qgemm_mma_f16 row): both operands in fp16 first, in one launch
 // before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
 // (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into

@@ -93,6 +93,12 @@
 #   scripts/device_bench.sh fusetests        tl-fuse's tests (every model, each pass, both kernel
 #                                            families; fused ops vs references) and tl-plan's in-place
 #                                            cache tests on the GPU (FILTER: other gtest filter)
+#   scripts/device_bench.sh floats NAME      float weights' prefill (the codes' tiles): NAME's fp32 export
+#                                            fused and planned, pp128 and pp1024 through --gemm auto (fp32
+#                                            tiles), f16 (tensor cores) and portable, and through
+#                                            devdata/$OLD/tl-bench if OLD names another build's folder; then
+#                                            --kernels' GEMM table of fp32 at the 7B shapes (M = 1024) beside
+#                                            CLBlast's SGEMM
 set -eu
 lib=$(find / -name 'libnvidia-opencl.so.1' 2>/dev/null | head -n 1)
 mkdir -p /etc/OpenCL/vendors && echo "$lib" > /etc/OpenCL/vendors/nvidia.icd
@@ -437,6 +443,21 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       LD_LIBRARY_PATH=$PWD/devdata/$OLD:$LD_LIBRARY_PATH devdata/$OLD/tl-run "$W/bl-int8check.onnx" --device NVIDIA \
         --perplexity devdata/bytellama-heldout.txt --window 128 2>&1 | tail -1
     fi
+    ;;
+  floats)
+    [ -f "$W/$2-fp32/model.onnx" ] || { python3 scripts/export_real.py "$W" "$2" >/dev/null && mv "$W/$2" "$W/$2-fp32"; }
+    f="$W/$2-fp32-fused.onnx" p="$W/$2-fp32-planned.onnx"
+    [ -f "$f" ] || $B/tl-fuse "$W/$2-fp32/model.onnx" -o "$f" 2>/dev/null
+    $B/tl-plan "$f" --max-seq 4096 --pad 64 --align 512 -o "$p"
+    for g in auto f16 portable; do
+      $B/tl-bench "$p" --gemm "$g" --name "$2-fp32-$g" -p 128,1024 -n '' -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
+    done
+    if [ -n "${OLD:-}" ]; then
+      LD_LIBRARY_PATH=$PWD/devdata/$OLD:$LD_LIBRARY_PATH devdata/$OLD/tl-bench "$p" --name "$2-fp32-$OLD" -p 128,1024 -n '' \
+        -r "$R" --device NVIDIA 2>/dev/null | grep "^| $2" || true
+    fi
+    $B/tl-bench --kernels --schemes fp32 --gemm-rows 1024 --kernel-runs 10 --device NVIDIA -o "$OUT/kernels-fp32.md" 2>/dev/null
+    grep "| 1024 |" "$OUT/kernels-fp32.md" || true
     ;;
   fusetests)
     # The tests find the models where this checkout's build put them: /work/main, ../shared.

@@ -285,7 +285,8 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
         Executor ex(dev, c.model, *c.graph, c.analysis);
         if (tensor && !ex.kernels().tensorCores()) continue;  // no such path here
         for (int64_t M : rows) {
-          if (path == GemmPath::TensorCoresF16 && !int8Rows.count(M)) continue;  // (auto's run was this one)
+          // (auto's run was this one, or none has it: w4a8; fp32's takes it with --gemm f16 alone)
+          if (path == GemmPath::TensorCoresF16 && !int8Rows.count(M) && s != kFp32Scheme) continue;
           KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
                         2.0 * M * K * N, M, path, ""};
           for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
@@ -307,7 +308,8 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
             row.kernels = names;
             if (r >= kWarmup) row.ms.push_back(t);
           }
-          // A scheme without a tensor-core kernel (w4a8, fp32) ran the portable one: its row is that path's.
+          // A scheme without a tensor-core kernel (w4a8; fp32 under auto, which keeps it exact) ran
+          // the portable one: its row is that path's.
           if (row.kernels.find("_mma_i8_") != std::string::npos) int8Rows.insert(M);
           if (tensor && row.kernels.find("_mma_") != std::string::npos) tensorOut[{M, path}] = y;
           for (GemmPath t : {GemmPath::TensorCores, GemmPath::TensorCoresF16})

@@ -724,11 +724,15 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   struct Case {
     int64_t H, Hkv, D;
     KvType type;
-    bool quantized, tables;  // tables: the RoPE reads cos and sin tables, graph inputs
+    std::string scheme;  // "float": unquantized
+    bool tables;         // the RoPE reads cos and sin tables, graph inputs
+    bool f16;            // A not rounded to int8 (--gemm f16): the in-tile tensor-core rows
   };
-  for (const Case& cs : {Case{4, 2, 64, KvType::F16, true, false}, Case{2, 1, 128, KvType::F32, true, false},
-                         Case{2, 1, 128, KvType::F32, false, false}, Case{2, 1, 128, KvType::F16, true, true}}) {
-    const bool quantized = cs.quantized;
+  for (const Case& cs : {Case{4, 2, 64, KvType::F16, "e0m4", false, false}, Case{2, 1, 128, KvType::F32, "e0m4", false, false},
+                         Case{2, 1, 128, KvType::F32, "float", false, false}, Case{2, 1, 128, KvType::F16, "e0m4", true, false},
+                         Case{2, 1, 128, KvType::F32, "q8", false, false}, Case{2, 1, 128, KvType::F32, "float", false, true},
+                         Case{4, 2, 64, KvType::F16, "e0m4", false, true}}) {
+    const bool quantized = cs.scheme != "float";
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
     std::string freq;
     std::vector<double> inv(static_cast<size_t>(cs.D / 2));
@@ -757,7 +761,11 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
       for (auto& f : w) f = normal(rng);
       addInitializer(base, name, {K, heads * cs.D}, w.data(), w.size());
     }
-    if (quantized) quantizeModel(base, QuantOptions{}, false);
+    if (quantized) {
+      QuantOptions opt;
+      opt.scheme = parseScheme(cs.scheme);
+      quantizeModel(base, opt, false);
+    }
     runFusePasses(base, {});
     // The model planned as it is and with q exposed.
     auto planned = [&](bool exposeQ) {
@@ -778,19 +786,21 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
       ShapeAnalysis analysis;
       Device device;
       Executor ex;
-      static Device& family(Device& d, bool tensorCores) {
+      static Device& family(Device& d, bool tensorCores, bool f16) {
         d.setGpuKernels(true);
         d.setMmaEmulation(tensorCores);
         d.setTensorCores(tensorCores);
+        d.setInt8Activations(!f16);
         return d;
       }
-      Run(Model& m, bool tensorCores)
+      Run(Model& m, bool tensorCores, bool f16)
           : graph(m.proto.graph()), analysis(inferShapes(m, graph)), device(selectDevice(""), false),
-            ex(family(device, tensorCores), m, graph, analysis) {}
+            ex(family(device, tensorCores, f16), m, graph, analysis) {}
     };
     for (bool tensorCores : {true, false}) {
-      Run fused(models[0], tensorCores), apart(models[1], tensorCores);
-      for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 3, 0}}) {
+      Run fused(models[0], tensorCores, cs.f16), apart(models[1], tensorCores, cs.f16);
+      // (128-row tiles from 129 rows, 64-row ones below)
+      for (auto [B, S, P] : {std::array<int64_t, 3>{1, 150, 0}, {2, 70, 40}, {1, 100, 20}, {1, 3, 0}}) {
         std::vector<float> x(static_cast<size_t>(B * S * K)), pk(static_cast<size_t>(B * cs.Hkv * P * cs.D)), pv(pk.size());
         for (auto* v : {&x, &pk, &pv})
           for (auto& f : *v) f = normal(rng) * 10;
@@ -818,7 +828,8 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
           ASSERT_EQ(g.size(), w.size()) << names[o];
           for (size_t i = 0; i < g.size(); ++i)
             ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
-                << names[o] << (quantized ? "" : ", float") << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
+                << names[o] << ", " << cs.scheme << (cs.f16 ? " f16" : "") << (cs.tables ? " tables" : "")
+                << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
                 << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P << " at " << i;
         }
         auto kernels = [](Executor& ex) {
@@ -832,13 +843,15 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         const auto f = kernels(fused.ex), a = kernels(apart.ex);
         // (more than 4 rows take the tiles; the flash attention does the RoPE's work itself)
         const bool rows = S > 4, flash = !tensorCores && cs.D <= 64;
-        const std::string where = std::string(quantized ? "" : "float, ") + (tensorCores ? "tensor cores" : "portable") +
-                                  ", D " + D + ", S " + std::to_string(S);
+        const std::string where = cs.scheme + (cs.f16 ? " f16, " : ", ") + (cs.tables ? "tables, " : "") +
+                                  (tensorCores ? "tensor cores" : "portable") + ", D " + D + ", S " + std::to_string(S);
         EXPECT_EQ(any(f, "_rope_"), rows && !flash) << where;
         EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << where;
         EXPECT_EQ(a.count("rope_kv_f32"), rows && flash ? 0u : 1u) << where;
         EXPECT_FALSE(any(a, "_rope_")) << where;
         if (tensorCores) EXPECT_EQ(any(f, "attention_mma_"), rows) << where;
+        // (the in-tile rows where the int8 rows do not take the codes)
+        if (tensorCores && rows && (cs.f16 || cs.scheme == "q8")) EXPECT_TRUE(any(f, "_mma_rope_")) << where;
       }
     }
   }

@@ -397,6 +397,10 @@ bool mmaHalves(const QCase& c) { return c.halves(); }
 // either (--gemm f16): auto keeps an fp32 model's products exact.
 bool floatMma128(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.mma128(); }
 bool floatMma64(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.gemm(); }
+template <Scheme S> bool mma128Rope(const QCase& c) { return c.rope && mma128<S>(c); }
+template <Scheme S> bool mma64Rope(const QCase& c) { return c.rope && c.scheme == S && c.gemm(); }
+bool floatMma128Rope(const QCase& c) { return c.rope && floatMma128(c); }
+bool floatMma64Rope(const QCase& c) { return c.rope && floatMma64(c); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
 template <Scheme S> bool int8Rope(const QCase& c) { return c.rope && int8Rows<S>(c); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
@@ -442,6 +446,9 @@ const char* const kMmaInt8Why =
 const char* const kMmaInt8RopeWhy =
     "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch), their store doing the RoPE's "
     "work: q rotated, k and v into the in-place caches";
+const char* const kMmaRopeWhy =
+    "GPU prefill, NVIDIA tensor cores: the in-tile rows (128s, or 64s up to 128 rows or where 128s are too few), their "
+    "store doing the RoPE's work: q rotated, k and v into the in-place caches";
 const char* const kMma64Why =
     "GPU prefill, NVIDIA tensor cores: 64 x 64 tiles (up to 128 rows, or too few 128s for the device), the norm and GLU inside";
 const char* const kGemmWhy = "GPU prefill: 128 x 128 fp32 tiles, 8 x 8 per item, the norm and GLU inside";
@@ -495,6 +502,16 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_mma_i8_rope_int4", int8Rope<Int4>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
     {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
+    {"qgemm_mma_rope_e0m4", mma128Rope<E0m4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_e0m4", mma64Rope<E0m4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm_mma_rope_int4", mma128Rope<Int4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_int4", mma64Rope<Int4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm_mma_rope_q8", mma128Rope<Q8>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_q8", mma64Rope<Q8>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm_mma_rope_q3h", mma128Rope<Q3h>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_q3h", mma64Rope<Q3h>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"gemm_mma_rope_f32", floatMma128Rope, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"gemm64_mma_rope_f32", floatMma64Rope, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
     {"qgemm64_mma_e0m4", gemm64<E0m4>, splitGeometry<64>, kMma64Why, kNative | kSplitK},
     {"qgemm_mma_int4", mma128<Int4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
