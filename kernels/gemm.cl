@@ -119,7 +119,16 @@ inline int paired_column(int c0, int lc, int oc, int up, int N, int glu, int R) 
   , __global float *QR, __global const float *cosv, __global const float *sinv, int8 rcs, int8 rss, int seq, int D, \
       __global KV_T *kc, int ksb, int ksh, int kst, __global KV_T *vc, int vsb, int vsh, int vst, \
       __global const int *kv_rows, ROPE_TRIG_ARGS
-#ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: no RoPE rows, rope_kv_f32 stays)
+// Column n's (a pair's first, of q or k) and its partner's sums lo and hi of row m, rotated.
+inline float2 rope_pair_rotate(int m, int n, float lo, float hi, __global const float* cosv,
+                               __global const float* sinv, int8 rcs, int8 rss, int seq, int D, RopeTrig tg) {
+  const int R = D / 2, d = n % D, b = m / seq, s = m % seq;
+  const int co = b * rcs.s4 + s * rcs.s6, so = b * rss.s4 + s * rss.s6;
+  const float2 t0 = rope_trig(cosv, sinv, co + d * rcs.s7, so + d * rss.s7, d, D, tg);
+  const float2 t1 = tg.positions ? t0 : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, tg);
+  return (float2)(lo * t0.x - hi * t0.y, hi * t1.x + lo * t1.y);
+}
+#ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: ROPE_Q8_TILE below)
 // Column n's (a pair's first) and its partner's sums lo and hi of row m, bias added, stored.
 inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __global float* QR,
                             __global const float* cosv, __global const float* sinv, int8 rcs, int8 rss, int seq,
@@ -132,10 +141,8 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     KV_ST(hi, at + R, vc);
     return;
   }
-  const int co = b * rcs.s4 + s * rcs.s6, so = b * rss.s4 + s * rss.s6;
-  const float2 t0 = rope_trig(cosv, sinv, co + d * rcs.s7, so + d * rss.s7, d, D, tg);
-  const float2 t1 = tg.positions ? t0 : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, tg);
-  const float y0 = lo * t0.x - hi * t0.y, y1 = hi * t1.x + lo * t1.y;
+  const float2 y = rope_pair_rotate(m, n, lo, hi, cosv, sinv, rcs, rss, seq, D, tg);
+  const float y0 = y.x, y1 = y.y;
   if (head < Hq) {
     const long at = (((long)b * Hq + head) * seq + s) * D + d;
     QR[at] = y0;
@@ -156,6 +163,66 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
                       ksb, ksh, kst, vc, vsb, vsh, vst, kv_rows[0], ROPE_TRIG);               \
   }
 #define NO_PAIR(m, p, lo, hi)
+#ifdef TL_KV_Q8
+// 8-bit caches (the portable tiles' RoPE rows there, heads a multiple of 64): a block of 32
+// dims of a k or v row is 32 consecutive pairs' firsts (or seconds), held by 32 / TH
+// consecutive items of a row of items; each row of the tile in turn, the items put their
+// values' largest magnitudes in local memory (red: 512 floats), then each takes its
+// block's, and writes its codes, the block's first item its scale, as kv_q8_store does.
+// q's pairs go to QR rotated, as ROPE_PAIR's. Every item reaches each barrier.
+#define ROPE_Q8_TILE(BM, BN)                                                                  \
+  {                                                                                           \
+    const int R = D / 2, Hq = N0 / D, Hk = N1 / D, G8 = 32 / TH;                              \
+    _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                         \
+      const int row = ty * TM + i, m = m0 + row, b = m / seq, s = m % seq;                    \
+      const float sc = NW ? rinv[row] : 1.0f;                                                 \
+      float y[2][BN / 32], ml = 0.0f, mh = 0.0f;                                              \
+      int n = -1;                                                                             \
+      _Pragma("unroll") for (int j = 0; j < TH; ++j) {                                       \
+        const int n_ = rope_column(c0 + tx * TH + j, 0, N, R);                                \
+        if (j == 0) n = n_;                                                                   \
+        y[0][j] = y[1][j] = 0.0f;                                                             \
+        if (n_ < 0 || m >= M) continue;                                                       \
+        const float lo = acc[i][j] * sc + BIAS(n_), hi = acc[i][TH + j] * sc + BIAS(n_ + R);  \
+        const float2 v = n_ / D < Hq + Hk ? rope_pair_rotate(m, n_, lo, hi, cosv, sinv, rcs, rss, seq, D, ROPE_TRIG) \
+                                          : (float2)(lo, hi);                                 \
+        if (n_ / D < Hq) {                                                                    \
+          const long at = (((long)b * Hq + n_ / D) * seq + s) * D + n_ % D;                   \
+          QR[at] = v.x;                                                                       \
+          QR[at + R] = v.y;                                                                   \
+        } else {                                                                              \
+          y[0][j] = v.x, y[1][j] = v.y;                                                       \
+          ml = fmax(ml, fabs(v.x)), mh = fmax(mh, fabs(v.y));                                 \
+        }                                                                                     \
+      }                                                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      red[2 * tid] = ml, red[2 * tid + 1] = mh;                                               \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      const int head = n / D, first = ty * 16 + tx / G8 * G8;                                 \
+      if (n < 0 || m >= M || head < Hq) continue;                                             \
+      const int kv = head < Hq + Hk;                                                          \
+      __global KV_T* cache = kv ? kc : vc;                                                    \
+      const long at = kv ? (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + n % D \
+                         : (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + n % D; \
+      _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                        \
+        float amax = 0.0f;                                                                    \
+        for (int u = 0; u < G8; ++u) amax = fmax(amax, red[2 * (first + u) + h]);             \
+        const float id = amax > 0.0f ? 127.0f / amax : 0.0f;                                  \
+        const long e = at + h * R;                                                            \
+        if ((e & 31) == 0) *(__global float*)KV_AT(cache, e) = amax / 127.0f;                 \
+        _Pragma("unroll") for (int j = 0; j < TH; ++j)                                       \
+          KV_AT(cache, e + j)[4 + ((e + j) & 31)] = (char)clamp(convert_int_rte(y[h][j] * id), -127, 127); \
+      }                                                                                       \
+    }                                                                                         \
+  }
+#define ROPE_Q8_TAIL(BM, BN)                                                                  \
+  {                                                                                           \
+    const int rows0 = kv_rows[0];                                                             \
+    barrier(CLK_LOCAL_MEM_FENCE); /* (red: the last slice's products may still read it) */    \
+    ROPE_Q8_TILE(BM, BN)                                                                      \
+  }
+#endif
+#define NO_TAIL(BM, BN)
 // The tensor-core tiles' outputs from acc (MMA_SLICE's layout, paired) through ROPE_PAIR,
 // each row's times SC.
 #define MMA_ROPE_STORE(BM, BN, SC)                                                            \
@@ -179,9 +246,10 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
 // two, a slice is stored while the last one's products may still run, one barrier a
 // slice (where the device's local memory holds them).
 #define GEMM_BUFS (TL_LOCAL_MEM >= 2 * 16 * (2 * 128 + 8) * 4 + 512 ? 2 : 1)
-// EXTRA_ARGS, ROPE_HALF and PAIR: the plain rows' (none, 0, NO_PAIR) or the RoPE
-// epilogue's (ROPE_EPI_ARGS, D / 2, ROPE_PAIR).
-#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, EXTRA_ARGS, ROPE_HALF, PAIR)           \
+// EXTRA_ARGS, ROPE_HALF, PAIR and TAIL: the plain rows' (none, 0, NO_PAIR, NO_TAIL) or the
+// RoPE epilogue's (ROPE_EPI_ARGS, D / 2, then ROPE_PAIR, NO_TAIL or over 8-bit caches
+// NO_PAIR, ROPE_Q8_TAIL).
+#define QGEMM(NAME, BM, BN, RAW, LOAD, LEVELS8, FETCH, EXTRA_ARGS, ROPE_HALF, PAIR, TAIL)     \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(GEMM_ARGS EXTRA_ARGS) { \
     __local float As[GEMM_BUFS][16][BM + 4] __attribute__((aligned(16)));                     \
     __local float Bs[GEMM_BUFS][16][BN + 4] __attribute__((aligned(16)));                     \
@@ -271,6 +339,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
         }                                                                                     \
       }                                                                                       \
     }                                                                                         \
+    TAIL(BM, BN)                                                                              \
   }
 
 // The forms of W the tiles read, X(prefix of the kernels' names, of the form's macros, the
@@ -279,15 +348,20 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
   X(q, e0m4, E0M4, FETCH_CODES) X(q, int4, INT4, FETCH_CODES) X(q, q8, Q8, FETCH_CODES)       \
   X(q, q3h, Q3H, FETCH_CODES) X(, f32, F32, FETCH_FLOATS)
 #define QGEMM_PLAIN(Q, s, F, FETCH)                                                           \
-  QGEMM(Q##gemm_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR)           \
-  QGEMM(Q##gemm64_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR)
+  QGEMM(Q##gemm_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR, NO_TAIL)  \
+  QGEMM(Q##gemm64_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, NO_PAIR, NO_TAIL)
 W_FORMS(QGEMM_PLAIN)
 #ifndef TL_KV_Q8
-#define QGEMM_ROPE(Q, s, F, FETCH)                                                            \
-  QGEMM(Q##gemm_rope_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR) \
-  QGEMM(Q##gemm64_rope_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR)
-W_FORMS(QGEMM_ROPE)
+#define ROPE_PAIR_ ROPE_PAIR
+#define ROPE_TAIL_ NO_TAIL
+#else
+#define ROPE_PAIR_ NO_PAIR
+#define ROPE_TAIL_ ROPE_Q8_TAIL
 #endif
+#define QGEMM_ROPE(Q, s, F, FETCH)                                                            \
+  QGEMM(Q##gemm_rope_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR_, ROPE_TAIL_) \
+  QGEMM(Q##gemm64_rope_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, ROPE_PAIR_, ROPE_TAIL_)
+W_FORMS(QGEMM_ROPE)
 
 #ifdef TL_MMA
 // Tensor cores (mma.cl's MMA_16816): 8 warps, 2 (rows) x 4 (columns), each BM / 2 x BN / 4

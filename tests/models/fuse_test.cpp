@@ -706,7 +706,7 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
 // The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows, kernels/gemm.cl's
 // rope_pair_store): x times three weights (e0m4 or float, merged by tl-fuse into one
 // tl.QMatMul or tl.MatMul of three outputs), viewed [B, S, H, D], then a tl.RoPE over
-// in-place caches (f16, f32) and a causal tl.Attention, in the GPU family with the tensor
+// in-place caches (f16, f32, q8) and a causal tl.Attention, in the GPU family with the tensor
 // cores emulated (Device::setMmaEmulation: e0m4's int8 tiles' store does it, the float
 // weights' fp32 tiles') and with them off (the portable tiles' store, where the flash
 // attention, heads up to 64, does not): heads of 64 (a 64-wide tile holds one) and 128
@@ -731,7 +731,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   for (const Case& cs : {Case{4, 2, 64, KvType::F16, "e0m4", false, false}, Case{2, 1, 128, KvType::F32, "e0m4", false, false},
                          Case{2, 1, 128, KvType::F32, "float", false, false}, Case{2, 1, 128, KvType::F16, "e0m4", true, false},
                          Case{2, 1, 128, KvType::F32, "q8", false, false}, Case{2, 1, 128, KvType::F32, "float", false, true},
-                         Case{4, 2, 64, KvType::F16, "e0m4", false, true}}) {
+                         Case{4, 2, 64, KvType::F16, "e0m4", false, true}, Case{2, 1, 128, KvType::Q8, "e0m4", false, false}}) {
     const bool quantized = cs.scheme != "float";
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
     std::string freq;
@@ -826,8 +826,15 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         for (size_t o = 0; o < 3; ++o) {
           const auto w = want[o].toDouble(), g = got[o].toDouble();
           ASSERT_EQ(g.size(), w.size()) << names[o];
+          // (8-bit caches: a rare code may round the other way, one step of its block; a block
+          // scaled otherwise would move most of its values)
+          double step = 0;
+          for (double v : w) step = std::max(step, cs.type == KvType::Q8 ? std::fabs(v) / 127 : 0.0);
+          size_t off = 0;
+          for (size_t i = 0; i < g.size(); ++i) off += std::fabs(g[i] - w[i]) > 1e-4 * (1 + std::fabs(w[i]));
+          EXPECT_LE(off, g.size() / 1000) << names[o] << ", " << kvTypeName(cs.type);
           for (size_t i = 0; i < g.size(); ++i)
-            ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])))
+            ASSERT_NEAR(g[i], w[i], 1e-4 * (1 + std::fabs(w[i])) + step)
                 << names[o] << ", " << cs.scheme << (cs.f16 ? " f16" : "") << (cs.tables ? " tables" : "")
                 << (tensorCores ? ", tensor cores" : ", portable") << ", D " << cs.D << " "
                 << kvTypeName(cs.type) << " B " << B << " S " << S << " P " << P << " at " << i;
@@ -845,8 +852,10 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         const bool rows = S > 4, flash = !tensorCores && cs.D <= 64;
         const std::string where = cs.scheme + (cs.f16 ? " f16, " : ", ") + (cs.tables ? "tables, " : "") +
                                   (tensorCores ? "tensor cores" : "portable") + ", D " + D + ", S " + std::to_string(S);
-        EXPECT_EQ(any(f, "_rope_"), rows && !flash) << where;
-        EXPECT_EQ(f.count("rope_kv_f32"), rows ? 0u : 1u) << where;
+        // (8-bit caches: the portable tiles' store alone, ROPE_Q8_TILE)
+        const bool epilogue = rows && !flash && !(tensorCores && cs.type == KvType::Q8);
+        EXPECT_EQ(any(f, "_rope_"), epilogue) << where;
+        EXPECT_EQ(f.count("rope_kv_f32"), epilogue || (rows && flash) ? 0u : 1u) << where;
         EXPECT_EQ(a.count("rope_kv_f32"), rows && flash ? 0u : 1u) << where;
         EXPECT_FALSE(any(a, "_rope_")) << where;
         if (tensorCores) EXPECT_EQ(any(f, "attention_mma_"), rows) << where;

@@ -564,7 +564,7 @@ std::optional<MergedSplits> mergedSplits(const LowerNode& reader, int64_t maxSpl
 int ropeForGemm(const LowerNode& gemm) {
   const Graph& g = gemm.ex.graph();
   const auto dtypeOf = gemm.ex.analysis().dtypeOf();
-  if (gemm.proto.output_size() != 3 || gemm.ex.kvType() == KvType::Q8) return -1;
+  if (gemm.proto.output_size() != 3) return -1;
   // From q forward through views to the one node that reads it ...
   std::string t = gemm.out(0);
   int at = -1;
@@ -593,6 +593,9 @@ int ropeForGemm(const LowerNode& gemm) {
   const Dims q = ropeInputDims(r, 0), k = ropeInputDims(r, 3), v = ropeInputDims(r, 6);
   if (q.size() != 4 || k.size() != 4 || v.size() != 4) return -1;
   const int64_t B = q[0], S = q[2], D = q[3];
+  // (8-bit caches: a block of 32 dims must be 32 pairs' firsts or seconds, kernels/gemm.cl's
+  // ROPE_Q8_TILE)
+  if (gemm.ex.kvType() == KvType::Q8 && D % 64) return -1;
   if (r.axis(r.attrInt("cache_axis", 0), 4) != 2 || D % 2 || r.attrInt("rotary_dim", D) != D ||
       k != Dims{B, k[1], S, D} || v != Dims{B, k[1], S, D} || gemm.shape(gemm.out(0)).back() != q[1] * D ||
       gemm.shape(gemm.out(1)).back() != k[1] * D || gemm.shape(gemm.out(2)).back() != k[1] * D ||

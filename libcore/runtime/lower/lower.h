@@ -194,8 +194,8 @@ bool mergesAttention(const LowerNode& qmatmul);
 // rope_pair_store): both nodes ask, so they agree. attention.cpp: the index of the tl.RoPE
 // over in-place caches whose work the GEMM `gemm` may do in its store (its q, k and v reach
 // the RoPE through views read by nothing else, stored [B, S, H, D]; every dim rotary; one
-// cos and sin for all heads; caches not 8-bit; the attention does not do it), or -1; and
-// that work's arguments (ROPE_EPI_ARGS) on the GEMM's launch.
+// cos and sin for all heads; 8-bit caches only for heads of a multiple of 64; the attention
+// does not do it), or -1; and that work's arguments (ROPE_EPI_ARGS) on the GEMM's launch.
 int ropeForGemm(const LowerNode& gemm);
 void ropeEpilogueArgs(const LowerNode& gemm, int rope, Launch& l);
 // matmul.cpp: whether `gemm` (a tl.QMatMul, or a tl.MatMul's float weights) takes a row
