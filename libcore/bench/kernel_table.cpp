@@ -146,6 +146,7 @@ const char* gemmPathName(GemmPath p) {
   switch (p) {
     case GemmPath::TensorCores: return "tensor cores";
     case GemmPath::TensorCoresF16: return "tensor cores, fp16 A";
+    case GemmPath::TensorCoresInTile: return "tensor cores, in-tile";
     case GemmPath::ClblastSgemm: return "CLBlast SGEMM";
     case GemmPath::ClblastHgemm: return "CLBlast HGEMM";
     case GemmPath::Portable: break;
@@ -261,7 +262,8 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
                              const std::vector<KernelShape>& shapes, const std::vector<int64_t>& rows, int runs,
                              const std::function<void(const std::string&)>& progress) {
   for (const auto& s : schemes) checkKernelScheme(s);
-  const bool wasProfiling = dev.profiling(), wasTensor = dev.tensorCores(), wasInt8 = dev.int8Activations();
+  const bool wasProfiling = dev.profiling(), wasTensor = dev.tensorCores(), wasInt8 = dev.int8Activations(),
+             wasHalves = dev.halvesRows();
   dev.setProfiling(true);
   KernelTable table;
   std::mt19937 rng(2);
@@ -278,15 +280,18 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
       std::map<int64_t, Tensor> inputs;  // per M: every path multiplies the same A
       std::map<std::pair<int64_t, GemmPath>, Tensor> tensorOut;
       for (int64_t M : rows) inputs.emplace(M, randomInput(M, K, rng));
-      std::set<int64_t> int8Rows;  // the M whose tensor-core run took the int8 rows
-      for (GemmPath path : {GemmPath::TensorCores, GemmPath::TensorCoresF16, GemmPath::Portable}) {
+      std::set<int64_t> int8Rows, halves;  // the M whose tensor-core run took the int8 rows, the fp16 weights'
+      for (GemmPath path :
+           {GemmPath::TensorCores, GemmPath::TensorCoresF16, GemmPath::TensorCoresInTile, GemmPath::Portable}) {
         const bool tensor = path != GemmPath::Portable;
-        setGemmChoice(dev, tensor ? (path == GemmPath::TensorCores ? "auto" : "f16") : "portable");
+        setGemmChoice(dev, tensor ? (path == GemmPath::TensorCoresF16 ? "f16" : "auto") : "portable");
+        dev.setHalvesRows(path != GemmPath::TensorCoresInTile);
         Executor ex(dev, c.model, *c.graph, c.analysis);
         if (tensor && !ex.kernels().tensorCores()) continue;  // no such path here
         for (int64_t M : rows) {
           // (auto's run was this one, or none has it: w4a8; fp32's takes it with --gemm f16 alone)
           if (path == GemmPath::TensorCoresF16 && !int8Rows.count(M) && s != kFp32Scheme) continue;
+          if (path == GemmPath::TensorCoresInTile && !halves.count(M)) continue;  // (auto's was in-tile)
           KernelRow row{K, N, s == kFp32Scheme ? 0 : 128, s, {}, static_cast<double>(M * (K + N)) * 4,
                         2.0 * M * K * N, M, path, ""};
           for (const auto& init : c.model.proto.graph().initializer()) row.bytes += init.raw_data().size();
@@ -311,8 +316,9 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
           // A scheme without a tensor-core kernel (w4a8; fp32 under auto, which keeps it exact) ran
           // the portable one: its row is that path's.
           if (row.kernels.find("_mma_i8_") != std::string::npos) int8Rows.insert(M);
+          if (path == GemmPath::TensorCores && row.kernels.find("qgemm_mma_f16") != std::string::npos) halves.insert(M);
           if (tensor && row.kernels.find("_mma_") != std::string::npos) tensorOut[{M, path}] = y;
-          for (GemmPath t : {GemmPath::TensorCores, GemmPath::TensorCoresF16})
+          for (GemmPath t : {GemmPath::TensorCores, GemmPath::TensorCoresF16, GemmPath::TensorCoresInTile})
             if (!tensor && tensorOut.count({M, t})) table.notes.push_back(pathAgreement(K, N, s, M, tensorOut[{M, t}], y, t));
           if (!tensor || row.kernels.find("_mma_") != std::string::npos) table.rows.push_back(row);
         }
@@ -333,6 +339,7 @@ KernelTable benchGemmKernels(Device& dev, const std::vector<std::string>& scheme
   }
   dev.setTensorCores(wasTensor);
   dev.setInt8Activations(wasInt8);
+  dev.setHalvesRows(wasHalves);
   dev.setProfiling(wasProfiling);
   return table;
 }

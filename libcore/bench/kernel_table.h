@@ -14,11 +14,12 @@
 
 namespace tl {
 
-// The GEMM table's paths: tl's (the tensor cores as --gemm auto takes them, and with A in
-// fp16 where auto rounds it to int8; the portable tiles), and CLBlast's GEMMs (the OpenCL
+// The GEMM table's paths: tl's (the tensor cores as --gemm auto takes them, with A in
+// fp16 where auto rounds it to int8, and in-tile where auto dequantizes the weights into
+// fp16 first, Device::setHalvesRows; the portable tiles), and CLBlast's GEMMs (the OpenCL
 // BLAS users would pick) at the same shapes in float (SGEMM; HGEMM where the device has
 // cl_khr_fp16).
-enum class GemmPath { Portable, TensorCores, TensorCoresF16, ClblastSgemm, ClblastHgemm };
+enum class GemmPath { Portable, TensorCores, TensorCoresF16, TensorCoresInTile, ClblastSgemm, ClblastHgemm };
 const char* gemmPathName(GemmPath p);
 
 struct KernelRow {

@@ -199,7 +199,8 @@ Table gemmTable(const KernelTable& k, const std::optional<DeviceProbe>& probe) {
   for (const auto& row : k.rows) {
     const double ms = median(row.ms), gflops = row.flops / (ms * 1e-3) / 1e9;
     // (the f16 mma peak for the int8 rows too: their int8 peak is not probed)
-    const bool tensor = row.path == GemmPath::TensorCores || row.path == GemmPath::TensorCoresF16;
+    const bool tensor = row.path == GemmPath::TensorCores || row.path == GemmPath::TensorCoresF16 ||
+                        row.path == GemmPath::TensorCoresInTile;
     const double peak = !probe                                 ? kUnknown
                         : tensor                             ? probe->tensorGflops
                         : row.path == GemmPath::ClblastHgemm ? probe->fp16Gflops

@@ -91,6 +91,12 @@ class Device {
   // there too (tl-run and tl-bench --gemm f16). Set it before making an Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
+  // ... and from 256 rows, the weights dequantized into fp16 once a GEMM before the tiles
+  // (prep_f16_*, qgemm_mma_f16) where the int8 rows do not take the codes; off keeps the
+  // in-tile rows there (tl-bench --kernels' "tensor cores, in-tile" row, which times the two
+  // against each other). Set it before making an Executor.
+  bool halvesRows() const { return halvesRows_; }
+  void setHalvesRows(bool on) { halvesRows_ = on; }
   // Tests only: the tensor-core kernels built on a device that is not NVIDIA's, their PTX
   // emulated (kernels/mma.cl's TL_MMA_EMU), so that the tiles' arithmetic is checked
   // where no such device is. Set it before making an Executor.
@@ -114,7 +120,7 @@ class Device {
   bool useCommandBuffers_ = true;
   size_t localMemory_;
   int vectorWidth_;
-  bool tensorCores_ = true, int8Activations_ = true, mmaEmulation_ = false;
+  bool tensorCores_ = true, int8Activations_ = true, halvesRows_ = true, mmaEmulation_ = false;
 };
 
 // tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA

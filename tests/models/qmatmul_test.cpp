@@ -408,6 +408,14 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 136, 264, e, {256}, {true}, "qgemm_mma_f16", emulate);
       expectUnfusedMath(scheme.c_str(), 256, 264, e, {300}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
     }
+  // From 256 rows with the fp16 weights' rows off (Device::setHalvesRows, tl-bench
+  // --kernels' in-tile row): the in-tile rows.
+  const auto inTile = [&](Device& d) {
+    emulate(d);
+    d.setHalvesRows(false);
+  };
+  for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
+    expectUnfusedMath("q8", 136, 264, e, {256}, {true}, "qgemm_mma_q8", inTile);
   // Float weights on them where A is not rounded to int8 (--gemm f16): 64 x 64 tiles, K
   // split, and 128 x 128 tiles; under auto the fp32 tiles (gemm_f32, exact).
   const auto f16 = [&](Device& d) {

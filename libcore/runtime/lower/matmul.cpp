@@ -261,6 +261,7 @@ struct QCase {
   Scheme scheme;
   bool gpu = false, merged = false, norm = false;  // norm: the node's RMSNorm prologue
   bool int8 = false;  // A may be rounded to int8 (Device::int8Activations)
+  bool halvesOk = true;  // the fp16 weights' rows may be taken (Device::halvesRows)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   bool rope = false;  // its q, k and v go to a tl.RoPE over in-place caches (ropeForGemm)
   int glu = 0;
@@ -307,7 +308,7 @@ struct QCase {
   // (docs/tl-bench.md). Where A may be rounded to int8, codes the int8 rows take (below)
   // take them at every row count instead.
   static constexpr int64_t kHalvesRows = 256;
-  bool halves() const { return mma128() && M >= kHalvesRows && !int8Codes() && scheme != Scheme::F32; }
+  bool halves() const { return halvesOk && mma128() && M >= kHalvesRows && !int8Codes() && scheme != Scheme::F32; }
   // 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows made in the
   // same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
   // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
@@ -578,6 +579,7 @@ QCase caseOf(const LowerNode& n, Scheme scheme, int64_t K, int64_t N, int64_t G,
   c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   c.int8 = n.ex.device().int8Activations();
+  c.halvesOk = n.ex.device().halvesRows();
   return c;
 }
 QCase qcase(const LowerNode& n) {
