@@ -399,7 +399,6 @@ bool mmaHalves(const QCase& c) { return c.halves(); }
 bool floatMma128(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.mma128(); }
 bool floatMma64(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c.gemm(); }
 template <Scheme S> bool mma128Rope(const QCase& c) { return c.rope && mma128<S>(c); }
-template <Scheme S> bool mma64Rope(const QCase& c) { return c.rope && c.scheme == S && c.gemm(); }
 bool floatMma128Rope(const QCase& c) { return c.rope && floatMma128(c); }
 bool floatMma64Rope(const QCase& c) { return c.rope && floatMma64(c); }
 template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows(); }
@@ -504,13 +503,13 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_rope_e0m4", mma128Rope<E0m4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
-    {"qgemm64_mma_rope_e0m4", mma64Rope<E0m4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_e0m4", gemm64Rope<E0m4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_rope_int4", mma128Rope<Int4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
-    {"qgemm64_mma_rope_int4", mma64Rope<Int4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_int4", gemm64Rope<Int4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_rope_q8", mma128Rope<Q8>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
-    {"qgemm64_mma_rope_q8", mma64Rope<Q8>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_q8", gemm64Rope<Q8>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_rope_q3h", mma128Rope<Q3h>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
-    {"qgemm64_mma_rope_q3h", mma64Rope<Q3h>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
+    {"qgemm64_mma_rope_q3h", gemm64Rope<Q3h>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"gemm_mma_rope_f32", floatMma128Rope, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"gemm64_mma_rope_f32", floatMma64Rope, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_e0m4", mma128<E0m4>, splitGeometry<128>, kMmaWhy, kNative | kSplitK},
