@@ -31,6 +31,10 @@ inline int q3h_code(__global const uchar* w, int k) {
 #define E0M4_BASE(s, o) (2.0f * (s) + (o))
 #define INT4_STEP(s) (s)
 #define INT4_BASE(s, o) (o)
+#define Q8_STEP INT4_STEP
+#define Q8_BASE INT4_BASE
+#define Q3H_STEP INT4_STEP
+#define Q3H_BASE INT4_BASE
 
 // E0M4's 8 levels of a word: each nibble shifted straight to bits 19..22 by a constant,
 // then masked and given the exponent: two operations per code (one LOP3 on NVIDIA). CPUs

@@ -128,30 +128,38 @@ inline float2 rope_pair_rotate(int m, int n, float lo, float hi, __global const 
   const float2 t1 = tg.positions ? t0 : rope_trig(cosv, sinv, co + (d + R) * rcs.s7, so + (d + R) * rss.s7, d + R, D, tg);
   return (float2)(lo * t0.x - hi * t0.y, hi * t1.x + lo * t1.y);
 }
+// Column n's (a pair's first) and its partner's sums lo and hi of row m, bias added,
+// rotated where q or k; q's stored into QR. The pair's values (k's and v's to store).
+inline float2 rope_pair_q(int m, int n, float lo, float hi, int Hq, int Hk, __global float* QR,
+                          __global const float* cosv, __global const float* sinv, int8 rcs, int8 rss, int seq, int D,
+                          RopeTrig tg) {
+  const float2 v = n / D < Hq + Hk ? rope_pair_rotate(m, n, lo, hi, cosv, sinv, rcs, rss, seq, D, tg) : (float2)(lo, hi);
+  if (n / D < Hq) {
+    const long at = (((long)(m / seq) * Hq + n / D) * seq + m % seq) * D + n % D;
+    QR[at] = v.x;
+    QR[at + D / 2] = v.y;
+  }
+  return v;
+}
+// Where column n (of k or v: its head at least Hq) of row m goes in its cache (k's or v's
+// strides; rows0: the tokens already there).
+#define ROPE_CACHE_AT(m, n, rows0)                                                            \
+  ((n) / D < Hq + Hk                                                                          \
+       ? (long)((m) / seq) * ksb + (long)((n) / D - Hq) * ksh + (long)((rows0) + (m) % seq) * kst + (n) % D \
+       : (long)((m) / seq) * vsb + (long)((n) / D - Hq - Hk) * vsh + (long)((rows0) + (m) % seq) * vst + (n) % D)
 #ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: ROPE_Q8_TILE below)
 // Column n's (a pair's first) and its partner's sums lo and hi of row m, bias added, stored.
 inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __global float* QR,
                             __global const float* cosv, __global const float* sinv, int8 rcs, int8 rss, int seq,
                             int D, __global KV_T* kc, int ksb, int ksh, int kst, __global KV_T* vc, int vsb, int vsh,
                             int vst, int rows0, RopeTrig tg) {
-  const int R = D / 2, Hq = N0 / D, Hk = N1 / D, head = n / D, d = n % D, b = m / seq, s = m % seq;
-  if (head >= Hq + Hk) {
-    const long at = (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + d;
-    KV_ST(lo, at, vc);
-    KV_ST(hi, at + R, vc);
-    return;
-  }
-  const float2 y = rope_pair_rotate(m, n, lo, hi, cosv, sinv, rcs, rss, seq, D, tg);
-  const float y0 = y.x, y1 = y.y;
-  if (head < Hq) {
-    const long at = (((long)b * Hq + head) * seq + s) * D + d;
-    QR[at] = y0;
-    QR[at + R] = y1;
-  } else {
-    const long at = (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + d;
-    KV_ST(y0, at, kc);
-    KV_ST(y1, at + R, kc);
-  }
+  const int Hq = N0 / D, Hk = N1 / D;
+  const float2 y = rope_pair_q(m, n, lo, hi, Hq, Hk, QR, cosv, sinv, rcs, rss, seq, D, tg);
+  if (n / D < Hq) return;
+  __global KV_T* cache = n / D < Hq + Hk ? kc : vc;
+  const long at = ROPE_CACHE_AT(m, n, rows0);
+  KV_ST(y.x, at, cache);
+  KV_ST(y.y, at + D / 2, cache);
 }
 #endif
 // Pair p's sums lo and hi of row m stored (the RoPE rows' ROPE_PAIR; the others' is NO_PAIR).
@@ -174,7 +182,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
   {                                                                                           \
     const int R = D / 2, Hq = N0 / D, Hk = N1 / D, G8 = 32 / TH;                              \
     _Pragma("unroll") for (int i = 0; i < TM; ++i) {                                         \
-      const int row = ty * TM + i, m = m0 + row, b = m / seq, s = m % seq;                    \
+      const int row = ty * TM + i, m = m0 + row;                                              \
       const float sc = NW ? rinv[row] : 1.0f;                                                 \
       float y[2][BN / 32], ml = 0.0f, mh = 0.0f;                                              \
       int n = -1;                                                                             \
@@ -183,14 +191,9 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
         if (j == 0) n = n_;                                                                   \
         y[0][j] = y[1][j] = 0.0f;                                                             \
         if (n_ < 0 || m >= M) continue;                                                       \
-        const float lo = acc[i][j] * sc + BIAS(n_), hi = acc[i][TH + j] * sc + BIAS(n_ + R);  \
-        const float2 v = n_ / D < Hq + Hk ? rope_pair_rotate(m, n_, lo, hi, cosv, sinv, rcs, rss, seq, D, ROPE_TRIG) \
-                                          : (float2)(lo, hi);                                 \
-        if (n_ / D < Hq) {                                                                    \
-          const long at = (((long)b * Hq + n_ / D) * seq + s) * D + n_ % D;                   \
-          QR[at] = v.x;                                                                       \
-          QR[at + R] = v.y;                                                                   \
-        } else {                                                                              \
+        const float2 v = rope_pair_q(m, n_, acc[i][j] * sc + BIAS(n_), acc[i][TH + j] * sc + BIAS(n_ + R), Hq, Hk, \
+                                     QR, cosv, sinv, rcs, rss, seq, D, ROPE_TRIG);            \
+        if (n_ / D >= Hq) {                                                                   \
           y[0][j] = v.x, y[1][j] = v.y;                                                       \
           ml = fmax(ml, fabs(v.x)), mh = fmax(mh, fabs(v.y));                                 \
         }                                                                                     \
@@ -200,10 +203,8 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
       barrier(CLK_LOCAL_MEM_FENCE);                                                           \
       const int head = n / D, first = ty * 16 + tx / G8 * G8;                                 \
       if (n < 0 || m >= M || head < Hq) continue;                                             \
-      const int kv = head < Hq + Hk;                                                          \
-      __global KV_T* cache = kv ? kc : vc;                                                    \
-      const long at = kv ? (long)b * ksb + (long)(head - Hq) * ksh + (long)(rows0 + s) * kst + n % D \
-                         : (long)b * vsb + (long)(head - Hq - Hk) * vsh + (long)(rows0 + s) * vst + n % D; \
+      __global KV_T* cache = head < Hq + Hk ? kc : vc;                                        \
+      const long at = ROPE_CACHE_AT(m, n, rows0);                                             \
       _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                        \
         float amax = 0.0f;                                                                    \
         for (int u = 0; u < G8; ++u) amax = fmax(amax, red[2 * (first + u) + h]);             \
@@ -223,19 +224,75 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
   }
 #endif
 #define NO_TAIL(BM, BN)
-// The tensor-core tiles' outputs from acc (MMA_SLICE's layout, paired) through ROPE_PAIR,
-// each row's times SC.
-#define MMA_ROPE_STORE(BM, BN, SC)                                                            \
+// The tensor-core tiles' outputs (MMA_SLICE's layout): BODY(BM, BN, X) for each of an
+// item's rows in the launch, with `row` (local), m and sc = SC (an expression of `row`).
+// (Bodies are macros by name: NVIDIA's OpenCL C takes no variadic macros.)
+#define MMA_ROWS(BM, BN, SC, BODY, X)                                                         \
   MMA_UNROLL for (int i = 0; i < MT; ++i)                                                     \
     MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                  \
       const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                       \
       if (m >= M) continue;                                                                   \
       const float sc = SC;                                                                    \
-      MMA_UNROLL for (int j = 0; j < NT / 2; ++j)                                             \
-        MMA_UNROLL for (int x = 0; x < 2; ++x)                                                \
-          ROPE_PAIR(m, c0 + MMA_BROW_P(1, wn, j, NT, BN) + 2 * t + x, acc[i][j][2 * h + x] * sc, \
-                    acc[i][j + NT / 2][2 * h + x] * sc)                                       \
+      BODY(BM, BN, X)                                                                         \
     }
+// ... paired: PAIR(BM, BN) for each of an item's pairs, with lp (the tile's pair) and its
+// sums lo and hi (times sc).
+#define MMA_PAIRS(BM, BN, SC, PAIR) MMA_ROWS(BM, BN, SC, MMA_PAIR_LOOP, PAIR)
+#define MMA_PAIR_LOOP(BM, BN, PAIR)                                                           \
+  MMA_UNROLL for (int j = 0; j < NT / 2; ++j)                                                 \
+    MMA_UNROLL for (int x = 0; x < 2; ++x) {                                                  \
+      const int lp = MMA_BROW_P(1, wn, j, NT, BN) + 2 * t + x;                                \
+      float lo = acc[i][j][2 * h + x] * sc, hi = acc[i][j + NT / 2][2 * h + x] * sc;          \
+      PAIR(BM, BN)                                                                            \
+    }
+#ifndef TL_KV_Q8
+// ... stored through ROPE_PAIR.
+#define MMA_ROPE_STORE(BM, BN, SC) MMA_PAIRS(BM, BN, SC, MMA_ROPE_PAIR)
+#define MMA_ROPE_PAIR(BM, BN) ROPE_PAIR(m, c0 + lp, lo, hi)
+#else
+// ... into 8-bit caches (heads a multiple of 64): a block's 32 pairs lie across warps, so
+// each item first takes its k and v values' magnitudes into their (row, block)'s largest
+// in local memory by atomic_max on their bits (non-negative floats order as their bits),
+// keeping the values in acc; then, past a barrier, writes its codes, the item of a block's
+// first pair its scale (kv_q8_store's rounding). q's pairs go to QR rotated at once.
+#define MMA_ROPE_STORE(BM, BN, SC)                                                            \
+  {                                                                                           \
+    const int R = D / 2, Hq = N0 / D, Hk = N1 / D, rows0 = kv_rows[0];                        \
+    __local uint* bmax = (__local uint*)As; /* [BM][BN / 64 blocks][first, second] */         \
+    barrier(CLK_LOCAL_MEM_FENCE); /* (the last products may still read As) */                 \
+    for (int e = tid; e < BM * BN / 32; e += GEMM_WG) bmax[e] = 0;                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    MMA_PAIRS(BM, BN, SC, MMA_Q8_MAX)                                                         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    MMA_PAIRS(BM, BN, 1.0f, MMA_Q8_CODES)                                                     \
+  }
+// The pair's block's largest magnitudes (its firsts', then its seconds').
+#define MMA_Q8_BLOCK(BN) (bmax + (row * (BN / 64) + lp / 32) * 2)
+#define MMA_Q8_MAX(BM, BN)                                                                    \
+  {                                                                                           \
+    const int n = rope_column(c0 + lp, 0, N, R);                                              \
+    if (n < 0) continue;                                                                      \
+    const float2 v = rope_pair_q(m, n, lo + BIAS(n), hi + BIAS(n + R), Hq, Hk, QR, cosv, sinv, rcs, rss, seq, D, ROPE_TRIG); \
+    if (n / D < Hq) continue;                                                                 \
+    acc[i][j][2 * h + x] = v.x, acc[i][j + NT / 2][2 * h + x] = v.y;                          \
+    atomic_max(MMA_Q8_BLOCK(BN), as_uint(fabs(v.x)));                                         \
+    atomic_max(MMA_Q8_BLOCK(BN) + 1, as_uint(fabs(v.y)));                                     \
+  }
+#define MMA_Q8_CODES(BM, BN)                                                                  \
+  {                                                                                           \
+    const int n = rope_column(c0 + lp, 0, N, R);                                              \
+    if (n < 0 || n / D < Hq) continue;                                                        \
+    __global KV_T* cache = n / D < Hq + Hk ? kc : vc;                                         \
+    const long at = ROPE_CACHE_AT(m, n, rows0);                                               \
+    MMA_UNROLL for (int u = 0; u < 2; ++u) {                                                  \
+      const float amax = as_float(MMA_Q8_BLOCK(BN)[u]);                                       \
+      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;                                    \
+      const long e = at + u * R;                                                              \
+      if ((e & 31) == 0) *(__global float*)KV_AT(cache, e) = amax / 127.0f;                   \
+      KV_AT(cache, e)[4 + (e & 31)] = (char)clamp(convert_int_rte((u ? hi : lo) * id), -127, 127); \
+    }                                                                                         \
+  }
+#endif
 
 #if TL_MAX_WG >= GEMM_WG
 // fp32: 16 x 16 items, each TM x TN outputs: rows ty * TM + i, and columns in two halves
@@ -412,24 +469,18 @@ W_FORMS(QGEMM_ROPE)
     }                                                                                         \
   }
 
-// The tile's outputs from acc (MMA_SLICE's layout), each row's times SC (an expression of
-// `row`, its local row), through STORE or, with a GLU, STORE_GLU of gate tile j and its up
-// tile j + NT / 2.
-#define MMA_STORE(BM, BN, SC)                                                                 \
-  MMA_UNROLL for (int i = 0; i < MT; ++i)                                                     \
-    MMA_UNROLL for (int h = 0; h < 2; ++h) {                                                  \
-      const int row = wm * (BM / 2) + i * 16 + g + 8 * h, m = m0 + row;                       \
-      if (m >= M) continue;                                                                   \
-      const float sc = SC;                                                                    \
-      MMA_UNROLL for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */        \
-        MMA_UNROLL for (int x = 0; x < 2; ++x) {                                              \
-          const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                             \
-          if (glu) {                                                                          \
-            if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
-          } else if (n < N) {                                                                 \
-            STORE(m, n, acc[i][j][2 * h + x] * sc);                                           \
-          }                                                                                   \
-        }                                                                                     \
+// The tile's outputs from acc (MMA_ROWS), through STORE or, with a GLU, STORE_GLU of gate
+// tile j and its up tile j + NT / 2.
+#define MMA_STORE(BM, BN, SC) MMA_ROWS(BM, BN, SC, MMA_STORE_ROW, 0)
+#define MMA_STORE_ROW(BM, BN, X)                                                              \
+  MMA_UNROLL for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */          \
+    MMA_UNROLL for (int x = 0; x < 2; ++x) {                                                  \
+      const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                                 \
+      if (glu) {                                                                              \
+        if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
+      } else if (n < N) {                                                                     \
+        STORE(m, n, acc[i][j][2 * h + x] * sc);                                               \
+      }                                                                                       \
     }
 
 // Split K (matmul.cpp's QCase::kSlice): the launch's third dimension cuts K into slices of
@@ -516,14 +567,12 @@ W_FORMS(QGEMM_ROPE)
   QGEMM_MMA(Q##gemm_mma_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, MMA_STORE) \
   QGEMM_MMA(Q##gemm64_mma_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, , 0, MMA_STORE)
 W_FORMS(QGEMM_MMA_PLAIN)
-#ifndef TL_KV_Q8
-// ... their stores doing the RoPE's work (the codes the int8 rows do not take: q8, q3h, K or
+// ... their stores doing the RoPE's work (the codes the int8 rows do not take: q3h, K or
 // the group not multiples of 128, --gemm f16).
 #define QGEMM_MMA_ROPE(Q, s, F, FETCH)                                                        \
   QGEMM_MMA(Q##gemm_mma_rope_##s, 128, 128, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE) \
   QGEMM_MMA(Q##gemm64_mma_rope_##s, 64, 64, F##_RAW, F##_LOAD, F##_LEVELS8, FETCH, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE)
 W_FORMS(QGEMM_MMA_ROPE)
-#endif
 // Many rows (matmul.cpp's qgemm_mma_f16 row): both operands in fp16 first, in one launch
 // before the tiles (prep_f16_<scheme>): the weights dequantized [N][K], A's rows normed
 // (the node's RMSNorm) [M][K]. The 128 x 128 tiles then copy slices of 32 k of both into
@@ -630,39 +679,107 @@ PREP_F16(prep_f16_int4, INT4_LOAD, INT4_LEVELS8)
 PREP_F16(prep_f16_q8, Q8_LOAD, Q8_LEVELS8)
 PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 
-// Fewer rows, 16-level codes (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in
-// int8 on the tensor cores (mma m16n8k32 s8 x u8), llama.cpp's MMQ idea. Each 128 k of A's
-// rows times the norm's weights (a stage, within one weight group) is rounded to int8 with
-// its own step d, keeping the block's exact sum a; the levels being uniform (w = q s' + o'
-// in a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a stage's product is
-// s' d sum(qa q) + o' a: the int32 sums run through the stage's 4 products and are scaled
-// once. The norm's 1 / rms scales a row's products alike and is applied at the store
-// (rounding x NW per block gives the codes that x NW / rms would). With a step per 32 k
-// (llama.cpp's q8_1) each 32 k cost a conversion and a scaled add per sum, more issue
-// slots than the 4 products' (docs/tl-bench.md); llama.cpp's CPU dot products round
-// activations per 256 (q8_K). The bytes of each 8 k of a row stand as k 0 2 4 6 1 3 5 7,
-// so that a word of 8 codes is the two B registers by two masks, no code turned into a
-// float. 64 x 64 tiles in MMA_SLICE's layout, 128 k a stage by cp.async (two stages),
-// local rows padded against bank conflicts, each stage bringing its group's scales and its
-// block's steps and sums. Needs K % 128 == 0, group % 128 == 0, code rows 16-byte aligned.
+// Codes of uniform levels (matmul.cpp's qgemm64_mma_i8_* rows): the codes times A in int8
+// on the tensor cores (mma m16n8k32, s8 x u8 for 16-level codes and q3h's, s8 x s8 for
+// q8's bytes), llama.cpp's MMQ idea. Each 128 k of A's rows times the norm's weights (a
+// stage) is rounded to int8 with its own step d, keeping the exact sums of each 32 k; the
+// levels being uniform (w = q s' + o' in a group: e0m4 s' = s / 8, o' = 2 s + o; int4, q8
+// and q3h s, o), a group's part of a stage is s' d sum(qa q) + o' a (a: A's exact sum over
+// those k): the int32 sums run through the part's products (the stage's 4 for groups of
+// 128 or more) and are scaled once. The norm's 1 / rms scales a row's products alike and
+// is applied at the store (rounding x NW per block gives the codes that x NW / rms would).
+// With a step per 32 k (llama.cpp's q8_1) each 32 k cost a conversion and a scaled add per
+// sum, more issue slots than the 4 products' (docs/tl-bench.md); llama.cpp's CPU dot
+// products round activations per 256 (q8_K). For 16-level codes (and q3h's) the bytes of
+// each 8 k of A's rows stand as k 0 2 4 6 1 3 5 7, so that a word of 8 codes is the two B
+// registers by two masks, no code turned into a float; q8's codes are the registers as
+// they stand, A's bytes in order. 64 x 64 tiles in MMA_SLICE's layout, 128 k a stage by
+// cp.async (two stages), local rows padded against bank conflicts, each stage bringing its
+// groups' scales and its block's steps and sums. Needs K % 64 == 0 (the last stage's
+// second half may be zeros), groups of 32, 64 or a multiple of 128, code rows 16-byte
+// aligned (but q3h's).
 #define I8_KS 128
+#define I8_BLOCKS(K) (((K) + I8_KS - 1) / I8_KS)
 #define I8_AROW (I8_KS + 32)
-#define I8_BCOL (I8_KS / 2 + 16)
+// The codes' forms F: KB, a column's code bytes a stage; BCOL, its local row's bytes
+// (padded: a half-warp's reads of 8 rows x 4 lanes fall in distinct banks); NATURAL, A's
+// bytes in k order (else each 8 k's as 0 2 4 6 1 3 5 7); SLOTS, the columns an item
+// brings a stage, PER, its items a column; REGS, FETCH(st, k0) and PUT(st): the stage's
+// codes into local memory (by cp.async: PUT nothing; or into registers, then after the
+// stage's products decoded into Bs[st]); B(p, b0, b1), lane t's two B registers of the 32
+// k from local p; MMA.
+#define I8_NIB_KB (I8_KS / 2)
+#define I8_NIB_BCOL (I8_KS / 2 + 16)
+#define I8_NIB_NATURAL 0
+#define I8_NIB_SLOTS 1
+#define I8_NIB_PER 4
+#define I8_NIB_REGS
+#define I8_NIB_FETCH(st, k0) I8_ASYNC_B(st, k0, I8_NIB_KB, I8_NIB_BCOL, I8_NIB_SLOTS, I8_NIB_PER)
+#define I8_NIB_PUT(st)
+#define I8_NIB_B(p, b0, b1)                                                                   \
+  {                                                                                           \
+    const uint w_ = *(__local const uint*)((p) + t * 4);                                      \
+    b0 = w_ & 0x0f0f0f0fu, b1 = (w_ >> 4) & 0x0f0f0f0fu;                                      \
+  }
+#define I8_NIB_MMA MMA_S8U8
+#define I8_Q8_KB I8_KS
+#define I8_Q8_BCOL (I8_KS + 32)
+#define I8_Q8_NATURAL 1
+#define I8_Q8_SLOTS 2
+#define I8_Q8_PER 8
+#define I8_Q8_REGS
+#define I8_Q8_FETCH(st, k0) I8_ASYNC_B(st, k0, I8_Q8_KB, I8_Q8_BCOL, I8_Q8_SLOTS, I8_Q8_PER)
+#define I8_Q8_PUT(st)
+#define I8_Q8_B(p, b0, b1)                                                                    \
+  {                                                                                           \
+    const uint2 w_ = *(__local const uint2*)((p) + t * 8);                                    \
+    b0 = w_.x, b1 = w_.y;                                                                     \
+  }
+#define I8_Q8_MMA MMA_S8S8
+// q3h: 4 words of 4 pairs an item (Q3H_WORD: no alignment), decoded after the products
+// into 8 bytes each, the pairs' firsts (even k) then their seconds, as A's bytes stand.
+#define I8_Q3H_KB I8_KS
+#define I8_Q3H_BCOL (I8_KS + 32)
+#define I8_Q3H_NATURAL 0
+#define I8_Q3H_SLOTS 4
+#define I8_Q3H_PER 16
+#define I8_Q3H_REGS uint rq[I8_Q3H_SLOTS];
+#define I8_Q3H_FETCH(st, k0)                                                                  \
+  MMA_UNROLL for (int s = 0; s < I8_Q3H_SLOTS; ++s) {                                         \
+    const int k = (k0) + (tid + GEMM_WG * s) % I8_Q3H_PER * 8;                                \
+    rq[s] = bcol[s] >= 0 && k < K ? Q3H_WORD(W + (long)bcol[s] * row_bytes, k) : 0;           \
+  }
+#define I8_Q3H_PUT(st)                                                                        \
+  MMA_UNROLL for (int s = 0; s < I8_Q3H_SLOTS; ++s) {                                         \
+    const int e = tid + GEMM_WG * s;                                                          \
+    *(__local uint2*)((__local uchar*)Bs[st] + e / I8_Q3H_PER * I8_Q3H_BCOL + e % I8_Q3H_PER * 8) = q3h_bytes8(rq[s]); \
+  }
+#define I8_Q3H_B I8_Q8_B
+#define I8_Q3H_MMA MMA_S8U8
+// 4 q3h pairs (a Q3H_WORD) as their firsts' 4 bytes and their seconds': pairs 0 and 2, 1
+// and 3 side by side in 16-bit fields, each divided by 11 as (p x 187) >> 11 (exact below 128).
+inline uint2 q3h_bytes8(uint w) {
+  const uint a = (w & 0x7fu) | (w << 2 & 0x7f0000u), b = (w >> 7 & 0x7fu) | (w >> 5 & 0x7f0000u);
+  const uint ha = (a * 187u) >> 11 & 0x1f001fu, hb = (b * 187u) >> 11 & 0x1f001fu;
+  return (uint2)(ha | hb << 8, (a - ha * 11u) | (b - hb * 11u) << 8);
+}
 // A's int8 rows are made by the tiles' own launch (a launch fewer than the launch of its
 // own before each GEMM that it was): the work-groups share out pieces (a row's 8 k an
 // item, 1024 k) as common.cl's claim_first says, then wait for all of them. AQ: the codes
-// [M][K]; AD: the blocks' steps [K / 128][ad_stride], then their sums, then x's sums of
-// squares (for the norm's 1 / rms), likewise (ad_stride: M rounded up to 4). `red`: 3 x
-// GEMM_WG floats.
+// [M][K]; AD: the blocks' steps [blocks][ad_stride], then the sums of each 32 k [4 blocks]
+// [ad_stride], then x's blocks' sums of squares (for the norm's 1 / rms) [blocks]
+// [ad_stride] (blocks: K / 128 rounded up; ad_stride: M rounded up to 4). `red`: 3 x
+// GEMM_WG floats. natural: each 8 k's bytes in k order (else 0 2 4 6 1 3 5 7).
 inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
                               int ad_stride, __global const float* NW, __global int* PC, int tid,
-                              __local float* red, __local int* flag) {
+                              __local float* red, __local int* flag, int natural) {
   __local float *amaxs = red, *sums = red + GEMM_WG, *squares = red + 2 * GEMM_WG;
-  const int pieces = (K / 8 + GEMM_WG - 1) / GEMM_WG, first = tid & ~15, blocks = K / I8_KS;
+  const int pieces = (K / 8 + GEMM_WG - 1) / GEMM_WG, first = tid & ~15, blocks = I8_BLOCKS(K);
   for (int p = claim_first(PC, tid, flag); p < M * pieces; p = claim_next(PC, tid, flag)) {
-    // A float8 an item (coalesced), the 16 items of a block halving in local memory to its
-    // largest magnitude and sums (a fixed order: the same sums every run). K / 8 is a
-    // multiple of 16: a block is all in or out.
+    // A float8 an item (coalesced), the 16 items of a block pairing up in local memory to
+    // its largest magnitude and sums, the sums of each 32 k on the way (a fixed order: the
+    // same sums every run). K is a multiple of 64: a block's first item is in (the last
+    // block's second half may be out: zeros).
     const int m = p / pieces, c = (p % pieces) * GEMM_WG + tid, in = c < K / 8;
     float8 v = in ? vload8(c, A + (long)m * K) : 0.0f;
     squares[tid] = dot(v.lo, v.lo) + dot(v.hi, v.hi);
@@ -670,21 +787,24 @@ inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __glob
     const float8 a = fabs(v);
     amaxs[tid] = fmax(fmax(fmax(a.s0, a.s1), fmax(a.s2, a.s3)), fmax(fmax(a.s4, a.s5), fmax(a.s6, a.s7)));
     sums[tid] = (v.s0 + v.s1) + (v.s2 + v.s3) + ((v.s4 + v.s5) + (v.s6 + v.s7));
-    MMA_UNROLL for (int h = 8; h > 0; h >>= 1) {
+    float s32 = 0.0f;  // (items 4j: the sum of the j-th 32 k)
+    MMA_UNROLL for (int h = 1; h < 16; h <<= 1) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      if ((tid & 15) < h)
+      if ((tid & (2 * h - 1)) == 0)
         amaxs[tid] = fmax(amaxs[tid], amaxs[tid + h]), sums[tid] += sums[tid + h], squares[tid] += squares[tid + h];
+      if (h == 2) s32 = sums[tid];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    if ((tid & 3) == 0 && c < blocks * 16) AD[(long)(blocks + c / 4) * ad_stride + m] = s32;
     if (in) {
       const float amax = amaxs[first], d = amax > 0.0f ? amax / 127.0f : 1.0f;
       const int8 q = convert_int8_rte(v / d) & 0xff;
-      AQ[((long)m * K + c * 8) / 4] = q.s0 | q.s2 << 8 | q.s4 << 16 | q.s6 << 24;
-      AQ[((long)m * K + c * 8) / 4 + 1] = q.s1 | q.s3 << 8 | q.s5 << 16 | q.s7 << 24;
+      const int8 o = natural ? q : q.s02461357;
+      AQ[((long)m * K + c * 8) / 4] = o.s0 | o.s1 << 8 | o.s2 << 16 | o.s3 << 24;
+      AQ[((long)m * K + c * 8) / 4 + 1] = o.s4 | o.s5 << 8 | o.s6 << 16 | o.s7 << 24;
       if (tid == first) {
         AD[(long)(c / 16) * ad_stride + m] = d;
-        AD[(long)(blocks + c / 16) * ad_stride + m] = sums[first];
-        AD[(long)(2 * blocks + c / 16) * ad_stride + m] = squares[first];
+        AD[(long)(5 * blocks + c / 16) * ad_stride + m] = squares[first];
       }
     }
   }
@@ -695,97 +815,121 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
                          int m0, int tid, __local float* rinv) {
   if (tid >= 64) return;
   float ss = 0.0f;
-  const int blocks = K / I8_KS;
+  const int blocks = I8_BLOCKS(K);
   for (int b = 0; NW && m0 + tid < M && b < blocks; ++b)
-    ss += load_past_l1(AD + (long)(2 * blocks + b) * ad_stride + m0 + tid);
+    ss += load_past_l1(AD + (long)(5 * blocks + b) * ad_stride + m0 + tid);
   rinv[tid] = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
 }
-// Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item), the codes' 64
-// columns (one chunk an item: bcol), the columns' scales and offsets of k0's group
-// (items 0-127), the rows' steps and sums of the stage's block (items 128-159).
-#define I8_SLICE(st, k0)                                                                      \
+// Stage st of the codes by cp.async: SLOTS chunks of 16 bytes an item, PER a column (bcol).
+#define I8_ASYNC_B(st, k0, KB, BCOL, SLOTS, PER)                                              \
+  MMA_UNROLL for (int s = 0; s < SLOTS; ++s) {                                                \
+    const int e = tid + GEMM_WG * s, ch = e % PER, ok = bcol[s] >= 0 && (k0) + ch * (I8_KS / PER) < K; \
+    CP_ASYNC16((__local uchar*)Bs[st] + e / PER * BCOL + ch * 16,                             \
+               ok ? W + (long)bcol[s] * row_bytes + (long)(k0) * KB / I8_KS + ch * 16 : W, ok ? 16 : 0); \
+  }
+// Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item; zeros past K), the
+// codes' 64 columns (F's FETCH), the columns' scales and offsets of the stage's groups (a
+// group from k0 and, groups of 32 or 64, those after it within the stage: Ss[st][scale,
+// offset][group][column]), the rows' steps and the sums of each 32 k of the stage's block
+// (items 0-79, Ds[st][step, sums][row]).
+#define I8_SLICE(st, k0, F)                                                                   \
   {                                                                                           \
     MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
-      const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M;                \
+      const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M && (k0) + c * 16 < K; \
       CP_ASYNC16((__local uchar*)As[st] + r * I8_AROW + c * 16, ok ? AQ + (long)(m0 + r) * K + (k0) + c * 16 : AQ, ok ? 16 : 0); \
     }                                                                                         \
-    CP_ASYNC16((__local uchar*)Bs[st] + (tid >> 2) * I8_BCOL + (tid & 3) * 16,                \
-               bcol >= 0 ? W + (long)bcol * row_bytes + (k0) / 2 + (tid & 3) * 16 : W, bcol >= 0 ? 16 : 0); \
-    if (tid < 128) {                                                                          \
-      const int lc = tid & 63, col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half); \
-      CP_ASYNC4(&Ss[st][tid >> 6][lc], (tid < 64 ? S : O) + (col >= 0 ? (long)col * groups + (k0) / G : 0), col >= 0 ? 4 : 0); \
-    } else if (tid < 160) {                                                                   \
-      const int a = tid - 128, r = 4 * (a & 15), rows = M - m0 - r;                           \
-      CP_ASYNC16(&Ds[st][a >> 4][r], rows > 0 ? AD + (long)((a >> 4) * (K / I8_KS) + (k0) / I8_KS) * ad_stride + m0 + r : AD, \
-                 rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0);                                  \
+    F##_FETCH(st, k0)                                                                         \
+    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
+      const int e = tid + GEMM_WG * s, lc = e & 63, q = (e >> 6) & 3, off = e >> 8;           \
+      const int col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half);           \
+      const int ok = col >= 0 && q * G < I8_KS && (k0) + q * G < K;                           \
+      CP_ASYNC4(&Ss[st][off][q][lc], (off ? O : S) + (ok ? (long)col * groups + (k0) / G + q : 0), ok ? 4 : 0); \
+    }                                                                                         \
+    if (tid < 80) {                                                                           \
+      const int a = tid >> 4, r = 4 * (tid & 15), rows = M - m0 - r;                          \
+      const long at = a ? I8_BLOCKS(K) + (k0) / 32 + a - 1 : (k0) / I8_KS;                    \
+      CP_ASYNC16(&Ds[st][a][r], rows > 0 ? AD + at * ad_stride + m0 + r : AD, rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0); \
     }                                                                                         \
   }
-// LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and o' from its scale s and offset o;
-// EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows' (none, 0, MMA_STORE) or the RoPE
-// epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
-#define QGEMM_I8(NAME, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)               \
+// F: the codes' form (I8_NIB, I8_Q8); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
+// o' from its scale s and offset o; EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows'
+// (none, 0, MMA_STORE) or the RoPE epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
+#define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)            \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
       __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, \
       int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC EXTRA_ARGS) { \
-    __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * I8_BCOL / 16];                         \
-    __local float Ss[2][2][64], Ds[2][2][64] __attribute__((aligned(16))), rinv[64];          \
+    __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * F##_BCOL / 16];                       \
+    __local float Ss[2][2][4][64], Ds[2][5][64] __attribute__((aligned(16))), rinv[64];       \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
-    i8_rows_in_launch(A, (__global uint*)AQ, AD, M, K, ad_stride, NW, PC, tid, (__local float*)As[0], &klast); \
+    i8_rows_in_launch(A, (__global uint*)AQ, AD, M, K, ad_stride, NW, PC, tid, (__local float*)As[0], &klast, F##_NATURAL); \
     i8_rows_rinv(AD, M, K, ad_stride, NW, eps, get_group_id(1) * 64, tid, rinv);              \
     const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;                     \
     const int rope_half = ROPE_HALF, paired = glu || rope_half;                               \
     const int m0 = get_group_id(1) * 64, c0 = get_group_id(0) * (paired ? 32 : 64);          \
     const int MT = 2, NT = 2;                                                                 \
-    const int bcol = paired_column(c0, tid >> 2, (tid >> 2) % 32, (tid >> 2) >= 32, N, glu, rope_half); \
+    int bcol[F##_SLOTS];                                                                      \
+    F##_REGS                                                                                  \
+    MMA_UNROLL for (int s = 0; s < F##_SLOTS; ++s) {                                          \
+      const int lc = (tid + GEMM_WG * s) / F##_PER;                                           \
+      bcol[s] = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half);                  \
+    }                                                                                         \
     int iacc[2][2][4];                                                                        \
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
       MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
-    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice);                        \
-    I8_SLICE(0, kb)                                                                           \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS);    \
+    I8_SLICE(0, kb, F)                                                                        \
     CP_ASYNC_COMMIT();                                                                        \
+    F##_PUT(0)                                                                                \
     for (int k0 = kb; k0 < ke; k0 += I8_KS) {                                                 \
       const int st = ((k0 - kb) / I8_KS) & 1;                                                 \
       CP_ASYNC_WAIT(0);                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
-      if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS)                                       \
+      if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS, F)                                    \
       CP_ASYNC_COMMIT();                                                                      \
       MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) {                                       \
         uint b0[2], b1[2];                                                                    \
-        MMA_UNROLL for (int j = 0; j < NT; ++j) {                                             \
-          const uint w = *(__local const uint*)((__local const uchar*)Bs[st] + (MMA_BROW_P(paired, wn, j, NT, 64) + g) * I8_BCOL + u * 16 + t * 4); \
-          b0[j] = w & 0x0f0f0f0fu, b1[j] = (w >> 4) & 0x0f0f0f0fu;                            \
-        }                                                                                     \
+        MMA_UNROLL for (int j = 0; j < NT; ++j)                                               \
+          F##_B((__local const uchar*)Bs[st] + (MMA_BROW_P(paired, wn, j, NT, 64) + g) * F##_BCOL + u * (F##_KB / 4), b0[j], b1[j]) \
         MMA_UNROLL for (int i = 0; i < MT; ++i) {                                             \
           __local const uchar* ar = (__local const uchar*)As[st] + (wm * 32 + i * 16 + g) * I8_AROW + u * 32 + t * 8; \
           const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
-          MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_S8U8(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]);        \
+          MMA_UNROLL for (int j = 0; j < NT; ++j) F##_MMA(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
+        }                                                                                     \
+        /* a group's end (or the stage's): its sums scaled once (below 128 x 127 x 128) */    \
+        if ((u + 1) * 32 % gs == 0) {                                                         \
+          const int q = u * 32 / gs;                                                          \
+          MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {    \
+            const int lr = wm * 32 + i * 16 + g + 8 * h;                                      \
+            const float d = Ds[st][0][lr];                                                    \
+            float a = 0.0f;                                                                   \
+            for (int v = u + 1 - gs / 32; v <= u; ++v) a += Ds[st][1 + v][lr];                \
+            MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {  \
+              const int lc = MMA_BROW_P(paired, wn, j, NT, 64) + 2 * t + x;                  \
+              const float s = Ss[st][0][q][lc];                                               \
+              acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][q][lc]), a, acc[i][j][2 * h + x])); \
+              iacc[i][j][2 * h + x] = 0;                                                      \
+            }                                                                                 \
+          }                                                                                   \
         }                                                                                     \
       }                                                                                       \
-      /* the stage: one block of A, in one group: the sums scaled once (below 128 x 127 x 15) */ \
-      MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {               \
-        const int lr = wm * 32 + i * 16 + g + 8 * h;                                          \
-        const float d = Ds[st][0][lr], a = Ds[st][1][lr];                                     \
-        MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {               \
-          const int lc = MMA_BROW_P(paired, wn, j, NT, 64) + 2 * t + x;                      \
-          const float s = Ss[st][0][lc];                                                      \
-          acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][lc]), a, acc[i][j][2 * h + x])); \
-          iacc[i][j][2 * h + x] = 0;                                                          \
-        }                                                                                     \
+      if (k0 + I8_KS < ke) {                                                                  \
+        F##_PUT(st ^ 1)                                                                       \
       }                                                                                       \
     }                                                                                         \
     KSPLIT_GATHER(64)                                                                         \
     EPILOGUE                                                                                  \
   }
-QGEMM_I8(qgemm64_mma_i8_e0m4, E0M4_STEP, E0M4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
-QGEMM_I8(qgemm64_mma_i8_int4, INT4_STEP, INT4_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
-#ifndef TL_KV_Q8
-QGEMM_I8(qgemm64_mma_i8_rope_e0m4, E0M4_STEP, E0M4_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
-QGEMM_I8(qgemm64_mma_i8_rope_int4, INT4_STEP, INT4_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
-#endif
+// The schemes the int8 rows take, X(scheme, its form, its levels' macros' prefix).
+#define I8_SCHEMES(X) X(e0m4, I8_NIB, E0M4) X(int4, I8_NIB, INT4) X(q8, I8_Q8, Q8) X(q3h, I8_Q3H, Q3H)
+#define QGEMM_I8_PLAIN(s, F, L) QGEMM_I8(qgemm64_mma_i8_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
+I8_SCHEMES(QGEMM_I8_PLAIN)
+#define QGEMM_I8_ROPE(s, F, L) \
+  QGEMM_I8(qgemm64_mma_i8_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
+I8_SCHEMES(QGEMM_I8_ROPE)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
 

@@ -20,6 +20,11 @@
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                              \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+// ... B signed too.
+#define MMA_S8S8(d, a0, a1, a2, a3, b0, b1)                                                          \
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                              \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
 // 16 bytes from global to local memory without registers (cp.async, sm_80+): `bytes` of
 // them read (16, or 0 for zeros), the copy in flight until a wait_group covers its group.
 #define CP_ASYNC16(dst, src, bytes) \
@@ -51,7 +56,7 @@ inline float lane_xor2(float x) {
 #else  // TL_MMA_EMU
 // The tests' tensor cores on any device (Device::setMmaEmulation): each form above
 // computed from its fragment layout as the PTX ISA gives it (mma.m16n8k16 .f16,
-// m16n8k32 .s8.u8, shfl.sync.bfly), a warp's 32 items exchanging their registers through
+// m16n8k32 .s8.u8 and .s8.s8, shfl.sync.bfly), a warp's 32 items exchanging their registers through
 // local memory, cp.async as a plain copy: the tiles' index arithmetic runs, and can fail,
 // where there is no NVIDIA device. The kernels call these where every item of the
 // work-group does (as the PTX forms require of a warp); the scratch's two halves
@@ -97,8 +102,8 @@ inline void mma_emu_f16(float* d, uint a0, uint a1, uint a2, uint a3, uint b0, u
     d[e] = s;
   }
 }
-// ... int8: A (16 x 32) signed bytes, B (32 x 8) unsigned.
-inline void mma_emu_s8u8(int* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, __local uint* x, int* n) {
+// ... int8: A (16 x 32) signed bytes, B (32 x 8) unsigned or, bs, signed.
+inline void mma_emu_i8(int* d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1, int bs, __local uint* x, int* n) {
   const uint r[6] = {a0, a1, a2, a3, b0, b1};
   __local const uint* w = mma_emu_put(x, n, r, 6);
   const int lane = get_local_id(0) & 31, g = lane >> 2, t = lane & 3;
@@ -106,13 +111,15 @@ inline void mma_emu_s8u8(int* d, uint a0, uint a1, uint a2, uint a3, uint b0, ui
     int s = d[e];
     for (int k = 0; k < 32; ++k) {
       const uint2 ab = mma_emu_words(w, g + 8 * (e >> 1), 2 * t + (e & 1), k, 4);
-      s += (int)(char)(ab.x >> 8 * (k & 3)) * (int)((ab.y >> 8 * (k & 3)) & 0xff);
+      const int b = (ab.y >> 8 * (k & 3)) & 0xff;
+      s += (int)(char)(ab.x >> 8 * (k & 3)) * (bs ? (int)(char)b : b);
     }
     d[e] = s;
   }
 }
 #define MMA_16816(d, a0, a1, a2, a3, b0, b1) mma_emu_f16(d, a0, a1, a2, a3, b0, b1, mma_x, &mma_n)
-#define MMA_S8U8(d, a0, a1, a2, a3, b0, b1) mma_emu_s8u8(d, a0, a1, a2, a3, b0, b1, mma_x, &mma_n)
+#define MMA_S8U8(d, a0, a1, a2, a3, b0, b1) mma_emu_i8(d, a0, a1, a2, a3, b0, b1, 0, mma_x, &mma_n)
+#define MMA_S8S8(d, a0, a1, a2, a3, b0, b1) mma_emu_i8(d, a0, a1, a2, a3, b0, b1, 1, mma_x, &mma_n)
 inline float mma_emu_xor(float v, int mask, __local uint* x, int* n) {
   const uint r[1] = {as_uint(v)};
   __local const uint* w = mma_emu_put(x, n, r, 1);

@@ -86,9 +86,10 @@ class Device {
   // (tl-run and tl-bench --gemm portable). Set it before making an Executor.
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
-  // ... and 16-level codes times A rounded to int8 per 128 k (the tensor cores' int8 rows,
-  // after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off keeps A in fp16
-  // there too (tl-run and tl-bench --gemm f16). Set it before making an Executor.
+  // ... and the codes (e0m4, int4, q8, q3h) times A rounded to int8 per 128 k (the tensor
+  // cores' int8 rows, after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off
+  // keeps A in fp16 there too (tl-run and tl-bench --gemm f16). Set it before making an
+  // Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
   // ... and from 256 rows, the weights dequantized into fp16 once a GEMM before the tiles
@@ -124,7 +125,7 @@ class Device {
 };
 
 // tl-run's and tl-bench's --gemm: which prefill GEMM rows a device may take. "auto": NVIDIA
-// tensor cores where the device passes their probe, A rounded to int8 for 16-level codes;
+// tensor cores where the device passes their probe, A rounded to int8 for the codes;
 // "f16": the tensor cores with A in fp16 everywhere; "portable": the fp32 tiles every GPU
 // runs. Throws tl::Error (usage) for another name.
 extern const char* const kGemmChoiceHelp;

@@ -704,11 +704,12 @@ TEST(AttentionKernel, PrefillOverInPlaceCachesMatchesReference) {
 }
 
 // The q/k/v projection's RoPE epilogue (matmul.cpp's kRope rows, kernels/gemm.cl's
-// rope_pair_store): x times three weights (e0m4 or float, merged by tl-fuse into one
-// tl.QMatMul or tl.MatMul of three outputs), viewed [B, S, H, D], then a tl.RoPE over
-// in-place caches (f16, f32, q8) and a causal tl.Attention, in the GPU family with the tensor
-// cores emulated (Device::setMmaEmulation: e0m4's int8 tiles' store does it, the float
-// weights' fp32 tiles') and with them off (the portable tiles' store, where the flash
+// rope_pair_store, ROPE_Q8_TILE and the tensor cores' MMA_ROPE_STORE): x times three
+// weights (e0m4, q8, q3h or float, merged by tl-fuse into one tl.QMatMul or tl.MatMul of
+// three outputs), viewed [B, S, H, D], then a tl.RoPE over in-place caches (f16, f32, q8)
+// and a causal tl.Attention, in the GPU family with the tensor cores emulated
+// (Device::setMmaEmulation: the codes' int8 tiles' store does it, --gemm f16's in-tile
+// tiles', the float weights' fp32 tiles') and with them off (the portable tiles' store, where the flash
 // attention, heads up to 64, does not): heads of 64 (a 64-wide tile holds one) and 128
 // (the pairs of dims 0-31 with 64-95 in one, 32-63 with 96-127 in the next), cos and sin
 // from positions or as tables (HF's, graph inputs), batches of two, over a past and
@@ -730,8 +731,9 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
   };
   for (const Case& cs : {Case{4, 2, 64, KvType::F16, "e0m4", false, false}, Case{2, 1, 128, KvType::F32, "e0m4", false, false},
                          Case{2, 1, 128, KvType::F32, "float", false, false}, Case{2, 1, 128, KvType::F16, "e0m4", true, false},
-                         Case{2, 1, 128, KvType::F32, "q8", false, false}, Case{2, 1, 128, KvType::F32, "float", false, true},
-                         Case{4, 2, 64, KvType::F16, "e0m4", false, true}, Case{2, 1, 128, KvType::Q8, "e0m4", false, false}}) {
+                         Case{2, 1, 128, KvType::F32, "q3h", false, false}, Case{2, 1, 128, KvType::F32, "float", false, true},
+                         Case{4, 2, 64, KvType::F16, "e0m4", false, true}, Case{2, 1, 128, KvType::Q8, "e0m4", false, false},
+                         Case{2, 1, 128, KvType::Q8, "q8", false, false}, Case{2, 1, 128, KvType::Q8, "float", false, true}}) {
     const bool quantized = cs.scheme != "float";
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
     std::string freq;
@@ -852,15 +854,21 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
         const bool rows = S > 4, flash = !tensorCores && cs.D <= 64;
         const std::string where = cs.scheme + (cs.f16 ? " f16, " : ", ") + (cs.tables ? "tables, " : "") +
                                   (tensorCores ? "tensor cores" : "portable") + ", D " + D + ", S " + std::to_string(S);
-        // (8-bit caches: the portable tiles' store alone, ROPE_Q8_TILE)
-        const bool epilogue = rows && !flash && !(tensorCores && cs.type == KvType::Q8);
+        const bool epilogue = rows && !flash;
         EXPECT_EQ(any(f, "_rope_"), epilogue) << where;
         EXPECT_EQ(f.count("rope_kv_f32"), epilogue || (rows && flash) ? 0u : 1u) << where;
         EXPECT_EQ(a.count("rope_kv_f32"), rows && flash ? 0u : 1u) << where;
         EXPECT_FALSE(any(a, "_rope_")) << where;
-        if (tensorCores) EXPECT_EQ(any(f, "attention_mma_"), rows) << where;
-        // (the in-tile rows where the int8 rows do not take the codes)
-        if (tensorCores && rows && (cs.f16 || cs.scheme == "q8")) EXPECT_TRUE(any(f, "_mma_rope_")) << where;
+        if (tensorCores) {
+          EXPECT_EQ(any(f, "attention_mma_"), rows) << where;
+          // (the in-tile rows where A is not rounded to int8, else the int8 rows)
+          if (rows && cs.f16) {
+            EXPECT_TRUE(any(f, "_mma_rope_")) << where;
+          }
+          if (rows && !cs.f16 && quantized) {
+            EXPECT_TRUE(f.count("qgemm64_mma_i8_rope_" + cs.scheme)) << where;
+          }
+        }
       }
     }
   }

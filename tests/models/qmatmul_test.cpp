@@ -161,7 +161,7 @@ struct Extras {
 // `setup`: what to set on the device first, if given.
 void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e, const std::vector<int64_t>& rows,
                        const std::vector<bool>& gpus, const char* kernel = nullptr,
-                       const std::function<void(Device&)>& setup = nullptr) {
+                       const std::function<void(Device&)>& setup = nullptr, int64_t group = 128) {
   std::mt19937 rng(static_cast<unsigned>(K + N));
   std::normal_distribution<float> normal(0.0f, 0.05f);
   Mat w(K, N);
@@ -188,6 +188,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
   QuantizedMatrix q;
   if (quantized) {
     opt.scheme = parseScheme(scheme);
+    opt.group = group;
     opt.quantizeLmHead = true;
     ASSERT_EQ(quantizeModel(model, opt, false).size(), 1u);
     q = quantize(w.data(), K, N, opt.scheme, opt.group);
@@ -252,8 +253,8 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
         EXPECT_EQ(launches.back().kernel.rfind("qgemm", 0), 0u) << launches.back().kernel;
       }
       if (int8Rows(launches)) {
-        // The int8 rows' scratch is a byte a code and three floats a 128 k (K / 128 steps,
-        // sums and sums of squares a row, 3/512 of A's fp32 bytes): with the rest (the output, the residual, any
+        // The int8 rows' scratch is a byte a code and six floats a 128 k (its step, the sums
+        // of its 32 k, its sum of squares: 6/512 of A's fp32 bytes): with the rest (the output, the residual, any
         // split's partials) the node's memory besides its weights stays within 8 times A's
         // and the output's fp32 bytes (at most 3.8 times on an H200).
         const size_t bytes = static_cast<size_t>(mostRows * (K + N)) * 4;
@@ -372,11 +373,14 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
 // (for the int8 rows, A rounded as they round it).
 TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}, Extras{false, false, true, ""}})
-    for (const char* scheme : {"e0m4", "int4"}) {
-      const std::string kernel = std::string("qgemm64_mma_i8_") + scheme, gemv = std::string("qgemv_wide_i8_") + scheme;
-      expectUnfusedMath(scheme, 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
-      expectUnfusedMath(scheme, 4096, 200, e, {64, 64}, {true}, kernel.c_str());
-      expectUnfusedMath(scheme, 4096, 200, e, {1}, {true}, gemv.c_str());
+    for (const std::string scheme : {"e0m4", "int4", "q8", "q3h"}) {
+      const std::string kernel = "qgemm64_mma_i8_" + scheme, gemv = "qgemv_wide_i8_" + scheme;
+      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
+      expectUnfusedMath(scheme.c_str(), 4096, 200, e, {64, 64}, {true}, kernel.c_str());
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {300}, {true}, kernel.c_str());  // K % 128 == 64
+      for (int64_t group : {32, 64})  // groups ending within a stage
+        expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, kernel.c_str(), nullptr, group);
+      if (scheme == "e0m4" || scheme == "int4") expectUnfusedMath(scheme.c_str(), 4096, 200, e, {1}, {true}, gemv.c_str());
     }
 }
 
@@ -400,8 +404,11 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
       ASSERT_TRUE(lib.has(k)) << k;
   }
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
-    for (const std::string scheme : {"e0m4", "int4"}) {
+    for (const std::string scheme : {"e0m4", "int4", "q8", "q3h"}) {
       expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate, 32);
+      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate, 64);
       expectUnfusedMath(scheme.c_str(), 1024, 48, e, {64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);
@@ -415,7 +422,7 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
     d.setHalvesRows(false);
   };
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
-    expectUnfusedMath("q8", 136, 264, e, {256}, {true}, "qgemm_mma_q8", inTile);
+    expectUnfusedMath("q3h", 136, 264, e, {256}, {true}, "qgemm_mma_q3h", inTile);
   // Float weights on them where A is not rounded to int8 (--gemm f16): 64 x 64 tiles, K
   // split, and 128 x 128 tiles; under auto the fp32 tiles (gemm_f32, exact).
   const auto f16 = [&](Device& d) {

@@ -309,7 +309,7 @@ struct QCase {
   // take them at every row count instead.
   static constexpr int64_t kHalvesRows = 256;
   bool halves() const { return halvesOk && mma128() && M >= kHalvesRows && !int8Codes() && scheme != Scheme::F32; }
-  // 16-level codes times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows made in the
+  // Codes of uniform levels times A rounded to int8 (qgemm64_mma_i8_*, A's int8 rows made in the
   // same launch): Llama-2-7B's four GEMMs at 128 rows 612 -> 468 µs on an
   // H100 (its 4 layers' pp128 37.6k -> 50.9k tok/s), A's int8 steps per 32 k costing
   // 1.2-1.5% of the largest output against the portable path where the fp16 rows cost
@@ -321,10 +321,19 @@ struct QCase {
   // rows too, one launch a GEMM where the fp16 operands took two: H200, e0m4 fused and
   // planned, pp1024 TinyLlama-1.1B dims 55,982 -> 68,034 tok/s, Qwen2-0.5B 95,780 ->
   // 114,271, Llama-2-7B 12,428 -> 14,314 (docs/tl-bench.md).
+  // q8's bytes likewise (s8 x s8) and q3h's pairs (decoded into bytes as the tiles stage
+  // them), from 256 rows too, and K a multiple of 64 (the last block's second half zeros):
+  // one launch a GEMM where prep_f16 + qgemm_mma_f16 took two (Llama-2-7B's shapes at 1024
+  // rows on an H200: 0.20-0.54 ms; the in-tile fp16 rows, one launch, 0.43-1.30;
+  // docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
+  int64_t int8Blocks() const { return (K + kInt8Block - 1) / kInt8Block; }
+  // Groups of 32 or 64 too, their sums scaled as each ends within a stage (A's step still
+  // one a 128 k).
   bool int8Codes() const {
-    return int8 && gemm() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 128 == 0 && G % 128 == 0 &&
-           rowBytes % 16 == 0;
+    const bool cpAsync = scheme != Scheme::Q3h;  // (the others' code rows come by 16-byte cp.async)
+    const bool groups = G % kInt8Block == 0 || G == 32 || G == 64;
+    return int8 && gemm() && scheme != Scheme::F32 && K % 64 == 0 && groups && (!cpAsync || rowBytes % 16 == 0);
   }
   bool int8Rows() const { return int8Codes() && !halves(); }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
@@ -442,7 +451,7 @@ const char* const kMmaHalvesWhy =
     "128 x 128 tiles of f16 products fed by cp.async, the GLU inside";
 const char* const kMmaInt8Why =
     "GPU prefill, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
-    "tiles of int8 x 4-bit code products, the norm and the GLU inside";
+    "tiles of int8 x code products, the norm and the GLU inside";
 const char* const kMmaInt8RopeWhy =
     "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch), their store doing the RoPE's "
     "work: q rotated, k and v into the in-place caches";
@@ -500,8 +509,12 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm_mma_f16", mmaHalves, gemmGeometry<128>, kMmaHalvesWhy, kNative | kHalves},
     {"qgemm64_mma_i8_rope_e0m4", int8Rope<E0m4>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
     {"qgemm64_mma_i8_rope_int4", int8Rope<Int4>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_rope_q8", int8Rope<Q8>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_rope_q3h", int8Rope<Q3h>, splitGeometry<64>, kMmaInt8RopeWhy, kNative | kSplitK | kInt8Rows | kRope},
     {"qgemm64_mma_i8_e0m4", int8Rows<E0m4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_q8", int8Rows<Q8>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_q3h", int8Rows<Q3h>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_rope_e0m4", mma128Rope<E0m4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm64_mma_rope_e0m4", gemm64Rope<E0m4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_rope_int4", mma128Rope<Int4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
@@ -691,9 +704,9 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 // ... as int8 (the int8 tiles make them in their own launch: kernels/gemm.cl's
-// i8_rows_in_launch), with each 128 k's step, sum and sum of squares: [K / 128][rows
-// rounded up to 4] floats of each; `stride`: this node's rows rounded up to 4, where its
-// blocks' steps, sums and squares stand apart; `claims`: the launch's three counts
+// i8_rows_in_launch), with each 128 k's step, its 4 sums of 32 k and its sum of squares:
+// [K / 128 rounded up][rows rounded up to 4] floats of each; `stride`: this node's rows
+// rounded up to 4, where its blocks' steps, sums and squares stand apart; `claims`: the launch's three counts
 // (kernels/common.cl's claim_first), shared by all nodes (zero before a launch and after it).
 struct Int8Rows {
   std::string codes, steps, claims;
@@ -704,7 +717,7 @@ Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
                       (c.M + 3) / 4 * 4};
   const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
-  n.ex.scratch(keys.steps, static_cast<size_t>(3 * (c.K / QCase::kInt8Block) * padded) * 4);
+  n.ex.scratch(keys.steps, static_cast<size_t>(6 * c.int8Blocks() * padded) * 4);
   n.ex.zeroedScratch(keys.claims, 3 * 4);
   return keys;
 }
