@@ -1161,6 +1161,111 @@ I8_SCHEMES(QGEMM_I8_ROPE)
     }                                                                                         \
   }
 
+#if defined(TL_CPU) && defined(__AVX2__)
+// CPU decode through int8 activations (matmul.cpp's qgemv_cpu_i8_* rows): x (times the
+// norm's weights) rounded to int8 a block of 32 with its own step, then a column's codes
+// times it by AVX2's pmaddubsw (u8 codes x s8, pairs into s16) and pmaddwd (pairs into
+// s32), llama.cpp's CPU dot products; PoCL's OpenCL C takes clang's x86 builtins where its
+// target has AVX2 (this section is built only there). 64 k a step: a column's 32 code
+// bytes split by two masks and a shift into low and high nibbles (the two blocks' even k,
+// then their odd k), x's bytes stored in that order; the levels being uniform (w = c s' +
+// o' in a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a group's sum is s' d sum(xq c)
+// + o' sum(x), the blocks' steps d applied to the int32 sums as floats. Each task rounds
+// x itself into local memory, then takes 8 columns (4 gates and their ups) at a time,
+// every (launch's tasks)-th block of them: few tasks (matmul.cpp's cpuI8Geometry), so that
+// x is rounded a few times, not once for every 8 columns. 1.3-1.9 times the fp32 form's
+// speed on this machine's PoCL up to K = 8192 (docs/tl-bench.md). Needs K % 64 == 0,
+// K <= CPU_I8_MAXK, groups a multiple of 64.
+#define CPU_I8_MAXK 8192
+typedef char tl_c32 __attribute__((ext_vector_type(32)));
+typedef short tl_s16 __attribute__((ext_vector_type(16)));
+inline tl_c32 load_c32(__global const uchar* p) {
+  const char16 a = vload16(0, (__global const char*)p), b = vload16(1, (__global const char*)p);
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+// Row a of K values (times NW) into xq (64 k: the two blocks' even k, then their odd k),
+// d8 (each 64 k's steps as d0 x 4, d1 x 4) and xs (each 64 k's exact sum); its sum of
+// squares (before NW) returned.
+inline float cpu_i8_round(__global const float* a, __global const float* NW, int K, __local char* xq,
+                          __local float8* d8, __local float* xs) {
+  float8 sq = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += 64) {
+    float8 v[8];
+    for (int i = 0; i < 8; ++i) {
+      v[i] = vload8(0, a + k0 + 8 * i);
+      sq = fma(v[i], v[i], sq);
+      if (NW) v[i] *= vload8(0, NW + k0 + 8 * i);
+    }
+    float d[2], sum = 0.0f;
+    for (int b = 0; b < 2; ++b) {
+      float8 m = 0.0f;
+      for (int i = 4 * b; i < 4 * b + 4; ++i) m = fmax(m, fabs(v[i])), sum += sum8(v[i]);
+      const float amax = fmax(fmax(fmax(m.s0, m.s1), fmax(m.s2, m.s3)), fmax(fmax(m.s4, m.s5), fmax(m.s6, m.s7)));
+      d[b] = amax > 0.0f ? amax / 127.0f : 1.0f;
+      for (int i = 4 * b; i < 4 * b + 4; ++i) {
+        const char8 q = convert_char8(convert_int8(rint(v[i] / d[b])));  // (x / d: the other int8 rows' codes)
+        vstore4(q.even, 0, xq + k0 + 16 * b + 4 * (i - 4 * b));
+        vstore4(q.odd, 0, xq + k0 + 32 + 16 * b + 4 * (i - 4 * b));
+      }
+    }
+    d8[k0 / 64] = (float8)(d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1]);
+    xs[k0 / 64] = sum;
+  }
+  return sum8(sq);
+}
+#define QGEMV_CPU_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                            \
+  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
+    __local char xq[CPU_I8_MAXK];                                                             \
+    __local float8 d8[CPU_I8_MAXK / 64];                                                      \
+    __local float xs[CPU_I8_MAXK / 64];                                                       \
+    const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8;                                   \
+    for (int m = 0; m < M; ++m) {                                                             \
+      const float ss = cpu_i8_round(A + (long)m * K, NW, K, xq, d8, xs);                      \
+      const float rinv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;                               \
+      for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                  \
+        const int c0 = cb * (glu ? 4 : 8);                                                    \
+        __global const uchar* wc[8];                                                          \
+        long sg[8];                                                                           \
+        for (int j = 0; j < 8; ++j) {                                                         \
+          const int col = max(tile_column(c0, j, j % 4, j >= 4, N, glu), 0); /* (never stored) */ \
+          wc[j] = W + (long)col * row_bytes;                                                  \
+          sg[j] = (long)col * groups;                                                         \
+        }                                                                                     \
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                        \
+        for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
+          float8 acc[8];                                                                      \
+          float sx = 0.0f;                                                                    \
+          _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = 0.0f;                        \
+          for (int k = k0; k < min(K, k0 + G); k += 64) {                                     \
+            const tl_c32 xe = *(__local const tl_c32*)(xq + k), xo = *(__local const tl_c32*)(xq + k + 32); \
+            const float8 d = d8[k / 64];                                                      \
+            sx += xs[k / 64];                                                                 \
+            _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                   \
+              const tl_c32 w = load_c32(wc[j] + k / 2), lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f; \
+              const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
+              acc[j] = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (tl_s16)1)), d, acc[j]); \
+            }                                                                                 \
+          }                                                                                   \
+          _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                     \
+            const float s = S[sg[j] + gi];                                                    \
+            v[j] += LEVEL_STEP(s) * sum8(acc[j]) + LEVEL_BASE(s, O[sg[j] + gi]) * sx;         \
+          }                                                                                   \
+        }                                                                                     \
+        if (glu) {                                                                            \
+          for (int j = 0; j < 4; ++j)                                                         \
+            if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j] * rinv, v[4 + j] * rinv, N / 2);    \
+        } else {                                                                              \
+          for (int j = 0; j < 8; ++j)                                                         \
+            if (c0 + j < N) STORE(m, c0 + j, v[j] * rinv);                                    \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+  }
+QGEMV_CPU_I8(qgemv_cpu_i8_e0m4, E0M4_STEP, E0M4_BASE)
+QGEMV_CPU_I8(qgemv_cpu_i8_int4, INT4_STEP, INT4_BASE)
+#endif
+
 #ifdef TL_CPU
 QGEMV_CPU(qgemv_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_int4, INT4_LOAD, INT4_LEVELS8)

@@ -176,7 +176,8 @@ Device::~Device() {
 const char* const kGemmChoiceHelp =
     "prefill GEMMs: auto (NVIDIA tensor cores where the device passes their probe, see tl-run\n"
     "--list-devices; codes times A rounded to int8 per 128 values, and per 32 in NVIDIA's\n"
-    "one-row decode GEMVs over wide weights or K >= 4096, as llama.cpp does), f16 (the tensor\n"
+    "one-row decode GEMVs over wide weights or K >= 4096 and in AVX2 CPUs' decode GEMVs, as\n"
+    "llama.cpp does), f16 (the tensor\n"
     "cores with A in fp16 everywhere, fp32 A in every GEMV; from 256 rows both operands made fp16\n"
     "in a launch first) or portable (the fp32 tiles every GPU runs)";
 

@@ -87,9 +87,9 @@ class Device {
   bool tensorCores() const { return tensorCores_; }
   void setTensorCores(bool on) { tensorCores_ = on; }
   // ... and the codes (e0m4, int4, q8, q3h) times A rounded to int8 per 128 k (the tensor
-  // cores' int8 rows, after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs; off
-  // keeps A in fp16 there too (tl-run and tl-bench --gemm f16). Set it before making an
-  // Executor.
+  // cores' int8 rows, after llama.cpp's MMQ), and per 32 k in NVIDIA's one-row GEMVs and
+  // AVX2 CPUs' decode GEMVs; off keeps A in fp16 or fp32 there too (tl-run and tl-bench
+  // --gemm f16). Set it before making an Executor.
   bool int8Activations() const { return int8Activations_; }
   void setInt8Activations(bool on) { int8Activations_ = on; }
   // ... and from 256 rows, the weights dequantized into fp16 once a GEMM before the tiles

@@ -37,7 +37,8 @@ namespace {
 // runs on: 2 units (so that the test models' small matrices still reach the rows chosen by
 // how many work-groups fill a device), 64 KiB of local memory, 8 floats a vector, 128-byte
 // sub-buffers (PoCL's here). Only a CPU device's table is kept: a GPU builds other kernels
-// (TL_CPU unset).
+// (TL_CPU unset). The host is taken to have AVX2 (x86 since 2013: PoCL builds the CPU
+// decode's int8 rows, qgemv_cpu_i8_*, only there).
 std::optional<DeviceInfo> pinnedDevice() {
   DeviceInfo d = selectDevice("");
   if (d.isGpu) return std::nullopt;

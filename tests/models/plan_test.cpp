@@ -499,10 +499,14 @@ Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quanti
 
 // A model's executor and causal LM on the default device, in one kernel family (`emulate`:
 // the GPU family with the tensor cores' PTX emulated, Device::setMmaEmulation).
+// A decoder in one kernel family; the CPU family keeps A in fp32 (its AVX2 decode rows
+// would round it to int8: MatMulExtras' and QMatMulKernel's to check), the reference the
+// GPU family's outputs and tokens are held to.
 struct Decoder {
   static Device& family(Device& d, bool gpu, bool emulate) {
     d.setGpuKernels(gpu);
     d.setMmaEmulation(emulate);
+    if (!gpu) d.setInt8Activations(false);
     return d;
   }
   Decoder(Model& m, bool gpu, bool profiling, bool emulate = false)

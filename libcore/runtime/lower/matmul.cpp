@@ -379,6 +379,14 @@ Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight col
   return grid(c.glu ? up(c.N / 2, 16) : up(c.N, 32), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
 Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
+// ... through int8 activations: each task rounds A's row itself, then takes every
+// tasks-th block of 8 columns; kCpuI8Tasks a core (x rounded that many times a node: with
+// 8 a core, bytellama's GEMVs were 10-45% slower than with 2).
+constexpr int64_t kCpuI8Tasks = 2, kCpuI8MaxK = 8192;  // kernels/gemm.cl's CPU_I8_MAXK
+Geometry cpuI8Geometry(const QCase& c) {
+  const int64_t blocks = static_cast<int64_t>(c.glu ? up(c.N / 2, 4) : up(c.N, 8));
+  return grid(static_cast<size_t>(std::min(blocks, kCpuI8Tasks * std::max<int64_t>(c.computeUnits, 1))), 1, 1, 1, 1);
+}
 constexpr size_t kGemmWg = 256;  // kernels/gemm.cl's GEMM_WG
 template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per work-group
   return grid(up(c.N, T) * kGemmWg, up(c.M, T), 1, kGemmWg, 1);
@@ -417,6 +425,15 @@ template <Scheme S> bool gemm128Rope(const QCase& c) { return c.rope && gemm128<
 template <Scheme S> bool gemm64Rope(const QCase& c) { return c.rope && gemm64<S>(c); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
+// 16-level codes through int8 activations (kernels/gemm.cl's QGEMV_CPU_I8: built where
+// the CPU has AVX2), up to K = 8192: on this machine's PoCL (tl-bench --kernels, e0m4)
+// 256 x 768 12.5 -> 7.5 µs, 256 x 1376 20.8 -> 12.3, 4096 x 4096 443 -> 246-267, 4096 x
+// 11008 1,585 -> 1,027-1,038, 8192 x 2048 489-510 -> 311-326, where 11008 x 4096 went
+// 1,297-1,387 -> 1,504-1,911 (docs/tl-bench.md); A's rounding costs 1.4-2.6e-3 of the
+// largest output (scripts/cpu_gemv_lab.c). --gemm f16 keeps A in fp32 there.
+template <Scheme S> bool cpuI8Gemv(const QCase& c) {
+  return cpuGemv<S>(c) && c.int8 && c.K % 64 == 0 && c.G % 64 == 0 && c.K <= kCpuI8MaxK;
+}
 template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
 template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
@@ -478,6 +495,9 @@ const char* const kFloatGemm64Why =
 const char* const kFloatCpuGemmWhy =
     "CPU prefill, float weights: 96 x 32 tasks, each weight packed once a task, the codes' register tiles, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
+const char* const kCpuI8GemvWhy =
+    "CPU decode (AVX2): A rounded to int8 a block of 32 by each task, the codes times it 32 at a time (pmaddubsw), "
+    "the norm and GLU inside";
 const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
@@ -555,6 +575,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_q3h", gemm64<Q3h>, gemmGeometry<64>, kGemm64Why, kNative},
     {"gemm_f32", gemm128<F32>, gemmGeometry<128>, kFloatGemmWhy, kNative},
     {"gemm64_f32", gemm64<F32>, gemmGeometry<64>, kFloatGemm64Why, kNative},
+    {"qgemv_cpu_i8_e0m4", cpuI8Gemv<E0m4>, cpuI8Geometry, kCpuI8GemvWhy, kNative},
+    {"qgemv_cpu_i8_int4", cpuI8Gemv<Int4>, cpuI8Geometry, kCpuI8GemvWhy, kNative},
     {"qgemv_cpu_e0m4", cpuGemv<E0m4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative},
