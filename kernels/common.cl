@@ -107,15 +107,20 @@ inline float4 kv_half4(uint2 u) {
 #define KV_LD4(o, p) (KV_Q8_CODES(4, p, 4 * (o)) * KV_Q8_SCALE(p, 4 * (o)))
 #define KV_LD8(o, p) (KV_Q8_CODES(8, p, 8 * (o)) * KV_Q8_SCALE(p, 8 * (o)))
 #define KV_LD16(o, p) (KV_Q8_CODES(16, p, 16 * (o)) * KV_Q8_SCALE(p, 16 * (o)))
+// Value x of element e of a block whose largest magnitude is amax: its code, and the
+// block's scale where e is the block's first (the stores that hold a block's values
+// spread over items: gemm.cl's RoPE stores).
+inline void kv_q8_put(float x, float amax, long e, __global char* p) {
+  __global char* b = KV_AT(p, e);
+  if ((e & 31) == 0) *(__global float*)b = amax / 127.0f;
+  b[4 + (e & 31)] = (char)clamp(convert_int_rte(x * (amax > 0.0f ? 127.0f / amax : 0.0f)), -127, 127);
+}
 // 32 values x into the block at element e (e % 32 == 0) of cache p: the scale from their
 // largest magnitude, codes rounded to nearest even (the host's encodeKvRows does the same).
 inline void kv_q8_store(const float* x, long e, __global char* p) {
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[j]));
-  const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-  __global char* b = KV_AT(p, e);
-  *(__global float*)b = d;
-  for (int j = 0; j < 32; ++j) b[4 + j] = (char)clamp(convert_int_rte(x[j] * id), -127, 127);
+  for (int j = 0; j < 32; ++j) kv_q8_put(x[j], amax, e + j, p);
 }
 #else
 #define KV_T float

@@ -208,11 +208,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
       _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                        \
         float amax = 0.0f;                                                                    \
         for (int u = 0; u < G8; ++u) amax = fmax(amax, red[2 * (first + u) + h]);             \
-        const float id = amax > 0.0f ? 127.0f / amax : 0.0f;                                  \
-        const long e = at + h * R;                                                            \
-        if ((e & 31) == 0) *(__global float*)KV_AT(cache, e) = amax / 127.0f;                 \
-        _Pragma("unroll") for (int j = 0; j < TH; ++j)                                       \
-          KV_AT(cache, e + j)[4 + ((e + j) & 31)] = (char)clamp(convert_int_rte(y[h][j] * id), -127, 127); \
+        _Pragma("unroll") for (int j = 0; j < TH; ++j) kv_q8_put(y[h][j], amax, at + h * R + j, cache); \
       }                                                                                       \
     }                                                                                         \
   }
@@ -284,13 +280,8 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     if (n < 0 || n / D < Hq) continue;                                                        \
     __global KV_T* cache = n / D < Hq + Hk ? kc : vc;                                         \
     const long at = ROPE_CACHE_AT(m, n, rows0);                                               \
-    MMA_UNROLL for (int u = 0; u < 2; ++u) {                                                  \
-      const float amax = as_float(MMA_Q8_BLOCK(BN)[u]);                                       \
-      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;                                    \
-      const long e = at + u * R;                                                              \
-      if ((e & 31) == 0) *(__global float*)KV_AT(cache, e) = amax / 127.0f;                   \
-      KV_AT(cache, e)[4 + (e & 31)] = (char)clamp(convert_int_rte((u ? hi : lo) * id), -127, 127); \
-    }                                                                                         \
+    kv_q8_put(lo, as_float(MMA_Q8_BLOCK(BN)[0]), at, cache);                                  \
+    kv_q8_put(hi, as_float(MMA_Q8_BLOCK(BN)[1]), at + R, cache);                              \
   }
 #endif
 
@@ -851,7 +842,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       CP_ASYNC16(&Ds[st][a][r], rows > 0 ? AD + at * ad_stride + m0 + r : AD, rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0); \
     }                                                                                         \
   }
-// F: the codes' form (I8_NIB, I8_Q8); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
+// F: the codes' form (I8_NIB, I8_Q8, I8_Q3H); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
 // o' from its scale s and offset o; EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows'
 // (none, 0, MMA_STORE) or the RoPE epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
 #define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)            \
@@ -1113,18 +1104,30 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // dotted with 8 of A's (the norm's scale folded into A) in one float8 sum per column; the
 // row's norm and the GLU inside. The column kernels (qgemv_cols_*) spread a column over
 // work-items, whose codes PoCL then gathers across lanes.
+// A CPU decode task's 8 weight columns from c0 (with a GLU, 4 gates and their ups): their
+// codes' rows wc and first scales' index sg in S and O (a column past the weights reads
+// column 0's; it is never stored) ...
+#define CPU_GEMV_COLUMNS(c0)                                                                  \
+  __global const uchar* wc[8];                                                                \
+  long sg[8];                                                                                 \
+  for (int j = 0; j < 8; ++j) {                                                               \
+    const int col_ = max(tile_column(c0, j, j % 4, j >= 4, N, glu), 0);                       \
+    wc[j] = W + (long)col_ * row_bytes;                                                       \
+    sg[j] = (long)col_ * groups;                                                              \
+  }
+// ... and their sums v of row m stored (with a GLU: each gate's and its up's).
+#define CPU_GEMV_STORE(m, c0, v)                                                              \
+  if (glu) {                                                                                  \
+    for (int j = 0; j < 4; ++j)                                                               \
+      if ((c0) + j < N / 2) STORE_GLU(m, (c0) + j, v[j], v[4 + j], N / 2);                    \
+  } else {                                                                                    \
+    for (int j = 0; j < 8; ++j)                                                               \
+      if ((c0) + j < N) STORE(m, (c0) + j, v[j]);                                             \
+  }
 #define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
   __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
     const int c0 = get_group_id(0) * (glu ? 4 : 8);                                           \
-    int col[8];                                                                               \
-    for (int j = 0; j < 8; ++j) col[j] = tile_column(c0, j, j % 4, j >= 4, N, glu);           \
-    /* a column past the weights reads column 0's codes and scales; it is never stored */     \
-    __global const uchar* wc[8];                                                              \
-    long sg[8]; /* the column's first scale and offset in S and O */                          \
-    for (int j = 0; j < 8; ++j) {                                                             \
-      wc[j] = W + (long)max(col[j], 0) * row_bytes;                                           \
-      sg[j] = (long)max(col[j], 0) * groups;                                                  \
-    }                                                                                         \
+    CPU_GEMV_COLUMNS(c0)                                                                      \
     for (int m = 0; m < M; ++m) {                                                             \
       __global const float* a = A + (long)m * K;                                              \
       float8 q = 0.0f, v8 = 0.0f;                                                             \
@@ -1151,13 +1154,7 @@ I8_SCHEMES(QGEMM_I8_ROPE)
       }                                                                                       \
       float v[8];                                                                             \
       vstore8(v8 * (NW ? 1.0f / sqrt(sum8(q) / K + eps) : 1.0f), 0, v);                       \
-      if (glu) {                                                                              \
-        for (int j = 0; j < 4; ++j)                                                           \
-          if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j], v[4 + j], N / 2);                    \
-      } else {                                                                                \
-        for (int j = 0; j < 8; ++j)                                                           \
-          if (c0 + j < N) STORE(m, c0 + j, v[j]);                                             \
-      }                                                                                       \
+      CPU_GEMV_STORE(m, c0, v)                                                                \
     }                                                                                         \
   }
 
@@ -1225,13 +1222,7 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
       const float rinv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;                               \
       for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                  \
         const int c0 = cb * (glu ? 4 : 8);                                                    \
-        __global const uchar* wc[8];                                                          \
-        long sg[8];                                                                           \
-        for (int j = 0; j < 8; ++j) {                                                         \
-          const int col = max(tile_column(c0, j, j % 4, j >= 4, N, glu), 0); /* (never stored) */ \
-          wc[j] = W + (long)col * row_bytes;                                                  \
-          sg[j] = (long)col * groups;                                                         \
-        }                                                                                     \
+        CPU_GEMV_COLUMNS(c0)                                                                  \
         float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                        \
         for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
           float8 acc[8];                                                                      \
@@ -1252,13 +1243,8 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
             v[j] += LEVEL_STEP(s) * sum8(acc[j]) + LEVEL_BASE(s, O[sg[j] + gi]) * sx;         \
           }                                                                                   \
         }                                                                                     \
-        if (glu) {                                                                            \
-          for (int j = 0; j < 4; ++j)                                                         \
-            if (c0 + j < N / 2) STORE_GLU(m, c0 + j, v[j] * rinv, v[4 + j] * rinv, N / 2);    \
-        } else {                                                                              \
-          for (int j = 0; j < 8; ++j)                                                         \
-            if (c0 + j < N) STORE(m, c0 + j, v[j] * rinv);                                    \
-        }                                                                                     \
+        for (int j = 0; j < 8; ++j) v[j] *= rinv;                                             \
+        CPU_GEMV_STORE(m, c0, v)                                                              \
       }                                                                                       \
     }                                                                                         \
   }

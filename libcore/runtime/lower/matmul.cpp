@@ -327,7 +327,6 @@ struct QCase {
   // rows on an H200: 0.20-0.54 ms; the in-tile fp16 rows, one launch, 0.43-1.30;
   // docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
-  int64_t int8Blocks() const { return (K + kInt8Block - 1) / kInt8Block; }
   // Groups of 32 or 64 too, their sums scaled as each ends within a stage (A's step still
   // one a 128 k).
   bool int8Codes() const {
@@ -335,6 +334,7 @@ struct QCase {
     const bool groups = G % kInt8Block == 0 || G == 32 || G == 64;
     return int8 && gemm() && scheme != Scheme::F32 && K % 64 == 0 && groups && (!cpAsync || rowBytes % 16 == 0);
   }
+  int64_t int8Blocks() const { return (K + kInt8Block - 1) / kInt8Block; }  // (A's steps a row)
   bool int8Rows() const { return int8Codes() && !halves(); }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
   // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
