@@ -757,8 +757,9 @@ inline uint2 q3h_bytes8(uint w) {
 // A's int8 rows are made by the tiles' own launch (a launch fewer than the launch of its
 // own before each GEMM that it was): the work-groups share out pieces (a row's 8 k an
 // item, 1024 k) as common.cl's claim_first says, then wait for all of them. AQ: the codes
-// [M][K]; AD: the blocks' steps [blocks][ad_stride], then the sums of each 32 k [4 blocks]
-// [ad_stride], then x's blocks' sums of squares (for the norm's 1 / rms) [blocks]
+// [M][K]; AD: the blocks' steps [blocks][ad_stride], then their sums [blocks][ad_stride]
+// (groups of 128 or more take one a stage), the sums of each 32 k [4 blocks][ad_stride]
+// (groups of 32 or 64), x's blocks' sums of squares (for the norm's 1 / rms) [blocks]
 // [ad_stride] (blocks: K / 128 rounded up; ad_stride: M rounded up to 4). `red`: 3 x
 // GEMM_WG floats. natural: each 8 k's bytes in k order (else 0 2 4 6 1 3 5 7).
 inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
@@ -786,7 +787,7 @@ inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __glob
       if (h == 2) s32 = sums[tid];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if ((tid & 3) == 0 && c < blocks * 16) AD[(long)(blocks + c / 4) * ad_stride + m] = s32;
+    if ((tid & 3) == 0 && c < blocks * 16) AD[(long)(2 * blocks + c / 4) * ad_stride + m] = s32;
     if (in) {
       const float amax = amaxs[first], d = amax > 0.0f ? amax / 127.0f : 1.0f;
       const int8 q = convert_int8_rte(v / d) & 0xff;
@@ -795,7 +796,8 @@ inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __glob
       AQ[((long)m * K + c * 8) / 4 + 1] = o.s4 | o.s5 << 8 | o.s6 << 16 | o.s7 << 24;
       if (tid == first) {
         AD[(long)(c / 16) * ad_stride + m] = d;
-        AD[(long)(5 * blocks + c / 16) * ad_stride + m] = squares[first];
+        AD[(long)(blocks + c / 16) * ad_stride + m] = sums[first];
+        AD[(long)(6 * blocks + c / 16) * ad_stride + m] = squares[first];
       }
     }
   }
@@ -808,7 +810,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
   float ss = 0.0f;
   const int blocks = I8_BLOCKS(K);
   for (int b = 0; NW && m0 + tid < M && b < blocks; ++b)
-    ss += load_past_l1(AD + (long)(5 * blocks + b) * ad_stride + m0 + tid);
+    ss += load_past_l1(AD + (long)(6 * blocks + b) * ad_stride + m0 + tid);
   rinv[tid] = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;
 }
 // Stage st of the codes by cp.async: SLOTS chunks of 16 bytes an item, PER a column (bcol).
@@ -819,10 +821,11 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
                ok ? W + (long)bcol[s] * row_bytes + (long)(k0) * KB / I8_KS + ch * 16 : W, ok ? 16 : 0); \
   }
 // Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item; zeros past K), the
-// codes' 64 columns (F's FETCH), the columns' scales and offsets of the stage's groups (a
-// group from k0 and, groups of 32 or 64, those after it within the stage: Ss[st][scale,
-// offset][group][column]), the rows' steps and the sums of each 32 k of the stage's block
-// (items 0-79, Ds[st][step, sums][row]).
+// codes' 64 columns (F's FETCH), the columns' scales and offsets of the stage's nq groups
+// (a group from k0 and, groups of 32 or 64, those after it within the stage: Ss[st][scale,
+// offset][group][column]; only those: every copy costs an issue slot beside 16 products a
+// warp), the rows' steps and their block's sum (groups of 128 or more) or its sums of each
+// 32 k (items 128-207, apart from the scales' where they can be: Ds[st][step, sums][row]).
 #define I8_SLICE(st, k0, F)                                                                   \
   {                                                                                           \
     MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
@@ -831,15 +834,44 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     }                                                                                         \
     F##_FETCH(st, k0)                                                                         \
     MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
-      const int e = tid + GEMM_WG * s, lc = e & 63, q = (e >> 6) & 3, off = e >> 8;           \
-      const int col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half);           \
-      const int ok = col >= 0 && q * G < I8_KS && (k0) + q * G < K;                           \
-      CP_ASYNC4(&Ss[st][off][q][lc], (off ? O : S) + (ok ? (long)col * groups + (k0) / G + q : 0), ok ? 4 : 0); \
+      const int e = tid + GEMM_WG * s, lc = e & 63, r = e >> 6, off = r >= nq, q = r - off * nq; \
+      if (r < 2 * nq) {                                                                       \
+        const int col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half);         \
+        const int ok = col >= 0 && (k0) + q * G < K;                                          \
+        CP_ASYNC4(&Ss[st][off][q][lc], (off ? O : S) + (ok ? (long)col * groups + (k0) / G + q : 0), ok ? 4 : 0); \
+      }                                                                                       \
     }                                                                                         \
-    if (tid < 80) {                                                                           \
-      const int a = tid >> 4, r = 4 * (tid & 15), rows = M - m0 - r;                          \
-      const long at = a ? I8_BLOCKS(K) + (k0) / 32 + a - 1 : (k0) / I8_KS;                    \
+    if (tid >= 128 && tid < (nq == 1 ? 160 : 208)) {                                          \
+      const int a = (tid - 128) >> 4, r = 4 * (tid & 15), rows = M - m0 - r;                  \
+      const long at = nq == 1 || !a ? (long)a * I8_BLOCKS(K) + (k0) / I8_KS : 2 * I8_BLOCKS(K) + (k0) / 32 + a - 1; \
       CP_ASYNC16(&Ds[st][a][r], rows > 0 ? AD + at * ad_stride + m0 + r : AD, rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0); \
+    }                                                                                         \
+  }
+// The products of the 32 k from u * 32 of stage st into iacc.
+#define I8_PRODUCTS(u, F)                                                                     \
+  {                                                                                           \
+    uint b0[2], b1[2];                                                                        \
+    MMA_UNROLL for (int j = 0; j < NT; ++j)                                                   \
+      F##_B((__local const uchar*)Bs[st] + (MMA_BROW_P(paired, wn, j, NT, 64) + g) * F##_BCOL + (u) * (F##_KB / 4), b0[j], b1[j]) \
+    MMA_UNROLL for (int i = 0; i < MT; ++i) {                                                 \
+      __local const uchar* ar = (__local const uchar*)As[st] + (wm * 32 + i * 16 + g) * I8_AROW + (u) * 32 + t * 8; \
+      const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) F##_MMA(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
+    }                                                                                         \
+  }
+// Group q of the stage, whose A sums are Ds[st][1 + f] and the n after it: its int32 sums
+// scaled into acc (below 128 x 127 x 128) and cleared.
+#define I8_FLUSH(q, f, n, LEVEL_STEP, LEVEL_BASE)                                             \
+  MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {            \
+    const int lr = wm * 32 + i * 16 + g + 8 * h;                                              \
+    const float d = Ds[st][0][lr];                                                            \
+    float a = 0.0f;                                                                           \
+    for (int v = 0; v < (n); ++v) a += Ds[st][1 + (f) + v][lr];                               \
+    MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {          \
+      const int lc = MMA_BROW_P(paired, wn, j, NT, 64) + 2 * t + x;                          \
+      const float s = Ss[st][0][q][lc];                                                       \
+      acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][q][lc]), a, acc[i][j][2 * h + x])); \
+      iacc[i][j][2 * h + x] = 0;                                                              \
     }                                                                                         \
   }
 // F: the codes' form (I8_NIB, I8_Q8, I8_Q3H); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
@@ -871,7 +903,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
       MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
-    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS);    \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS), nq = I8_KS / gs; \
     I8_SLICE(0, kb, F)                                                                        \
     CP_ASYNC_COMMIT();                                                                        \
     F##_PUT(0)                                                                                \
@@ -881,30 +913,15 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
       if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS, F)                                    \
       CP_ASYNC_COMMIT();                                                                      \
-      MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) {                                       \
-        uint b0[2], b1[2];                                                                    \
-        MMA_UNROLL for (int j = 0; j < NT; ++j)                                               \
-          F##_B((__local const uchar*)Bs[st] + (MMA_BROW_P(paired, wn, j, NT, 64) + g) * F##_BCOL + u * (F##_KB / 4), b0[j], b1[j]) \
-        MMA_UNROLL for (int i = 0; i < MT; ++i) {                                             \
-          __local const uchar* ar = (__local const uchar*)As[st] + (wm * 32 + i * 16 + g) * I8_AROW + u * 32 + t * 8; \
-          const uint2 lo = *(__local const uint2*)ar, hi = *(__local const uint2*)(ar + 8 * I8_AROW); \
-          MMA_UNROLL for (int j = 0; j < NT; ++j) F##_MMA(iacc[i][j], lo.x, hi.x, lo.y, hi.y, b0[j], b1[j]); \
-        }                                                                                     \
-        /* a group's end (or the stage's): its sums scaled once (below 128 x 127 x 128) */    \
-        if ((u + 1) * 32 % gs == 0) {                                                         \
-          const int q = u * 32 / gs;                                                          \
-          MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h) {    \
-            const int lr = wm * 32 + i * 16 + g + 8 * h;                                      \
-            const float d = Ds[st][0][lr];                                                    \
-            float a = 0.0f;                                                                   \
-            for (int v = u + 1 - gs / 32; v <= u; ++v) a += Ds[st][1 + v][lr];                \
-            MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x) {  \
-              const int lc = MMA_BROW_P(paired, wn, j, NT, 64) + 2 * t + x;                  \
-              const float s = Ss[st][0][q][lc];                                               \
-              acc[i][j][2 * h + x] = fma(small_i2f(iacc[i][j][2 * h + x]) * d, LEVEL_STEP(s), fma(LEVEL_BASE(s, Ss[st][1][q][lc]), a, acc[i][j][2 * h + x])); \
-              iacc[i][j][2 * h + x] = 0;                                                      \
-            }                                                                                 \
-          }                                                                                   \
+      /* groups of 128 or more: the stage's sums scaled once, after its 4 products; else a \
+         group's as it ends (a branch a 32 k: kept off the common case's products) */         \
+      if (nq == 1) {                                                                          \
+        MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) I8_PRODUCTS(u, F)                     \
+        I8_FLUSH(0, 0, 1, LEVEL_STEP, LEVEL_BASE)                                             \
+      } else {                                                                                \
+        MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) {                                     \
+          I8_PRODUCTS(u, F)                                                                   \
+          if ((u + 1) * 32 % gs == 0) I8_FLUSH(u * 32 / gs, u + 1 - gs / 32, gs / 32, LEVEL_STEP, LEVEL_BASE) \
         }                                                                                     \
       }                                                                                       \
       if (k0 + I8_KS < ke) {                                                                  \

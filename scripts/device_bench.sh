@@ -58,8 +58,9 @@
 #                                            CHECKS=1 also `gemm NAME1` (checks and both GEMM paths of the
 #                                            first model, unless Llama-2-7B) and --kernels' GEMM table at
 #                                            7B's shapes (TinyLlama and Llama-2-7B took 16 minutes without
-#                                            them on an H200; the machine goes back after 30 held); reports
-#                                            in $W/out
+#                                            them on an H200; the machine goes back after 30 held); DURING=
+#                                            SCRIPT runs SCRIPT while the models are made (the GPU idle; its
+#                                            output in $W/out/during.log); reports in $W/out
 #   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
 #                                            log's new lines and packs $W/out into $OUT/closing-out.tar.gz
 #   scripts/device_bench.sh kvcheck          fp16 and q8 against fp32 KV caches (tl-plan --kv-type): every *-past
@@ -331,6 +332,8 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
     for m in $names; do
       ( QUANTIZE_7B=1 "$0" export "$m" && fuse_and_plan "$m" && echo "prepared $m" ) > "$W/prep-$m.log" 2>&1 &
     done
+    # the GPU idles while the models are made on the CPU: DURING (a script) may use it then
+    [ -z "${DURING:-}" ] || sh "$DURING" > "$W/out/during.log" 2>&1 || true
     wait
     tail -n 3 "$W"/prep-*.log "$W/llamacpp-build.log"
     OUT=$W/out "$0" prefill "$2"

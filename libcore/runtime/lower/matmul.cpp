@@ -726,7 +726,7 @@ std::string rowsScratch(const LowerNode& n, const QCase& c) {
   return key;
 }
 // ... as int8 (the int8 tiles make them in their own launch: kernels/gemm.cl's
-// i8_rows_in_launch), with each 128 k's step, its 4 sums of 32 k and its sum of squares:
+// i8_rows_in_launch), with each 128 k's step, its sum, its 4 sums of 32 k and its sum of squares:
 // [K / 128 rounded up][rows rounded up to 4] floats of each; `stride`: this node's rows
 // rounded up to 4, where its blocks' steps, sums and squares stand apart; `claims`: the launch's three counts
 // (kernels/common.cl's claim_first), shared by all nodes (zero before a launch and after it).
@@ -739,7 +739,7 @@ Int8Rows int8Scratch(const LowerNode& n, const QCase& c) {
                       (c.M + 3) / 4 * 4};
   const int64_t rows = rowsOfWidth(n, c), padded = (rows + 3) / 4 * 4;
   n.ex.scratch(keys.codes, static_cast<size_t>(rows * c.K));
-  n.ex.scratch(keys.steps, static_cast<size_t>(6 * c.int8Blocks() * padded) * 4);
+  n.ex.scratch(keys.steps, static_cast<size_t>(7 * c.int8Blocks() * padded) * 4);
   n.ex.zeroedScratch(keys.claims, 3 * 4);
   return keys;
 }
