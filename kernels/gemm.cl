@@ -841,9 +841,9 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
         CP_ASYNC4(&Ss[st][off][q][lc], (off ? O : S) + (ok ? (long)col * groups + (k0) / G + q : 0), ok ? 4 : 0); \
       }                                                                                       \
     }                                                                                         \
-    if (tid >= 128 && tid < (nq == 1 ? 160 : 208)) {                                          \
+    if (tid >= 128 && tid < (nq > 1 ? 208 : 160)) {                                           \
       const int a = (tid - 128) >> 4, r = 4 * (tid & 15), rows = M - m0 - r;                  \
-      const long at = nq == 1 || !a ? (long)a * I8_BLOCKS(K) + (k0) / I8_KS : 2 * I8_BLOCKS(K) + (k0) / 32 + a - 1; \
+      const long at = nq > 1 && a ? 2 * I8_BLOCKS(K) + (k0) / 32 + a - 1 : (long)a * I8_BLOCKS(K) + (k0) / I8_KS; \
       CP_ASYNC16(&Ds[st][a][r], rows > 0 ? AD + at * ad_stride + m0 + r : AD, rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0); \
     }                                                                                         \
   }
@@ -877,13 +877,19 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
 // F: the codes' form (I8_NIB, I8_Q8, I8_Q3H); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
 // o' from its scale s and offset o; EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows'
 // (none, 0, MMA_STORE) or the RoPE epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
-#define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE)            \
+// SMALL: groups of 32 or 64 (their scales and A's sums of 32 k a stage, a group's sums
+// scaled as it ends); else groups of 128 or more (one group a stage: the stage's 4
+// products back to back, then its sums scaled once). Two kernels, not one with both
+// paths: c6ef1c5's one kernel, testing a group's end inside the 32-k loop, took e0m4's
+// 4096 x 4096 GEMM at 1024 rows from 0.183 to 0.292 ms on an H200, and with the two paths
+// in one kernel still 0.230 (docs/tl-bench.md).
+#define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE, SMALL)     \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
       __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, \
       int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC EXTRA_ARGS) { \
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * F##_BCOL / 16];                       \
-    __local float Ss[2][2][4][64], Ds[2][5][64] __attribute__((aligned(16))), rinv[64];       \
+    __local float Ss[2][2][SMALL ? 4 : 1][64], Ds[2][SMALL ? 5 : 2][64] __attribute__((aligned(16))), rinv[64]; \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
@@ -903,7 +909,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
       MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
-    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS), nq = I8_KS / gs; \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS), nq = SMALL ? I8_KS / gs : 1; \
     I8_SLICE(0, kb, F)                                                                        \
     CP_ASYNC_COMMIT();                                                                        \
     F##_PUT(0)                                                                                \
@@ -913,9 +919,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
       if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS, F)                                    \
       CP_ASYNC_COMMIT();                                                                      \
-      /* groups of 128 or more: the stage's sums scaled once, after its 4 products; else a \
-         group's as it ends (a branch a 32 k: kept off the common case's products) */         \
-      if (nq == 1) {                                                                          \
+      if (!SMALL) {                                                                           \
         MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) I8_PRODUCTS(u, F)                     \
         I8_FLUSH(0, 0, 1, LEVEL_STEP, LEVEL_BASE)                                             \
       } else {                                                                                \
@@ -933,10 +937,13 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
   }
 // The schemes the int8 rows take, X(scheme, its form, its levels' macros' prefix).
 #define I8_SCHEMES(X) X(e0m4, I8_NIB, E0M4) X(int4, I8_NIB, INT4) X(q8, I8_Q8, Q8) X(q3h, I8_Q3H, Q3H)
-#define QGEMM_I8_PLAIN(s, F, L) QGEMM_I8(qgemm64_mma_i8_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]))
+#define QGEMM_I8_PLAIN(s, F, L)                                                                                 \
+  QGEMM_I8(qgemm64_mma_i8_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]), 0)                    \
+  QGEMM_I8(qgemm64_mma_i8_small_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]), 1)
 I8_SCHEMES(QGEMM_I8_PLAIN)
-#define QGEMM_I8_ROPE(s, F, L) \
-  QGEMM_I8(qgemm64_mma_i8_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]))
+#define QGEMM_I8_ROPE(s, F, L)                                                                                             \
+  QGEMM_I8(qgemm64_mma_i8_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]), 0) \
+  QGEMM_I8(qgemm64_mma_i8_small_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]), 1)
 I8_SCHEMES(QGEMM_I8_ROPE)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG
@@ -1188,15 +1195,25 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // x itself into local memory, then takes 8 columns (4 gates and their ups) at a time,
 // every (launch's tasks)-th block of them: few tasks (matmul.cpp's cpuI8Geometry), so that
 // x is rounded a few times, not once for every 8 columns. 1.3-1.9 times the fp32 form's
-// speed on this machine's PoCL up to K = 8192 (docs/tl-bench.md). Needs K % 64 == 0,
-// K <= CPU_I8_MAXK, groups a multiple of 64.
+// speed on this machine's PoCL up to K = 8192 (docs/tl-bench.md). Needs K % 16 == 0 (a last
+// block of 16, 32 or 48 k: x's codes past K zeros, the codes' bytes read no further than
+// K), K <= CPU_I8_MAXK, groups a multiple of 64.
 #define CPU_I8_MAXK 8192
 typedef char tl_c32 __attribute__((ext_vector_type(32)));
 typedef short tl_s16 __attribute__((ext_vector_type(16)));
-inline tl_c32 load_c32(__global const uchar* p) {
-  const char16 a = vload16(0, (__global const char*)p), b = vload16(1, (__global const char*)p);
+inline tl_c32 c32_of(char16 a, char16 b) {
   return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
                                  22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+inline tl_c32 load_c32(__global const uchar* p) {
+  return c32_of(vload16(0, (__global const char*)p), vload16(1, (__global const char*)p));
+}
+// ... the first n of them (8, 16 or 24: K's last block), zeros after: no byte past a
+// column's codes is read.
+inline tl_c32 load_c32_part(__global const uchar* p, int n) {
+  __global const char* q = (__global const char*)p;
+  const char16 a = n >= 16 ? vload16(0, q) : (char16)(vload8(0, q), (char8)0);
+  return c32_of(a, n > 16 ? (char16)(vload8(2, q), (char8)0) : (char16)0);
 }
 // Row a of K values (times NW) into xq (64 k: the two blocks' even k, then their odd k),
 // d8 (each 64 k's steps as d0 x 4, d1 x 4) and xs (each 64 k's exact sum); its sum of
@@ -1207,9 +1224,10 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
   for (int k0 = 0; k0 < K; k0 += 64) {
     float8 v[8];
     for (int i = 0; i < 8; ++i) {
-      v[i] = vload8(0, a + k0 + 8 * i);
+      const int in = k0 + 8 * i < K;  // (the last block's values past K: zeros)
+      v[i] = in ? vload8(0, a + k0 + 8 * i) : 0.0f;
       sq = fma(v[i], v[i], sq);
-      if (NW) v[i] *= vload8(0, NW + k0 + 8 * i);
+      if (NW && in) v[i] *= vload8(0, NW + k0 + 8 * i);
     }
     float d[2], sum = 0.0f;
     for (int b = 0; b < 2; ++b) {
@@ -1248,9 +1266,11 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
           for (int k = k0; k < min(K, k0 + G); k += 64) {                                     \
             const tl_c32 xe = *(__local const tl_c32*)(xq + k), xo = *(__local const tl_c32*)(xq + k + 32); \
             const float8 d = d8[k / 64];                                                      \
+            const int full = k + 64 <= K;                                                     \
             sx += xs[k / 64];                                                                 \
             _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                   \
-              const tl_c32 w = load_c32(wc[j] + k / 2), lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f; \
+              const tl_c32 w = full ? load_c32(wc[j] + k / 2) : load_c32_part(wc[j] + k / 2, (K - k) / 2); \
+              const tl_c32 lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f;               \
               const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
               acc[j] = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (tl_s16)1)), d, acc[j]); \
             }                                                                                 \

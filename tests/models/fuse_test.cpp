@@ -728,12 +728,14 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
     std::string scheme;  // "float": unquantized
     bool tables;         // the RoPE reads cos and sin tables, graph inputs
     bool f16;            // A not rounded to int8 (--gemm f16): the in-tile tensor-core rows
+    int64_t group = 128;  // (32: the int8 tiles' rows for groups within a stage)
   };
   for (const Case& cs : {Case{4, 2, 64, KvType::F16, "e0m4", false, false}, Case{2, 1, 128, KvType::F32, "e0m4", false, false},
                          Case{2, 1, 128, KvType::F32, "float", false, false}, Case{2, 1, 128, KvType::F16, "e0m4", true, false},
                          Case{2, 1, 128, KvType::F32, "q3h", false, false}, Case{2, 1, 128, KvType::F32, "float", false, true},
                          Case{4, 2, 64, KvType::F16, "e0m4", false, true}, Case{2, 1, 128, KvType::Q8, "e0m4", false, false},
-                         Case{2, 1, 128, KvType::Q8, "q8", false, false}, Case{2, 1, 128, KvType::Q8, "float", false, true}}) {
+                         Case{2, 1, 128, KvType::Q8, "q8", false, false}, Case{2, 1, 128, KvType::Q8, "float", false, true},
+                         Case{2, 1, 128, KvType::F32, "int4", false, false, 32}}) {
     const bool quantized = cs.scheme != "float";
     const std::string H = std::to_string(cs.H), Hkv = std::to_string(cs.Hkv), D = std::to_string(cs.D);
     std::string freq;
@@ -766,6 +768,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
     if (quantized) {
       QuantOptions opt;
       opt.scheme = parseScheme(cs.scheme);
+      opt.group = cs.group;
       quantizeModel(base, opt, false);
     }
     runFusePasses(base, {});
@@ -866,7 +869,8 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
             EXPECT_TRUE(any(f, "_mma_rope_")) << where;
           }
           if (rows && !cs.f16 && quantized) {
-            EXPECT_TRUE(f.count("qgemm64_mma_i8_rope_" + cs.scheme)) << where;
+            EXPECT_TRUE(f.count((cs.group < 128 ? "qgemm64_mma_i8_small_rope_" : "qgemm64_mma_i8_rope_") + cs.scheme))
+                << where << ", group " << cs.group;
           }
         }
       }

@@ -407,8 +407,8 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
     for (const std::string scheme : {"e0m4", "int4", "q8", "q3h"}) {
       expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
-      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate, 32);
-      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate, 64);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), emulate, 32);
+      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), emulate, 64);
       expectUnfusedMath(scheme.c_str(), 1024, 48, e, {64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);
