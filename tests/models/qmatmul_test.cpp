@@ -378,8 +378,8 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
       expectUnfusedMath(scheme.c_str(), 4096, 200, e, {64, 64}, {true}, kernel.c_str());
       expectUnfusedMath(scheme.c_str(), 320, 48, e, {300}, {true}, kernel.c_str());  // K % 128 == 64
-      for (int64_t group : {32, 64})  // groups ending within a stage
-        expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, kernel.c_str(), nullptr, group);
+      for (int64_t group : {32, 64})  // groups ending within a stage: rows of their own
+        expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), nullptr, group);
       if (scheme == "e0m4" || scheme == "int4") expectUnfusedMath(scheme.c_str(), 4096, 200, e, {1}, {true}, gemv.c_str());
     }
 }
