@@ -738,7 +738,7 @@ PREP_F16(prep_f16_q3h, Q3H_LOAD, Q3H_LEVELS8)
 #define I8_Q3H_FETCH(st, k0)                                                                  \
   MMA_UNROLL for (int s = 0; s < I8_Q3H_SLOTS; ++s) {                                         \
     const int k = (k0) + (tid + GEMM_WG * s) % I8_Q3H_PER * 8;                                \
-    rq[s] = bcol[s] >= 0 && k < K ? Q3H_WORD(W + (long)bcol[s] * row_bytes, k) : 0;           \
+    rq[s] = bcol[s] >= 0 && (!ragged || k < K) ? Q3H_WORD(W + (long)bcol[s] * row_bytes, k) : 0;           \
   }
 #define I8_Q3H_PUT(st)                                                                        \
   MMA_UNROLL for (int s = 0; s < I8_Q3H_SLOTS; ++s) {                                         \
@@ -758,8 +758,8 @@ inline uint2 q3h_bytes8(uint w) {
 // own before each GEMM that it was): the work-groups share out pieces (a row's 8 k an
 // item, 1024 k) as common.cl's claim_first says, then wait for all of them. AQ: the codes
 // [M][K]; AD: the blocks' steps [blocks][ad_stride], then their sums [blocks][ad_stride]
-// (groups of 128 or more take one a stage), the sums of each 32 k [4 blocks][ad_stride]
-// (groups of 32 or 64), x's blocks' sums of squares (for the norm's 1 / rms) [blocks]
+// (the common rows read one a stage), the sums of each 32 k [4 blocks][ad_stride] (the
+// ragged rows'), x's blocks' sums of squares (for the norm's 1 / rms) [blocks]
 // [ad_stride] (blocks: K / 128 rounded up; ad_stride: M rounded up to 4). `red`: 3 x
 // GEMM_WG floats. natural: each 8 k's bytes in k order (else 0 2 4 6 1 3 5 7).
 inline void i8_rows_in_launch(__global const float* A, __global uint* AQ, __global float* AD, int M, int K,
@@ -816,34 +816,34 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
 // Stage st of the codes by cp.async: SLOTS chunks of 16 bytes an item, PER a column (bcol).
 #define I8_ASYNC_B(st, k0, KB, BCOL, SLOTS, PER)                                              \
   MMA_UNROLL for (int s = 0; s < SLOTS; ++s) {                                                \
-    const int e = tid + GEMM_WG * s, ch = e % PER, ok = bcol[s] >= 0 && (k0) + ch * (I8_KS / PER) < K; \
+    const int e = tid + GEMM_WG * s, ch = e % PER, ok = bcol[s] >= 0 && (!ragged || (k0) + ch * (I8_KS / PER) < K); \
     CP_ASYNC16((__local uchar*)Bs[st] + e / PER * BCOL + ch * 16,                             \
-               ok ? W + (long)bcol[s] * row_bytes + (long)(k0) * KB / I8_KS + ch * 16 : W, ok ? 16 : 0); \
+               ok ? W + (long)bcol[s] * row_bytes + (k0) / (I8_KS / KB) + ch * 16 : W, ok ? 16 : 0); \
   }
 // Stage st: A's 64 rows of I8_KS bytes from k0 (2 chunks of 16 an item; zeros past K), the
 // codes' 64 columns (F's FETCH), the columns' scales and offsets of the stage's nq groups
 // (a group from k0 and, groups of 32 or 64, those after it within the stage: Ss[st][scale,
 // offset][group][column]; only those: every copy costs an issue slot beside 16 products a
-// warp), the rows' steps and their block's sum (groups of 128 or more) or its sums of each
-// 32 k (items 128-207, apart from the scales' where they can be: Ds[st][step, sums][row]).
+// warp), the rows' steps and their block's sum (the common rows) or its sums of each 32 k
+// (the ragged rows; items 128-207, apart from the scales': Ds[st][step, sums][row]).
 #define I8_SLICE(st, k0, F)                                                                   \
   {                                                                                           \
     MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
-      const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M && (k0) + c * 16 < K; \
+      const int e = tid + GEMM_WG * s, r = e >> 3, c = e & 7, ok = m0 + r < M && (!ragged || (k0) + c * 16 < K); \
       CP_ASYNC16((__local uchar*)As[st] + r * I8_AROW + c * 16, ok ? AQ + (long)(m0 + r) * K + (k0) + c * 16 : AQ, ok ? 16 : 0); \
     }                                                                                         \
     F##_FETCH(st, k0)                                                                         \
-    MMA_UNROLL for (int s = 0; s < 2; ++s) {                                                  \
+    MMA_UNROLL for (int s = 0; s < (ragged ? 2 : 1); ++s) {                                   \
       const int e = tid + GEMM_WG * s, lc = e & 63, r = e >> 6, off = r >= nq, q = r - off * nq; \
       if (r < 2 * nq) {                                                                       \
         const int col = paired_column(c0, lc, lc % 32, lc >= 32, N, glu, rope_half);         \
-        const int ok = col >= 0 && (k0) + q * G < K;                                          \
+        const int ok = col >= 0 && (!ragged || (k0) + q * G < K);                             \
         CP_ASYNC4(&Ss[st][off][q][lc], (off ? O : S) + (ok ? (long)col * groups + (k0) / G + q : 0), ok ? 4 : 0); \
       }                                                                                       \
     }                                                                                         \
-    if (tid >= 128 && tid < (nq > 1 ? 208 : 160)) {                                           \
+    if (tid >= 128 && tid < (ragged ? 208 : 160)) {                                           \
       const int a = (tid - 128) >> 4, r = 4 * (tid & 15), rows = M - m0 - r;                  \
-      const long at = nq > 1 && a ? 2 * I8_BLOCKS(K) + (k0) / 32 + a - 1 : (long)a * I8_BLOCKS(K) + (k0) / I8_KS; \
+      const long at = ragged && a ? 2 * I8_BLOCKS(K) + (k0) / 32 + a - 1 : (long)a * I8_BLOCKS(K) + (k0) / I8_KS; \
       CP_ASYNC16(&Ds[st][a][r], rows > 0 ? AD + at * ad_stride + m0 + r : AD, rows >= 4 ? 16 : rows > 0 ? 4 * rows : 0); \
     }                                                                                         \
   }
@@ -877,19 +877,21 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
 // F: the codes' form (I8_NIB, I8_Q8, I8_Q3H); LEVEL_STEP(s) and LEVEL_BASE(s, o): a group's s' and
 // o' from its scale s and offset o; EXTRA_ARGS, ROPE_HALF and EPILOGUE: the plain rows'
 // (none, 0, MMA_STORE) or the RoPE epilogue's (ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE).
-// SMALL: groups of 32 or 64 (their scales and A's sums of 32 k a stage, a group's sums
-// scaled as it ends); else groups of 128 or more (one group a stage: the stage's 4
-// products back to back, then its sums scaled once). Two kernels, not one with both
-// paths: c6ef1c5's one kernel, testing a group's end inside the 32-k loop, took e0m4's
-// 4096 x 4096 GEMM at 1024 rows from 0.183 to 0.292 ms on an H200, and with the two paths
-// in one kernel still 0.230 (docs/tl-bench.md).
-#define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE, SMALL)     \
+// RAGGED: stages not whole, groups of 32 or 64 or K's last stage half (the groups' scales
+// and A's sums of 32 k a stage, a group's sums scaled as it ends; K checked); else K and
+// groups multiples of 128 (one group a stage: its 4 products back to back, then its sums
+// scaled once; no K checks). Two kernels, not one: c6ef1c5's one, testing a group's end
+// inside the 32-k loop, took e0m4's 4096 x 4096 GEMM at 1024 rows from 0.183 to 0.292 ms
+// on an H200, 0.230 with the two paths in one kernel (docs/tl-bench.md): 183 registers
+// against 04431d7's 125 (scripts/ptx_resources.sh; 138 with the paths apart but the K
+// checks kept), and above 128 a compute unit keeps one 256-item work-group, not two.
+#define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE, RAGGED)    \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
       __global const float* O, __global float* C, SPLIT_ARGS, int M, int N, int K, int G, int row_bytes, \
       int groups, GEMV_ARGS, KSPLIT_ARGS, __global float* AD, int ad_stride, __global int* PC EXTRA_ARGS) { \
     __local uint4 As[2][64 * I8_AROW / 16], Bs[2][64 * F##_BCOL / 16];                       \
-    __local float Ss[2][2][SMALL ? 4 : 1][64], Ds[2][SMALL ? 5 : 2][64] __attribute__((aligned(16))), rinv[64]; \
+    __local float Ss[2][2][RAGGED ? 4 : 1][64], Ds[2][RAGGED ? 5 : 2][64] __attribute__((aligned(16))), rinv[64]; \
     __local int klast;                                                                        \
     MMA_EMU_DECL                                                                              \
     const int tid = get_local_id(0), lane = tid & 31, warp = tid >> 5;                        \
@@ -909,7 +911,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     float acc[2][2][4], ss[1] = {0.0f}; /* (KSPLIT_GATHER's: rinv instead) */                \
     MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int j = 0; j < NT; ++j)               \
       MMA_UNROLL for (int x = 0; x < 4; ++x) iacc[i][j][x] = 0, acc[i][j][x] = 0.0f;          \
-    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS), nq = SMALL ? I8_KS / gs : 1; \
+    const int kb = get_group_id(2) * kslice, ke = min(K, kb + kslice), gs = min(G, I8_KS), ragged = RAGGED, nq = ragged ? I8_KS / gs : 1; \
     I8_SLICE(0, kb, F)                                                                        \
     CP_ASYNC_COMMIT();                                                                        \
     F##_PUT(0)                                                                                \
@@ -919,7 +921,7 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
       barrier(CLK_LOCAL_MEM_FENCE); /* stage st landed for all; the other one is free */      \
       if (k0 + I8_KS < ke) I8_SLICE(st ^ 1, k0 + I8_KS, F)                                    \
       CP_ASYNC_COMMIT();                                                                      \
-      if (!SMALL) {                                                                           \
+      if (!ragged) {                                                                          \
         MMA_UNROLL for (int u = 0; u < I8_KS / 32; ++u) I8_PRODUCTS(u, F)                     \
         I8_FLUSH(0, 0, 1, LEVEL_STEP, LEVEL_BASE)                                             \
       } else {                                                                                \
@@ -935,15 +937,40 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
     KSPLIT_GATHER(64)                                                                         \
     EPILOGUE                                                                                  \
   }
+// The int8 tiles' outputs (MMA_STORE's) through local memory: acc into As as a 64 x 64
+// tile (rows padded by one), then each item stores every 256th value in row order
+// (consecutive items, consecutive columns), no fragment's addresses held: e0m4's rows 125
+// registers where MMA_STORE took them to 128, the edge past which a compute unit keeps one
+// 256-item work-group, not two; q3h's 136 where it took them to 168 (scripts/ptx_resources.sh).
+#define I8_STAGED_STORE(BM, BN, SC)                                                           \
+  {                                                                                           \
+    __local float* T = (__local float*)As;                                                    \
+    barrier(CLK_LOCAL_MEM_FENCE); /* (the last products may still read As) */                 \
+    MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h)            \
+      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x)          \
+        T[(wm * (BM / 2) + i * 16 + g + 8 * h) * (BN + 1) + MMA_BROW(wn, j, NT, BN) + 2 * t + x] = acc[i][j][2 * h + x]; \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    _Pragma("unroll 1") for (int e = tid; e < BM * BN; e += GEMM_WG) {                        \
+      const int row = e / BN, lc = e % BN, m = m0 + row, n = c0 + lc;                        \
+      if (m >= M) break;                                                                      \
+      const float sc = SC;                                                                    \
+      __local const float* v = T + row * (BN + 1) + lc;                                       \
+      if (glu) {                                                                              \
+        if (lc < BN / 2 && n < N / 2) STORE_GLU(m, n, v[0] * sc, v[BN / 2] * sc, N / 2);      \
+      } else if (n < N) {                                                                     \
+        STORE(m, n, v[0] * sc);                                                               \
+      }                                                                                       \
+    }                                                                                         \
+  }
 // The schemes the int8 rows take, X(scheme, its form, its levels' macros' prefix).
 #define I8_SCHEMES(X) X(e0m4, I8_NIB, E0M4) X(int4, I8_NIB, INT4) X(q8, I8_Q8, Q8) X(q3h, I8_Q3H, Q3H)
 #define QGEMM_I8_PLAIN(s, F, L)                                                                                 \
-  QGEMM_I8(qgemm64_mma_i8_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]), 0)                    \
-  QGEMM_I8(qgemm64_mma_i8_small_##s, F, L##_STEP, L##_BASE, , 0, MMA_STORE(64, 64, rinv[row]), 1)
+  QGEMM_I8(qgemm64_mma_i8_##s, F, L##_STEP, L##_BASE, , 0, I8_STAGED_STORE(64, 64, rinv[row]), 0)            \
+  QGEMM_I8(qgemm64_mma_i8_ragged_##s, F, L##_STEP, L##_BASE, , 0, I8_STAGED_STORE(64, 64, rinv[row]), 1)
 I8_SCHEMES(QGEMM_I8_PLAIN)
 #define QGEMM_I8_ROPE(s, F, L)                                                                                             \
   QGEMM_I8(qgemm64_mma_i8_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]), 0) \
-  QGEMM_I8(qgemm64_mma_i8_small_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]), 1)
+  QGEMM_I8(qgemm64_mma_i8_ragged_rope_##s, F, L##_STEP, L##_BASE, ROPE_EPI_ARGS, D / 2, MMA_ROPE_STORE(64, 64, rinv[row]), 1)
 I8_SCHEMES(QGEMM_I8_ROPE)
 #endif  // TL_MMA
 #endif  // TL_MAX_WG >= GEMM_WG

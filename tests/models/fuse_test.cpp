@@ -869,7 +869,7 @@ TEST(AttentionKernel, RopeEpilogueOfTheQkvGemm) {
             EXPECT_TRUE(any(f, "_mma_rope_")) << where;
           }
           if (rows && !cs.f16 && quantized) {
-            EXPECT_TRUE(f.count((cs.group < 128 ? "qgemm64_mma_i8_small_rope_" : "qgemm64_mma_i8_rope_") + cs.scheme))
+            EXPECT_TRUE(f.count((cs.group < 128 ? "qgemm64_mma_i8_ragged_rope_" : "qgemm64_mma_i8_rope_") + cs.scheme))
                 << where << ", group " << cs.group;
           }
         }

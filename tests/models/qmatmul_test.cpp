@@ -377,9 +377,9 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
       const std::string kernel = "qgemm64_mma_i8_" + scheme, gemv = "qgemv_wide_i8_" + scheme;
       expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64, 200}, {true}, kernel.c_str());
       expectUnfusedMath(scheme.c_str(), 4096, 200, e, {64, 64}, {true}, kernel.c_str());
-      expectUnfusedMath(scheme.c_str(), 320, 48, e, {300}, {true}, kernel.c_str());  // K % 128 == 64
-      for (int64_t group : {32, 64})  // groups ending within a stage: rows of their own
-        expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), nullptr, group);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {300}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str());  // K % 128 == 64
+      for (int64_t group : {32, 64})  // groups ending within a stage: the ragged rows
+        expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str(), nullptr, group);
       if (scheme == "e0m4" || scheme == "int4") expectUnfusedMath(scheme.c_str(), 4096, 200, e, {1}, {true}, gemv.c_str());
     }
 }
@@ -406,9 +406,9 @@ TEST(MatMulExtras, EmulatedTensorCoresMatchUnfusedMath) {
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}})
     for (const std::string scheme : {"e0m4", "int4", "q8", "q3h"}) {
       expectUnfusedMath(scheme.c_str(), 256, 48, e, {7, 64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
-      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
-      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), emulate, 32);
-      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7}, {true}, ("qgemm64_mma_i8_small_" + scheme).c_str(), emulate, 64);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str(), emulate);
+      expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str(), emulate, 32);
+      expectUnfusedMath(scheme.c_str(), 256, 48, e, {7}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str(), emulate, 64);
       expectUnfusedMath(scheme.c_str(), 1024, 48, e, {64}, {true}, ("qgemm64_mma_i8_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 2056, 48, e, {64}, {true}, ("qgemm64_mma_" + scheme).c_str(), emulate);
       expectUnfusedMath(scheme.c_str(), 264, 264, e, {200}, {true}, ("qgemm_mma_" + scheme).c_str(), emulate);

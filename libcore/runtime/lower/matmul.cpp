@@ -328,8 +328,10 @@ struct QCase {
   // docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
   // Groups of 32 or 64 too, their sums scaled as each ends within a stage (A's step still
-  // one a 128 k): rows of their own (qgemm64_mma_i8_small_*), so that the others' stage
-  // loop keeps its products back to back (kernels/gemm.cl's QGEMM_I8).
+  // one a 128 k): with K not a multiple of 128, rows of their own (qgemm64_mma_i8_ragged_*),
+  // so that the others keep their stage loop's products back to back and no K checks
+  // (kernels/gemm.cl's QGEMM_I8: e0m4's 125 registers where one kernel for both took 138,
+  // two 256-item work-groups a compute unit, not one).
   bool int8Codes() const {
     const bool cpAsync = scheme != Scheme::Q3h;  // (the others' code rows come by 16-byte cp.async)
     const bool groups = G % kInt8Block == 0 || G == 32 || G == 64;
@@ -337,7 +339,7 @@ struct QCase {
   }
   int64_t int8Blocks() const { return (K + kInt8Block - 1) / kInt8Block; }  // (A's steps a row)
   bool int8Rows() const { return int8Codes() && !halves(); }
-  bool int8SmallGroups() const { return G < kInt8Block; }
+  bool int8Ragged() const { return G < kInt8Block || K % kInt8Block != 0; }
   // The in-tile tensor-core rows (qgemm_mma_*, qgemm64_mma_*) split K where their tiles
   // are fewer than the compute units (kernels/gemm.cl's KSPLIT_ARGS): up to kMaxSlices
   // slices of at least kMinSlice k, until tiles x slices reach kSplitWaves work-groups a
@@ -420,10 +422,10 @@ bool floatMma64(const QCase& c) { return c.scheme == Scheme::F32 && !c.int8 && c
 template <Scheme S> bool mma128Rope(const QCase& c) { return c.rope && mma128<S>(c); }
 bool floatMma128Rope(const QCase& c) { return c.rope && floatMma128(c); }
 bool floatMma64Rope(const QCase& c) { return c.rope && floatMma64(c); }
-template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows() && !c.int8SmallGroups(); }
+template <Scheme S> bool int8Rows(const QCase& c) { return c.scheme == S && c.int8Rows() && !c.int8Ragged(); }
 template <Scheme S> bool int8Rope(const QCase& c) { return c.rope && int8Rows<S>(c); }
-template <Scheme S> bool int8Small(const QCase& c) { return c.scheme == S && c.int8Rows() && c.int8SmallGroups(); }
-template <Scheme S> bool int8SmallRope(const QCase& c) { return c.rope && int8Small<S>(c); }
+template <Scheme S> bool int8RaggedRows(const QCase& c) { return c.scheme == S && c.int8Rows() && c.int8Ragged(); }
+template <Scheme S> bool int8RaggedRope(const QCase& c) { return c.rope && int8RaggedRows<S>(c); }
 template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm(); }
 template <Scheme S> bool gemm128Rope(const QCase& c) { return c.rope && gemm128<S>(c); }
 template <Scheme S> bool gemm64Rope(const QCase& c) { return c.rope && gemm64<S>(c); }
@@ -473,12 +475,12 @@ const char* const kMmaHalvesWhy =
 const char* const kMmaInt8Why =
     "GPU prefill, NVIDIA tensor cores: A's rows rounded to int8 per 128 k in the same launch, then 64 x 64 "
     "tiles of int8 x code products, the norm and the GLU inside";
-const char* const kMmaInt8SmallWhy =
-    "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch) for groups of 32 or 64, each "
-    "group's sums scaled as it ends, the norm and the GLU inside";
-const char* const kMmaInt8SmallRopeWhy =
-    "GPU prefill, NVIDIA tensor cores: the int8 tiles for groups of 32 or 64, their store doing the RoPE's work: q "
-    "rotated, k and v into the in-place caches";
+const char* const kMmaInt8RaggedWhy =
+    "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch) for groups of 32 or 64 or K "
+    "not a multiple of 128, each group's sums scaled as it ends, the norm and the GLU inside";
+const char* const kMmaInt8RaggedRopeWhy =
+    "GPU prefill, NVIDIA tensor cores: the int8 tiles for groups of 32 or 64 or K not a multiple of 128, their "
+    "store doing the RoPE's work: q rotated, k and v into the in-place caches";
 const char* const kMmaInt8RopeWhy =
     "GPU prefill, NVIDIA tensor cores: the int8 tiles (A rounded in the same launch), their store doing the RoPE's "
     "work: q rotated, k and v into the in-place caches";
@@ -545,14 +547,14 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_mma_i8_int4", int8Rows<Int4>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_q8", int8Rows<Q8>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
     {"qgemm64_mma_i8_q3h", int8Rows<Q3h>, splitGeometry<64>, kMmaInt8Why, kNative | kSplitK | kInt8Rows},
-    {"qgemm64_mma_i8_small_rope_e0m4", int8SmallRope<E0m4>, splitGeometry<64>, kMmaInt8SmallRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
-    {"qgemm64_mma_i8_small_rope_int4", int8SmallRope<Int4>, splitGeometry<64>, kMmaInt8SmallRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
-    {"qgemm64_mma_i8_small_rope_q8", int8SmallRope<Q8>, splitGeometry<64>, kMmaInt8SmallRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
-    {"qgemm64_mma_i8_small_rope_q3h", int8SmallRope<Q3h>, splitGeometry<64>, kMmaInt8SmallRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
-    {"qgemm64_mma_i8_small_e0m4", int8Small<E0m4>, splitGeometry<64>, kMmaInt8SmallWhy, kNative | kSplitK | kInt8Rows},
-    {"qgemm64_mma_i8_small_int4", int8Small<Int4>, splitGeometry<64>, kMmaInt8SmallWhy, kNative | kSplitK | kInt8Rows},
-    {"qgemm64_mma_i8_small_q8", int8Small<Q8>, splitGeometry<64>, kMmaInt8SmallWhy, kNative | kSplitK | kInt8Rows},
-    {"qgemm64_mma_i8_small_q3h", int8Small<Q3h>, splitGeometry<64>, kMmaInt8SmallWhy, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_ragged_rope_e0m4", int8RaggedRope<E0m4>, splitGeometry<64>, kMmaInt8RaggedRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_ragged_rope_int4", int8RaggedRope<Int4>, splitGeometry<64>, kMmaInt8RaggedRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_ragged_rope_q8", int8RaggedRope<Q8>, splitGeometry<64>, kMmaInt8RaggedRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_ragged_rope_q3h", int8RaggedRope<Q3h>, splitGeometry<64>, kMmaInt8RaggedRopeWhy, kNative | kSplitK | kInt8Rows | kRope},
+    {"qgemm64_mma_i8_ragged_e0m4", int8RaggedRows<E0m4>, splitGeometry<64>, kMmaInt8RaggedWhy, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_ragged_int4", int8RaggedRows<Int4>, splitGeometry<64>, kMmaInt8RaggedWhy, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_ragged_q8", int8RaggedRows<Q8>, splitGeometry<64>, kMmaInt8RaggedWhy, kNative | kSplitK | kInt8Rows},
+    {"qgemm64_mma_i8_ragged_q3h", int8RaggedRows<Q3h>, splitGeometry<64>, kMmaInt8RaggedWhy, kNative | kSplitK | kInt8Rows},
     {"qgemm_mma_rope_e0m4", mma128Rope<E0m4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm64_mma_rope_e0m4", gemm64Rope<E0m4>, splitGeometry<64>, kMmaRopeWhy, kNative | kSplitK | kRope},
     {"qgemm_mma_rope_int4", mma128Rope<Int4>, splitGeometry<128>, kMmaRopeWhy, kNative | kSplitK | kRope},
