@@ -460,19 +460,24 @@ W_FORMS(QGEMM_ROPE)
     }                                                                                         \
   }
 
-// The tile's outputs from acc (MMA_ROWS), through STORE or, with a GLU, STORE_GLU of gate
-// tile j and its up tile j + NT / 2.
+// A tile's output column n of row m, sum y: through STORE or, with a GLU, where y is a
+// gate's (gate), STORE_GLU of y and its up's sum u.
+#define TILE_OUT(m, n, gate, y, u)                                                            \
+  {                                                                                           \
+    const int n_ = (n);                                                                       \
+    if (glu) {                                                                                \
+      if ((gate) && n_ < N / 2) STORE_GLU(m, n_, y, u, N / 2);                                \
+    } else if (n_ < N) {                                                                      \
+      STORE(m, n_, y);                                                                        \
+    }                                                                                         \
+  }
+// The tile's outputs from acc (MMA_ROWS), with a GLU gate tile j and its up tile j + NT / 2.
 #define MMA_STORE(BM, BN, SC) MMA_ROWS(BM, BN, SC, MMA_STORE_ROW, 0)
 #define MMA_STORE_ROW(BM, BN, X)                                                              \
   MMA_UNROLL for (int j = 0; j < NT; ++j) /* fixed bounds: acc stays in registers */          \
-    MMA_UNROLL for (int x = 0; x < 2; ++x) {                                                  \
-      const int n = c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x;                                 \
-      if (glu) {                                                                              \
-        if (j < NT / 2 && n < N / 2) STORE_GLU(m, n, acc[i][j][2 * h + x] * sc, acc[i][(j + NT / 2) % NT][2 * h + x] * sc, N / 2); \
-      } else if (n < N) {                                                                     \
-        STORE(m, n, acc[i][j][2 * h + x] * sc);                                               \
-      }                                                                                       \
-    }
+    MMA_UNROLL for (int x = 0; x < 2; ++x)                                                    \
+      TILE_OUT(m, c0 + MMA_BROW(wn, j, NT, BN) + 2 * t + x, j < NT / 2, acc[i][j][2 * h + x] * sc, \
+               acc[i][(j + NT / 2) % NT][2 * h + x] * sc)
 
 // Split K (matmul.cpp's QCase::kSlice): the launch's third dimension cuts K into slices of
 // kslice (a multiple of 64), a work-group each, where the tiles alone would leave compute
@@ -946,22 +951,20 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
   {                                                                                           \
     __local float* T = (__local float*)As;                                                    \
     barrier(CLK_LOCAL_MEM_FENCE); /* (the last products may still read As) */                 \
-    MMA_UNROLL for (int i = 0; i < MT; ++i) MMA_UNROLL for (int h = 0; h < 2; ++h)            \
-      MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x)          \
-        T[(wm * (BM / 2) + i * 16 + g + 8 * h) * (BN + 1) + MMA_BROW(wn, j, NT, BN) + 2 * t + x] = acc[i][j][2 * h + x]; \
+    MMA_ROWS(BM, BN, 1.0f, I8_STAGE_ROW, T)                                                   \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
     _Pragma("unroll 1") for (int e = tid; e < BM * BN; e += GEMM_WG) {                        \
       const int row = e / BN, lc = e % BN, m = m0 + row, n = c0 + lc;                        \
       if (m >= M) break;                                                                      \
       const float sc = SC;                                                                    \
       __local const float* v = T + row * (BN + 1) + lc;                                       \
-      if (glu) {                                                                              \
-        if (lc < BN / 2 && n < N / 2) STORE_GLU(m, n, v[0] * sc, v[BN / 2] * sc, N / 2);      \
-      } else if (n < N) {                                                                     \
-        STORE(m, n, v[0] * sc);                                                               \
-      }                                                                                       \
+      TILE_OUT(m, n, lc < BN / 2, v[0] * sc, v[BN / 2] * sc)                                  \
     }                                                                                         \
   }
+// An item's values of a row (MMA_ROWS' body) into the staged tile T.
+#define I8_STAGE_ROW(BM, BN, T)                                                               \
+  MMA_UNROLL for (int j = 0; j < NT; ++j) MMA_UNROLL for (int x = 0; x < 2; ++x)              \
+    T[row * (BN + 1) + MMA_BROW(wn, j, NT, BN) + 2 * t + x] = acc[i][j][2 * h + x];
 // The schemes the int8 rows take, X(scheme, its form, its levels' macros' prefix).
 #define I8_SCHEMES(X) X(e0m4, I8_NIB, E0M4) X(int4, I8_NIB, INT4) X(q8, I8_Q8, Q8) X(q3h, I8_Q3H, Q3H)
 #define QGEMM_I8_PLAIN(s, F, L)                                                                                 \

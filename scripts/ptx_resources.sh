@@ -49,5 +49,4 @@ esac
 "$PTXAS" -arch=sm_90 -v $entries "$in" -o "$d/k.cubin" 2>&1 |
   awk '/Compiling entry function/ {gsub(/[\047]/, "", $7); k = $7}
        /spill stores/ {sp = $5 " B spill stores"}
-       /Used [0-9]+ registers/ {printf "%-28s %3d registers, %s, %s\n", k, $5, sp, $0 ~ /smem/ ? $(NF - 2) " B local" : "0 B local"}' |
-  { if [ $# -eq 0 ]; then cat; else grep -E "^($(echo "$@" | tr ' ' '|')) "; fi; }
+       /Used [0-9]+ registers/ {printf "%-28s %3d registers, %s, %s\n", k, $5, sp, $0 ~ /smem/ ? $(NF - 2) " B local" : "0 B local"}'

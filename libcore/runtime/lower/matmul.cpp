@@ -323,9 +323,10 @@ struct QCase {
   // 114,271, Llama-2-7B 12,428 -> 14,314 (docs/tl-bench.md).
   // q8's bytes likewise (s8 x s8) and q3h's pairs (decoded into bytes as the tiles stage
   // them), from 256 rows too, and K a multiple of 64 (the last block's second half zeros):
-  // one launch a GEMM where prep_f16 + qgemm_mma_f16 took two (Llama-2-7B's shapes at 1024
-  // rows on an H200: 0.20-0.54 ms; the in-tile fp16 rows, one launch, 0.43-1.30;
-  // docs/tl-bench.md).
+  // one launch a GEMM where prep_f16 + qgemm_mma_f16 took two, for launch parity; not yet
+  // the faster at 1024 rows (H200, Llama-2-7B's shapes, d502d78 with one work-group a
+  // compute unit: q8 0.241-0.577 ms against prep + f16's 0.194-0.482, q3h 0.312-0.796;
+  // faster than the in-tile fp16 rows at 128; docs/tl-bench.md).
   static constexpr int64_t kInt8Block = 128;  // kernels/gemm.cl's I8_KS
   // Groups of 32 or 64 too, their sums scaled as each ends within a stage (A's step still
   // one a 128 k): with K not a multiple of 128, rows of their own (qgemm64_mma_i8_ragged_*),
