@@ -125,56 +125,41 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
 }
 
 // CPU prefill, plain attention (no float mask or soft cap): a task (a work-group of one
-// item) per (b, h, ATT_CPUQ_ROWS query rows). Keys go in blocks of 16, each transposed once
-// into kt (16 floats, the block's keys, per head dim) for all the task's rows. Rows go 4
-// at a time: each scores its 16 keys as one float16 (D FMAs, q broadcast), and its 16
-// weights add the block's value rows 16 (or 8) dims at a time; the 4 rows' independent FMA
-// chains share every load of kt and v. Each row's running max, sum and Dv sums stay in
-// private arrays between blocks. (attention_f32 does one row's dot product per key: 4 to
-// 6 times slower on bytellama's pp512 under PoCL.) The row macros' names (sr0, q0, ...)
-// must not shadow the kernel's own: `const int s0 = s0 + ...` would read itself. 64 rows
-// a task, not 32: a block's transposition (its halves widened and scattered into kt, 16%
-// of the kernel at head size 32) serves twice the rows (bytellama pp512 on PoCL: the
-// attention's 19-21 ms a step 17-17.5).
-#define ATT_CPUQ_ROWS 64
+// item) per (b, h, 16 query rows), the rows as a vector's 16 lanes. q is transposed once a
+// task (qt: a dim's 16 rows together), so a block of 16 keys scores as 16 float16 sums, each
+// key element a broadcast from its row: no key block is transposed (scattering it cost
+// 9-16% of the kernel, and AMD's cores microcode scatters), and the running max, its
+// rescale, the sums and the masks are lane-wise, with no horizontal max or sum a row. The
+// block's 16 weights of a row are then broadcasts from p ([key][row]) into that row's value
+// sums, 8 rows at a time sharing each load of a value row, 16 (or 8) dims a step.
+#define ATT_CPUQ_ROWS 16
 #define ATT_CPUQ_MAX_D 128
-#define CPUQ_ROWS(X) X(0) X(1) X(2) X(3)
-// Row r0 + i of the four: its position, whether it takes this block (a row past the
-// task's or one whose keys from t0 on are hidden does not, unless att_needs_hidden).
-#define CPUQ_ROW(i)                                                                               \
-  const int sr##i = s0 + min(r0 + i, nr - 1);                                                     \
-  const int on##i = r0 + i < nr && (!(causal && t0 > sr##i + off) || att_needs_hidden(m[r0 + i], mask_value)); \
-  __global const float* q##i = q + b * qsb + h * qsh + sr##i * qss;                               \
-  float16 x##i = 0.0f;
-#define CPUQ_DOT(i) x##i = fma((float16)q##i[d], kd, x##i);
-// Its scores to weights in p[16 i..]: a new maximum rescales what was summed so far.
-#define CPUQ_SOFTMAX(i)                                                                           \
-  {                                                                                              \
-    const int16 hid = hidden | (causal ? (lane + t0 > sr##i + off) : (int16)0);                   \
-    const float16 x = select(select(x##i * scale, x##i * scale + mask_value, hid), -INFINITY, past); \
-    const float8 x8 = max(x.lo, x.hi);                                                           \
-    const float4 x4 = max(x8.lo, x8.hi);                                                         \
-    const float bm = max(max(x4.x, x4.y), max(x4.z, x4.w));                                      \
-    float16 e = 0.0f;                                                                            \
-    if (on##i && bm > -INFINITY) {                                                               \
-      const int r = r0 + i;                                                                      \
-      if (bm > m[r]) {                                                                           \
-        const float corr = exp(m[r] - bm);                                                       \
-        l[r] *= corr;                                                                            \
-        for (int d = 0; d < Dv; d += 8) vstore8(vload8(0, acc + r * Dv + d) * corr, 0, acc + r * Dv + d); \
-        m[r] = bm;                                                                               \
-      }                                                                                          \
-      e = exp(x - m[r]);                                                                         \
-      const float8 e8 = e.lo + e.hi;                                                             \
-      l[r] += dot(e8.lo + e8.hi, (float4)1.0f);                                                  \
-    }                                                                                            \
-    vstore16(e, i, p);                                                                            \
+#define CPUQ_KEYS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define CPUQ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+// Key j of the block (a short last block repeats its last key; masked as past below).
+#define CPUQ_KEY(j) float16 x##j = 0.0f;
+#define CPUQ_DOT(j) x##j = fma(qd, (float16)kf[ATT_CPUQ_MAX_D * j + d], x##j);
+// Its 16 rows' scores: scaled, mask_value where hidden (causally per row, by the key mask
+// for all), -inf past the keys or in a row that takes no key here; the block's maximum.
+#define CPUQ_MASK(j)                                                                                \
+  {                                                                                                \
+    const int16 hid = (causal ? (int16)(t0 + j) > srow + off : (int16)0) | (int16)(-keyh[j]);       \
+    x##j = j < n ? select(x##j * scale, x##j * scale + mask_value, hid) : (float16)(-INFINITY);      \
+    x##j = select((float16)(-INFINITY), x##j, on);                                                  \
+    bm = fmax(bm, x##j);                                                                            \
+  }
+#define CPUQ_SCALE(j) x##j *= scale, bm = fmax(bm, x##j);
+#define CPUQ_EXP(j)                                 \
+  {                                                 \
+    const float16 e = exp(x##j - msafe);            \
+    lv += e;                                        \
+    vstore16(e, j, p);                              \
   }
 #define CPUQ_LOAD(i) float8 o##i = vload8(0, acc + (r0 + i) * Dv + d);
-#define CPUQ_ADD(i) o##i = fma((float8)p[16 * i + j], vj, o##i);
+#define CPUQ_ADD(i) o##i = fma((float8)p[16 * j + r0 + i], vj, o##i);
 #define CPUQ_SAVE(i) vstore8(o##i, 0, acc + (r0 + i) * Dv + d);
 #define CPUQ_LOAD16(i) float16 o##i = vload16(0, acc + (r0 + i) * Dv + d);
-#define CPUQ_ADD16(i) o##i = fma((float16)p[16 * i + j], vj, o##i);
+#define CPUQ_ADD16(i) o##i = fma((float16)p[16 * j + r0 + i], vj, o##i);
 #define CPUQ_SAVE16(i) vstore16(o##i, 0, acc + (r0 + i) * Dv + d);
 
 #ifdef TL_CPU
@@ -186,32 +171,56 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   const int g = h / (H / Hkv), off = ATT_OFFSET, nr = min(ATT_CPUQ_ROWS, S - s0);
   __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
   __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
-  float kt[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64)));
-  float acc[ATT_CPUQ_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), m[ATT_CPUQ_ROWS], l[ATT_CPUQ_ROWS], p[64];
-  for (int i = 0; i < ATT_CPUQ_ROWS * Dv; ++i) acc[i] = 0.0f;
-  for (int r = 0; r < ATT_CPUQ_ROWS; ++r) m[r] = -INFINITY, l[r] = 0.0f;
+  float qt[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64)));
+  float acc[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(64))), p[256] __attribute__((aligned(64))), row[16];
+  for (int r = 0; r < 16; ++r) {  // rows past the task's repeat its last (their lanes take no key)
+    __global const float* qr = q + b * qsb + h * qsh + (s0 + min(r, nr - 1)) * qss;
+    for (int d = 0; d < D; ++d) qt[16 * d + r] = qr[d];
+  }
+  for (int i = 0; i < 16 * Dv; ++i) acc[i] = 0.0f;
   const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int16 srow = s0 + min(lane, nr - 1), real = lane < nr;
+  float16 mv = -INFINITY, lv = 0.0f;
   for (int t0 = 0; t0 < T; t0 += 16) {
-    int live = 0;
-    for (int r = 0; r < nr; ++r) live |= !(causal && t0 > s0 + r + off) || att_needs_hidden(m[r], mask_value);
-    if (!live) break;
+    // A row takes the block unless all its keys from t0 on are hidden and a visible one
+    // already lifted its max (att_needs_hidden); none takes it: done.
+    const int16 on = real & ((causal ? (int16)t0 <= srow + off : (int16)(-1)) |
+                             (mask_value > -INFINITY ? isless(mv, (float16)(0.5f * mask_value)) | isequal(mv, (float16)(0.5f * mask_value)) : (int16)0));
+    if (!any(on)) break;
     const int n = min(16, T - t0);
-    for (int j = 0; j < 16; ++j) {  // a short last block repeats its last key (`past` below)
-      __global const KV_T* kr = KV_AT(kb, (long)(t0 + min(j, n - 1)) * kst);
-      for (int d = 0; d < D; ++d) kt[16 * d + j] = KV_LD(kr, d);
-    }
-    const int16 past = lane >= n;  // the repeated keys: no weight, even in a row that sees none
     int keyh[16];
-    for (int j = 0; j < 16; ++j) keyh[j] = km && j < n && att_hidden(0, t0 + j, 0, 0, km, kmb, b * kmsb) ? -1 : 0;
-    const int16 hidden = vload16(0, keyh);
-    for (int r0 = 0; r0 < nr; r0 += 4) {
-      CPUQ_ROWS(CPUQ_ROW)
-      if (!(on0 | on1 | on2 | on3)) continue;
-      for (int d = 0; d < D; ++d) {
-        const float16 kd = vload16(d, kt);
-        CPUQ_ROWS(CPUQ_DOT)
+    for (int j = 0; j < 16; ++j) keyh[j] = km && j < n && att_hidden(0, t0 + j, 0, 0, km, kmb, b * kmsb);
+    for (int j = 0; j < 16; ++j) {  // the block's keys as floats, a row ATT_CPUQ_MAX_D apart
+      __global const KV_T* kr = KV_AT(kb, (long)(t0 + min(j, n - 1)) * kst);
+      if (D % 8 == 0) {
+        for (int d = 0; d < D; d += 8) vstore8(KV_LD8(d / 8, kr), 0, kf + ATT_CPUQ_MAX_D * j + d);
+      } else {
+        for (int d = 0; d < D; ++d) kf[ATT_CPUQ_MAX_D * j + d] = KV_LD(kr, d);
       }
-      CPUQ_ROWS(CPUQ_SOFTMAX)
+    }
+    CPUQ_KEYS(CPUQ_KEY)
+    for (int d = 0; d < D; ++d) {
+      const float16 qd = vload16(d, qt);
+      CPUQ_KEYS(CPUQ_DOT)
+    }
+    float16 bm = -INFINITY;
+    if (n == 16 && !km && (!causal || t0 + 15 <= s0 + off)) {  // every key seen by every row
+      CPUQ_KEYS(CPUQ_SCALE)
+    } else {
+      CPUQ_KEYS(CPUQ_MASK)
+    }
+    const float16 mn = fmax(mv, bm);
+    if (any(mn > mv)) {  // a new maximum rescales what was summed so far (-inf: nothing yet)
+      const float16 corr = select(exp(mv - mn), (float16)1.0f, isequal(mv, mn));
+      lv *= corr;
+      vstore16(corr, 0, row);
+      for (int r = 0; r < nr; ++r)
+        for (int d = 0; d < Dv; d += 8) vstore8(vload8(0, acc + r * Dv + d) * row[r], 0, acc + r * Dv + d);
+      mv = mn;
+    }
+    const float16 msafe = select(mv, (float16)0.0f, isequal(mv, (float16)(-INFINITY)));
+    CPUQ_KEYS(CPUQ_EXP)
+    for (int r0 = 0; r0 < nr; r0 += 8) {
       for (int d = 0; d < Dv; d += 16) {  // 16 dims at a time, then 8 (Dv % 8 == 0)
         if (d + 16 <= Dv) {
           CPUQ_ROWS(CPUQ_LOAD16)
@@ -231,10 +240,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
       }
     }
   }
+  vstore16(lv, 0, row);
   for (int r = 0; r < nr; ++r) {
     __global float* o = out + b * osb + h * osh + (s0 + r) * oss;
     // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
-    for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l[r] > 0.0f) ? 0.0f : acc[r * Dv + d] / l[r];
+    for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(row[r] > 0.0f) ? 0.0f : acc[r * Dv + d] / row[r];
   }
 }
 

@@ -12,8 +12,6 @@
 //   ./a.out kernels/common.cl kernels/mma.cl kernels/attention.cl -- H Hkv D T FRESH NAME:KIND ...
 // Build options from LABOPTS (default: NVIDIA's with fp16 caches); LABPTX: scripts/cl_lab.h.
 #include "cl_lab.h"
-static unsigned short f2h(float f) { unsigned x; memcpy(&x, &f, 4); unsigned s = (x >> 16) & 0x8000; int e = ((x >> 23) & 255) - 127 + 15; unsigned m = x & 0x7fffff; if (e <= 0) return s; if (e >= 31) return s | 0x7c00; unsigned r = s | (e << 10) | (m >> 13); if ((m & 0x1fff) > 0x1000 || ((m & 0x1fff) == 0x1000 && (r & 1))) r++; return r; }
-static float h2f(unsigned short h) { unsigned s = (h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023; unsigned x = e == 0 ? s : s | ((e - 15 + 127) << 23) | (m << 13); float f; memcpy(&f, &x, 4); return f; }
 int main(int argc, char **argv) {
   Lab lab;
   int a = lab_open(argc, argv, "-cl-std=CL1.2 -DTL_MMA -DTL_LOCAL_MEM=49152 -DTL_MAX_WG=1024 -DTL_KV_HALF", &lab);

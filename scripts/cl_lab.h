@@ -13,6 +13,9 @@
 static int cmp(const void *a, const void *b) { double x = *(double *)a, y = *(double *)b; return x < y ? -1 : x > y; }
 static char *slurp(const char *f) { FILE *fp = fopen(f, "rb"); if (!fp) { perror(f); exit(1); } fseek(fp, 0, 2); long n = ftell(fp); rewind(fp); char *b = malloc(n + 1); if (fread(b, 1, n, fp) != (size_t)n) exit(1); b[n] = 0; fclose(fp); return b; }
 typedef struct { cl_device_id dev; cl_context ctx; cl_command_queue q; cl_program p; } Lab;
+// fp16 bits from a float (round to nearest even; no subnormals), and back.
+static inline unsigned short f2h(float f) { unsigned x; memcpy(&x, &f, 4); unsigned s = (x >> 16) & 0x8000; int e = ((x >> 23) & 255) - 127 + 15; unsigned m = x & 0x7fffff; if (e <= 0) return s; if (e >= 31) return s | 0x7c00; unsigned r = s | (e << 10) | (m >> 13); if ((m & 0x1fff) > 0x1000 || ((m & 0x1fff) == 0x1000 && (r & 1))) r++; return r; }
+static inline float h2f(unsigned short h) { unsigned s = (h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023; unsigned x = e == 0 ? s : s | ((e - 15 + 127) << 23) | (m << 13); float f; memcpy(&f, &x, 4); return f; }
 // Builds argv's files up to "--" into lab; returns the index of the first argument after it.
 static int lab_open(int argc, char **argv, const char *default_opts, Lab *lab) {
   int a = 1; char *src = calloc(1, 1); size_t sl = 0;

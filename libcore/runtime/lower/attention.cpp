@@ -72,7 +72,7 @@ constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's G
 // Past this many splits attention_combine_f32 merges them sooner than the last work-group
 // (126 splits: 45.4 us against 43.5 with the combine; 63: 27.9 against 28.7; H200, att_lab).
 constexpr int64_t kGqaMergeSplits = 64;
-constexpr int64_t kCpuAttentionRows = 64;  // kernels/attention.cl's ATT_CPUQ_ROWS
+constexpr int64_t kCpuAttentionRows = 16;  // kernels/attention.cl's ATT_CPUQ_ROWS
 KeySplit keySplit(int mode, const AttentionCase& c) {
   KeySplit k;
   const int64_t T = c.T;
@@ -175,7 +175,7 @@ const Variant<AttentionCase> kAttention[] = {
      [](const AttentionCase& c) {
        return grid(static_cast<size_t>(c.B * c.H) * up(c.S, kCpuAttentionRows), 1, 1, 1, 1);
      },
-     "CPU prefill: a task per 32 query rows, keys 16 at a time as one vector", Cpu},
+     "CPU prefill: a task per 16 query rows as a vector's lanes, keys 16 at a time", Cpu},
     {"attention_cpu_dec_f32",
      [](const AttentionCase& c) {
        return !c.gpu && c.S <= 4 && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
