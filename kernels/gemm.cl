@@ -993,7 +993,11 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // FMAs, and the rows' norm sums, which every task computes again, are spread over twice
 // the columns (this host: that epilogue took 19% of the 16-column kernel's time).
 #define CPU_KB 256
-#define CPU_MB 96
+// 11 micro-tiles of 12 rows (22 of 6) a task: each task dequantizes its block and sums its
+// rows' squares again, so more rows a task share that; bytellama pp512 on an AMD EPYC (PoCL,
+// 2 cores) 39.6-42.1k -> 43.3-45.0k tok/s over 96 rows, pp128 no slower (48 or 192 against
+// 96 were within the noise on an older host).
+#define CPU_MB 132
 // The micro-tile's two vectors of sums a row, CPU_V wide, at acc's and wt's vector
 // indices CPU_AT(row, x) and CPU_AT(k, x).
 #if TL_VEC >= 16

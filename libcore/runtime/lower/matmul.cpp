@@ -379,7 +379,7 @@ Geometry w4a8GemvGeometry(const QCase& c) { return grid(up(c.N, 4) * 64, 1, 1, 6
 Geometry tilesGeometry(const QCase& c) { return grid(up(c.N, 64) * 16, up(c.M, 64) * 16, 1, 16, 16); }
 Geometry cols4Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 4), 1, 64, 1); }
 Geometry cols8Geometry(const QCase& c) { return grid(up(c.N, 64) * 64, up(c.M, 8), 1, 64, 1); }
-constexpr int64_t kCpuGemmRows = 96;  // kernels/gemm.cl's CPU_MB
+constexpr int64_t kCpuGemmRows = 132;  // kernels/gemm.cl's CPU_MB
 Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight columns per task
   return grid(c.glu ? up(c.N / 2, 16) : up(c.N, 32), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
@@ -495,7 +495,7 @@ const char* const kGemmRopeWhy =
     "GPU prefill: the fp32 tiles (128s, or 64s where 128s would leave a quarter of the device idle), their store doing "
     "the RoPE's work: q rotated, k and v into the in-place caches";
 const char* const kGemm64Why = "GPU prefill: 64 x 64 fp32 tiles (128s would leave a quarter of the device idle), the norm and GLU inside";
-const char* const kCpuGemmWhy = "CPU prefill: 96 x 32 tasks, each code dequantized once a task, 12 x 32 (AVX-512) or 6 x 16 sums in registers, the norm and GLU inside";
+const char* const kCpuGemmWhy = "CPU prefill: 132 x 32 tasks, each code dequantized once a task, 12 x 32 (AVX-512) or 6 x 16 sums in registers, the norm and GLU inside";
 const char* const kFloatMmaWhy =
     "GPU prefill, float weights, --gemm f16: NVIDIA tensor cores, 128 x 128 tiles of f16 products, the norm and GLU "
     "inside";
