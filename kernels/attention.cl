@@ -126,9 +126,11 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
 
 // CPU prefill, plain attention (no float mask or soft cap): a task (a work-group of one
 // item) per (b, h, 16 query rows), the rows as a vector's 16 lanes. q is transposed once a
-// task (qt: a dim's 16 rows together), so a block of 16 keys scores as 16 float16 sums, each
-// key element a broadcast from its row: no key block is transposed (scattering it cost
-// 9-16% of the kernel, and AMD's cores microcode scatters), and the running max, its
+// task (qt: a dim's 16 rows together) and each block of 16 keys read once as floats (kf, a
+// key ATT_CPUQ_MAX_D apart: the caches' fp16 or 8-bit codes converted once, and one base
+// register for all 16 keys), so the block scores as 16 float16 sums, each key element a
+// broadcast: no key block is transposed (scattering it cost 9-16% of the kernel, and AMD's
+// cores microcode scatters), and the running max, its
 // rescale, the sums and the masks are lane-wise, with no horizontal max or sum a row. The
 // block's 16 weights of a row are then broadcasts from p ([key][row]) into that row's value
 // sums, 8 rows at a time sharing each load of a value row, 16 (or 8) dims a step.
@@ -136,7 +138,7 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
 #define ATT_CPUQ_MAX_D 128
 #define CPUQ_KEYS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
 #define CPUQ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-// Key j of the block (a short last block repeats its last key; masked as past below).
+// Key j's 16 scores (a short last block repeats its last key in kf; masked as past below).
 #define CPUQ_KEY(j) float16 x##j = 0.0f;
 #define CPUQ_DOT(j) x##j = fma(qd, (float16)kf[ATT_CPUQ_MAX_D * j + d], x##j);
 // Its 16 rows' scores: scaled, mask_value where hidden (causally per row, by the key mask
@@ -148,6 +150,7 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
     x##j = select((float16)(-INFINITY), x##j, on);                                                  \
     bm = fmax(bm, x##j);                                                                            \
   }
+// ... or where every row sees all 16 keys and no key mask applies, only scaled.
 #define CPUQ_SCALE(j) x##j *= scale, bm = fmax(bm, x##j);
 #define CPUQ_EXP(j)                                 \
   {                                                 \
