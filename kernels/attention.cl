@@ -187,8 +187,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   for (int t0 = 0; t0 < T; t0 += 16) {
     // A row takes the block unless all its keys from t0 on are hidden and a visible one
     // already lifted its max (att_needs_hidden); none takes it: done.
-    const int16 on = real & ((causal ? (int16)t0 <= srow + off : (int16)(-1)) |
-                             (mask_value > -INFINITY ? isless(mv, (float16)(0.5f * mask_value)) | isequal(mv, (float16)(0.5f * mask_value)) : (int16)0));
+    const int16 needs = mask_value > -INFINITY ? islessequal(mv, (float16)(0.5f * mask_value)) : (int16)0;
+    const int16 on = real & ((causal ? (int16)t0 <= srow + off : (int16)(-1)) | needs);
     if (!any(on)) break;
     const int n = min(16, T - t0);
     int keyh[16];

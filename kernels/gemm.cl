@@ -888,8 +888,9 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
 // scaled once; no K checks). Two kernels, not one: c6ef1c5's one, testing a group's end
 // inside the 32-k loop, took e0m4's 4096 x 4096 GEMM at 1024 rows from 0.183 to 0.292 ms
 // on an H200, 0.230 with the two paths in one kernel (docs/tl-bench.md): 183 registers
-// against 04431d7's 125 (scripts/ptx_resources.sh; 138 with the paths apart but the K
-// checks kept), and above 128 a compute unit keeps one 256-item work-group, not two.
+// against 04431d7's 125 (clang's PTX, scripts/ptx_resources.sh; 138 with the paths apart
+// but the K checks kept), and above 128 a compute unit keeps one 256-item work-group, not
+// two. (NVIDIA's own compiler: this kernel 94, 04431d7's 75, which fits three.)
 #define QGEMM_I8(NAME, F, LEVEL_STEP, LEVEL_BASE, EXTRA_ARGS, ROPE_HALF, EPILOGUE, RAGGED)    \
   __kernel __attribute__((reqd_work_group_size(GEMM_WG, 1, 1))) void NAME(                    \
       __global const float* A, __global uchar* AQ, __global const uchar* W, __global const float* S, \
@@ -946,7 +947,8 @@ inline void i8_rows_rinv(__global const float* AD, int M, int K, int ad_stride, 
 // tile (rows padded by one), then each item stores every 256th value in row order
 // (consecutive items, consecutive columns), no fragment's addresses held: e0m4's rows 125
 // registers where MMA_STORE took them to 128, the edge past which a compute unit keeps one
-// 256-item work-group, not two; q3h's 136 where it took them to 168 (scripts/ptx_resources.sh).
+// 256-item work-group, not two; q3h's 136 where it took them to 168 (clang's PTX,
+// scripts/ptx_resources.sh; what it saves under NVIDIA's own compiler is not measured).
 #define I8_STAGED_STORE(BM, BN, SC)                                                           \
   {                                                                                           \
     __local float* T = (__local float*)As;                                                    \

@@ -16,8 +16,9 @@ int main(int argc, char **argv) {
                    &lab);
   cl_int err;
   const int H = atoi(argv[a]), Hkv = atoi(argv[a + 1]), D = atoi(argv[a + 2]), S = atoi(argv[a + 3]), T = S;
-  const int per = argc > a + 5 && atoi(argv[a + 4]) > 0 ? atoi(argv[a + 4]) : 64;
-  a += argc > a + 5 && atoi(argv[a + 4]) > 0 ? 5 : 4;
+  const int given = argc > a + 5 && atoi(argv[a + 4]) > 0;  // ROWS_A_TASK, else the library's 16
+  const int per = given ? atoi(argv[a + 4]) : 16;
+  a += given ? 5 : 4;
   size_t nq = (size_t)H * S * D, nk = (size_t)Hkv * T * D;
   float *hq = malloc(nq * 4), *hk = malloc(nk * 4), *hv = malloc(nk * 4), *ho = malloc(nq * 4);
   srand(5);

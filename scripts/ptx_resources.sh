@@ -2,7 +2,9 @@
 # Registers, spills and local memory of the tensor-core program's kernels for sm_90, without
 # a GPU: clang compiles the OpenCL C to NVPTX, libclc supplies the builtins, ptxas (a CUDA
 # toolkit's) assembles it. NVIDIA's own OpenCL compiler allots within a few registers of
-# this (qgemm_e0m4: 143 there, 147 here). Needs clang-15, llvm-15 and libclc-15 (Debian)
+# this for some kernels (qgemm_e0m4: 143 there, 147 here) and far fewer for others
+# (qgemm64_mma_i8_e0m4: 94 there, 125 here; 04431d7's 75 and 125): a guide above 128, not
+# below it. NVIDIA's own counts: kernel_spills.py's PTX, then --ptx-in. Needs clang-15, llvm-15 and libclc-15 (Debian)
 # and ptxas (PTXAS, default /usr/local/cuda/bin/ptxas, else the one on PATH).
 #   scripts/ptx_resources.sh [--rev REV] [--ptx-out FILE | --ptx-in FILE] [KERNEL ...]
 #     (default: every kernel of gemm.cl's program)

@@ -331,8 +331,8 @@ struct QCase {
   // Groups of 32 or 64 too, their sums scaled as each ends within a stage (A's step still
   // one a 128 k): with K not a multiple of 128, rows of their own (qgemm64_mma_i8_ragged_*),
   // so that the others keep their stage loop's products back to back and no K checks
-  // (kernels/gemm.cl's QGEMM_I8: e0m4's 125 registers where one kernel for both took 138,
-  // two 256-item work-groups a compute unit, not one).
+  // (kernels/gemm.cl's QGEMM_I8: e0m4's 125 registers in clang's PTX where one kernel for
+  // both took 138, two 256-item work-groups a compute unit, not one; NVIDIA's compiler: 94).
   bool int8Codes() const {
     const bool cpAsync = scheme != Scheme::Q3h;  // (the others' code rows come by 16-byte cp.async)
     const bool groups = G % kInt8Block == 0 || G == 32 || G == 64;
