@@ -7,7 +7,7 @@
 #   scripts/kernel_bounds.sh build/bin/tl_model_tests [GTEST_FILTER]
 #
 # The default filter: KernelBounds (products and attention at ragged edges) and the kernel
-# tests whose shapes are small enough for a simulator (about a minute and a half in all;
+# tests whose shapes are small enough for a simulator (about two and a half minutes in all;
 # AttentionKernel's others take minutes each).
 #
 # -cl-opt-disable: Oclgrind 21.10's interpreter lacks intrinsics clang's optimizer makes

@@ -322,6 +322,22 @@ std::string refusalOf(Model& m) {
   return "";
 }
 
+void onEmulatedTensorCores(Model& m, const std::function<void(Executor&, bool)>& check) {
+  Graph graph(m.proto.graph());
+  ShapeAnalysis analysis = inferShapes(m, graph);
+  Device device(selectDevice(""), false);
+  device.setMmaEmulation(true);
+  device.setGpuKernels(true);
+  Executor ex(device, m, graph, analysis);
+  check(ex, true);
+}
+
+bool roundsActivations(const std::vector<Executor::LaunchNote>& launches) {
+  for (const auto& l : launches)
+    if (l.kernel.find("_mma_") != std::string::npos || l.kernel.find("_i8_") != std::string::npos) return true;
+  return false;
+}
+
 void roundRowsToInt8(float* rows, int64_t count, int64_t K, int64_t block) {
   const int64_t b = block > 0 ? block : K;
   for (int64_t r = 0; r < count; ++r)

@@ -72,6 +72,13 @@ void addInitializer(Model& model, const char* name, const std::vector<int64_t>& 
 // Runs a model on the default device in both kernel families, and in the GPU family again
 // as a GPU with 32 KB of local memory gets it, and hands each executor to `check`.
 void onBothFamilies(Model& m, const std::function<void(Executor&, bool)>& check);
+// Runs a model on the default device in the GPU family with the tensor-core kernels built
+// (their PTX emulated, Device::setMmaEmulation, where the device is not NVIDIA's) and
+// hands the executor to `check`: the tiles' arithmetic checked without an NVIDIA device.
+void onEmulatedTensorCores(Model& m, const std::function<void(Executor&, bool)>& check);
+// Whether any of `launches` rounds A before its products: the tensor-core tiles (an
+// `_mma_` kernel: fp16 operands) or the int8 rows (`_i8_`).
+bool roundsActivations(const std::vector<Executor::LaunchNote>& launches);
 // The error an Executor of `m` on the default device is refused with (its kernels are
 // looked up as it is made), or "" when it is made.
 std::string refusalOf(Model& m);

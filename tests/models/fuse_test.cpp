@@ -544,24 +544,22 @@ void expectCausalPrefill(const Families& families) {
   }
 }
 
-TEST(AttentionKernel, CausalPrefillMatchesReference) { expectCausalPrefill(onBothFamilies); }
+TEST(AttentionKernel, CausalPrefillMatchesReference) {
+  expectCausalPrefill([](Model& m, const std::function<void(Executor&, bool)>& check) { onBothFamilies(m, check); });
+}
 
 // ... through the tensor-core attention on any device, its PTX emulated
 // (Device::setMmaEmulation), so that its tiles' index arithmetic (heads of a group staged
 // together, the causal edge, ragged key tiles) is checked without an NVIDIA device.
 TEST(AttentionKernel, EmulatedTensorCoresCausalPrefill) {
   expectCausalPrefill([](Model& m, const std::function<void(Executor&, bool)>& check) {
-    Graph graph(m.proto.graph());
-    ShapeAnalysis analysis = inferShapes(m, graph);
-    Device device(selectDevice(""), false);
-    device.setMmaEmulation(true);
-    device.setGpuKernels(true);
-    Executor ex(device, m, graph, analysis);
-    ASSERT_TRUE(ex.kernels().has("attention_mma_d64") && ex.kernels().has("attention_mma_d128"));
-    check(ex, true);
-    const auto launches = ex.explain();
-    EXPECT_TRUE(std::any_of(launches.begin(), launches.end(),
-                            [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; }));
+    test::onEmulatedTensorCores(m, [&](Executor& ex, bool gpu) {
+      ASSERT_TRUE(ex.kernels().has("attention_mma_d64") && ex.kernels().has("attention_mma_d128"));
+      check(ex, gpu);
+      const auto launches = ex.explain();
+      EXPECT_TRUE(std::any_of(launches.begin(), launches.end(),
+                              [](const Executor::LaunchNote& l) { return l.kernel.rfind("attention_mma_", 0) == 0; }));
+    });
   });
 }
 

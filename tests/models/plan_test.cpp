@@ -827,10 +827,15 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
       const std::string where = scheme + ", family " + std::to_string(family);
       EXPECT_EQ(prefillKernels.count("copy_b32"), 0u) << where;
       // (a GPU builds no CPU family's prefill rows: there that family runs them in steps)
-      if (gpu || !d.device.info().isGpu)
+      if (gpu || !d.device.info().isGpu) {
         for (const auto& [layer, n] : prefill) EXPECT_LE(n, decode.at(layer)) << layer << ", " << where;
-      if (gpu) EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u) << where;
-      if (family == 2 && quantized) EXPECT_EQ(prefillKernels.count("qgemm64_mma_i8_e0m4"), 1u);
+      }
+      if (gpu) {
+        EXPECT_EQ(prefillKernels.count("rope_kv_f32"), 0u) << where;
+      }
+      if (family == 2 && quantized) {
+        EXPECT_EQ(prefillKernels.count("qgemm64_mma_i8_e0m4"), 1u);
+      }
       if (gpu) {
         EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u) << where;
       } else if (!d.device.info().isGpu) {  // the CPU prefill rows: the norms and GLUs inside the GEMMs

@@ -215,8 +215,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       auto got = ex.run(feed);
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, width}));
       const auto launches = ex.explain();
-      bool rounded = int8Rows(launches);  // A rounded to int8, or to fp16 on the tensor cores
-      for (const auto& l : launches) rounded |= l.kernel.find("_mma_") != std::string::npos;
+      const bool rounded = test::roundsActivations(launches);
       if (M > 4 && !quantized && K % 8 == 0 && (gpu || !device.info().isGpu)) {
         // float weights through the codes' prefill tiles (gemm_*f32 on GPUs, gemm_cpu_f32
         // on CPUs): the norm and the GLU inside, one launch
