@@ -1085,15 +1085,20 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 #define CPU_CAT(a, b) a##b
 #define CPU_VEC16(T) CPU_CAT(T, 16)
 
-#define QGEMM_CPU(NAME, PACK8, WORD_T, WORD, LEVEL16)                                         \
-  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
+// EXTRA_ARGS, ROPE_HALF and PAIRS: the plain rows' (none, 0, NO_PAIRS16) or the RoPE
+// epilogue's (ROPE_EPI_ARGS, D / 2, ROPE_PAIRS16: a task's 16 pairs of columns rotated and
+// stored as the portable tiles' RoPE rows do; not over 8-bit caches, whose blocks of 32
+// dims a task's 16 pairs do not hold).
+#define QGEMM_CPU(NAME, PACK8, WORD_T, WORD, LEVEL16, EXTRA_ARGS, ROPE_HALF, PAIRS)           \
+  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS EXTRA_ARGS) {   \
     float wt[CPU_KB * 32] __attribute__((aligned(64))), acc[CPU_MB * 32] __attribute__((aligned(64))); \
-    const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu ? 16 : 32);          \
+    const int rope_half = ROPE_HALF;                                                          \
+    const int m0 = get_group_id(1) * CPU_MB, c0 = get_group_id(0) * (glu || rope_half ? 16 : 32); \
     const int rows = min(CPU_MB, M - m0);                                                     \
     int col[32];                                                                              \
     __global const uchar* wc[32];                                                             \
     for (int j = 0; j < 32; ++j) {                                                            \
-      col[j] = tile_column(c0, j, j % 16, j >= 16, N, glu);                                   \
+      col[j] = paired_column(c0, j, j % 16, j >= 16, N, glu, rope_half);                      \
       wc[j] = W + (long)max(col[j], 0) * row_bytes;                                           \
     }                                                                                         \
     float nsq[CPU_MB];                                                                        \
@@ -1135,7 +1140,9 @@ I8_SCHEMES(QGEMM_I8_ROPE)
       const int m = m0 + r;                                                                   \
       const float sc = NW ? 1.0f / sqrt(nsq[r] / K + eps) : 1.0f;                             \
       const float* v = acc + r * 32;                                                          \
-      if (glu) {                                                                              \
+      if (rope_half) {                                                                        \
+        PAIRS(m, c0, v, sc)                                                                   \
+      } else if (glu) {                                                                       \
         if (glu == 1 && c0 + 16 <= N / 2) {                                                   \
           const float16 g = vload16(0, v) * sc + (bias ? vload16(0, bias + c0) : 0.0f);       \
           const float16 u = vload16(1, v) * sc + (bias ? vload16(0, bias + N / 2 + c0) : 0.0f); \
@@ -1330,9 +1337,62 @@ QGEMV_CPU(qgemv_cpu_e0m4, E0M4_LOAD, E0M4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_int4, INT4_LOAD, INT4_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q8, Q8_LOAD, Q8_LEVELS8)
 QGEMV_CPU(qgemv_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
-QGEMM_CPU(qgemm_cpu_e0m4, CODES_PACK8, uint, E0M4_LOAD, E0M4_LEVEL16)
-QGEMM_CPU(qgemm_cpu_int4, CODES_PACK8, uint, INT4_LOAD, INT4_LEVEL16)
-QGEMM_CPU(qgemm_cpu_q8, CODES_PACK8, ulong, Q8_WORD, Q8_LEVEL16)
-QGEMM_CPU(qgemm_cpu_q3h, CODES_PACK8, uint, Q3H_LOAD, Q3H_LEVEL16)
-QGEMM_CPU(gemm_cpu_f32, FLOATS_PACK8, uint, , )
+#ifndef TL_KV_Q8
+// Row m's 16 pairs from pair p0 (their sums v[j] and v[16 + j], times sc) rotated and
+// stored as ROPE_PAIR does; where they are one head's consecutive dims and the angles come
+// from position ids, with one float16 sincos for the 16: a scalar sincos a pair of each head
+// (ROPE_PAIR's) made bytellama's pp512 on PoCL 30% slower than the RoPE's own launch,
+// which computes a token's once for all heads.
+#define ROPE_PAIRS16(m, p0, v, sc)                                                            \
+  {                                                                                           \
+    const int R_ = D / 2, n0_ = rope_column(p0, 0, N, R_), Hq = N0 / D, Hk = N1 / D;          \
+    if (positions && R_ % 16 == 0 && rcs.s7 == 0 && n0_ >= 0 && (p0) + 16 <= N / 2) {         \
+      const int h_ = n0_ / D, d0_ = n0_ % D, b_ = (m) / seq, s_ = (m) % seq;                  \
+      float16 lo_ = vload16(0, v) * (sc), hi_ = vload16(1, v) * (sc);                         \
+      if (bias) {                                                                             \
+        lo_ += vload16(0, bias + n0_);                                                        \
+        hi_ += vload16(0, bias + n0_ + R_);                                                   \
+      }                                                                                       \
+      if (h_ < Hq + Hk) {                                                                     \
+        const float pos_ = (float)((__global const long*)cosv)[b_ * rcs.s4 + s_ * rcs.s6];    \
+        float16 c_;                                                                           \
+        const float16 sn_ = sincos(pos_ * vload16(0, sinv + d0_), &c_) * sscale;              \
+        c_ *= cscale;                                                                         \
+        const float16 x_ = lo_ * c_ - hi_ * sn_;                                              \
+        hi_ = hi_ * c_ + lo_ * sn_;                                                           \
+        lo_ = x_;                                                                             \
+      }                                                                                       \
+      if (h_ < Hq) {                                                                          \
+        __global float* q_ = QR + (((long)b_ * Hq + h_) * seq + s_) * D + d0_;                \
+        vstore16(lo_, 0, q_);                                                                 \
+        vstore16(hi_, 0, q_ + R_);                                                            \
+      } else {                                                                                \
+        __global KV_T* cache_ = h_ < Hq + Hk ? kc : vc;                                       \
+        const long at_ = ROPE_CACHE_AT(m, n0_, kv_rows[0]);                                   \
+        KV_ST8(lo_.lo, at_, cache_);                                                          \
+        KV_ST8(lo_.hi, at_ + 8, cache_);                                                      \
+        KV_ST8(hi_.lo, at_ + R_, cache_);                                                     \
+        KV_ST8(hi_.hi, at_ + R_ + 8, cache_);                                                 \
+      }                                                                                       \
+    } else {                                                                                  \
+      for (int j_ = 0; j_ < 16; ++j_) { ROPE_PAIR(m, (p0) + j_, v[j_] * (sc), v[16 + j_] * (sc)) } \
+    }                                                                                         \
+  }
+#endif
+#define NO_PAIRS16(m, p0, v, sc)
+// Each scheme's plain row and its RoPE row (ROPE: its name).
+#define QGEMM_CPU_ROWS(NAME, ROPE, PACK8, WORD_T, WORD, LEVEL16)                              \
+  QGEMM_CPU(NAME, PACK8, WORD_T, WORD, LEVEL16, , 0, NO_PAIRS16)                              \
+  QGEMM_CPU_ROPE(ROPE, PACK8, WORD_T, WORD, LEVEL16)
+#ifdef TL_KV_Q8
+#define QGEMM_CPU_ROPE(NAME, PACK8, WORD_T, WORD, LEVEL16)
+#else
+#define QGEMM_CPU_ROPE(NAME, PACK8, WORD_T, WORD, LEVEL16) \
+  QGEMM_CPU(NAME, PACK8, WORD_T, WORD, LEVEL16, ROPE_EPI_ARGS, D / 2, ROPE_PAIRS16)
+#endif
+QGEMM_CPU_ROWS(qgemm_cpu_e0m4, qgemm_cpu_rope_e0m4, CODES_PACK8, uint, E0M4_LOAD, E0M4_LEVEL16)
+QGEMM_CPU_ROWS(qgemm_cpu_int4, qgemm_cpu_rope_int4, CODES_PACK8, uint, INT4_LOAD, INT4_LEVEL16)
+QGEMM_CPU_ROWS(qgemm_cpu_q8, qgemm_cpu_rope_q8, CODES_PACK8, ulong, Q8_WORD, Q8_LEVEL16)
+QGEMM_CPU_ROWS(qgemm_cpu_q3h, qgemm_cpu_rope_q3h, CODES_PACK8, uint, Q3H_LOAD, Q3H_LEVEL16)
+QGEMM_CPU_ROWS(gemm_cpu_f32, gemm_cpu_rope_f32, FLOATS_PACK8, uint, , )
 #endif  // TL_CPU

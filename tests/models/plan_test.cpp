@@ -791,8 +791,9 @@ TEST(KvInPlace, AttentionOutputAlsoAGraphOutput) {
 // (emulated: the third family), and tl-fuse's rope-bshd left no Transpose to copy (where
 // the tensor-core attention takes the heads, the q/k/v projection's store does it:
 // AttentionKernel.RopeEpilogueOfTheQkvGemm). CPUs take their own prefill rows
-// (qgemm_cpu_*, gemm_cpu_f32, attention_cpu_f32; the RoPE apart), which a GPU does not
-// build (its CPU family runs the portable rows, uncounted). bytellama fp32 and e0m4, fused
+// (qgemm_cpu_*, gemm_cpu_f32, attention_cpu_f32; the QKV projection's RoPE row doing the
+// RoPE's work in its store), which a GPU does not build (its CPU family runs the portable
+// rows, uncounted). bytellama fp32 and e0m4, fused
 // and planned (in place), a 9-token prompt then 3 decode steps: the same greedy tokens in
 // the CPU and GPU families.
 TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
@@ -840,6 +841,7 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
         EXPECT_EQ(prefillKernels.count("attention_flash_f32"), 1u) << where;
       } else if (!d.device.info().isGpu) {  // the CPU prefill rows: the norms and GLUs inside the GEMMs
         EXPECT_EQ(prefillKernels.count(gemm + "_cpu_" + scheme), 1u) << where;
+        EXPECT_EQ(prefillKernels.count(gemm + "_cpu_rope_" + scheme), 1u) << where;  // the RoPE in the QKV GEMM's store
         EXPECT_EQ(prefillKernels.count("attention_cpu_f32"), 1u) << where;
         EXPECT_EQ(prefillKernels.count("rmsnorm_f32"), 0u) << where;
         EXPECT_EQ(prefillKernels.count("glu_f32"), 0u) << where;

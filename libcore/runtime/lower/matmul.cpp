@@ -264,6 +264,7 @@ struct QCase {
   bool halvesOk = true;  // the fp16 weights' rows may be taken (Device::halvesRows)
   bool handed = false;  // ... handed to it by the GEMV that writes its A (normHandoff)
   bool rope = false;  // its q, k and v go to a tl.RoPE over in-place caches (ropeForGemm)
+  bool kvQ8 = false;  // the plan's caches are 8-bit (Executor::kvType)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
@@ -289,6 +290,9 @@ struct QCase {
     return K % 8 == 0 && G % 8 == 0 && rowBytes % align == 0 && scheme != Scheme::W4a8;
   }
   bool gemm() const { return gpu && tiled(); }
+  // Whether the prefill rows here may take a tl.RoPE's work (ropeForGemm): the GPU tiles,
+  // or the CPU tasks (their 16 pairs of columns hold no 8-bit cache's block of 32 dims).
+  bool ropeRows() const { return gpu ? gemm() : tiled() && !kvQ8; }
   // ... in 128 x 128 tiles where they occupy three quarters of the compute units, else 64 x
   // 64 (4 x 4 an item: 44-46% of the fp32 peak where the 128s ran 52-62% on an H200, so a
   // few idle units cost less than the smaller tiles).
@@ -383,6 +387,9 @@ constexpr int64_t kCpuGemmRows = 132;  // kernels/gemm.cl's CPU_MB
 Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight columns per task
   return grid(c.glu ? up(c.N / 2, 16) : up(c.N, 32), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
+Geometry cpuGemmRopeGeometry(const QCase& c) {  // ... 16 rotated pairs of columns per task
+  return grid(up(c.N / 2, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
+}
 Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
 // ... through int8 activations: each task rounds A's row itself, then takes every
 // tasks-th block of 8 columns; kCpuI8Tasks a core (x rounded that many times a node: with
@@ -431,6 +438,7 @@ template <Scheme S> bool gemm64(const QCase& c) { return c.scheme == S && c.gemm
 template <Scheme S> bool gemm128Rope(const QCase& c) { return c.rope && gemm128<S>(c); }
 template <Scheme S> bool gemm64Rope(const QCase& c) { return c.rope && gemm64<S>(c); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
+template <Scheme S> bool cpuGemmRope(const QCase& c) { return c.rope && cpuGemm<S>(c) && c.ropeRows(); }
 template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
 // 16-level codes through int8 activations (kernels/gemm.cl's QGEMV_CPU_I8: built where
 // the CPU has AVX2), up to K = 8192: on this machine's PoCL (tl-bench --kernels, e0m4)
@@ -505,8 +513,10 @@ const char* const kFloatMma64Why =
 const char* const kFloatGemmWhy = "GPU prefill, float weights: the 128 x 128 fp32 tiles of the codes' rows, the norm and GLU inside";
 const char* const kFloatGemm64Why =
     "GPU prefill, float weights: 64 x 64 fp32 tiles (128s would leave a quarter of the device idle), the norm and GLU inside";
+const char* const kCpuGemmRopeWhy =
+    "CPU prefill: 132 x 32 tasks (16 pairs of columns), the norm inside, q and k rotated and the caches appended in its store (the RoPE's work)";
 const char* const kFloatCpuGemmWhy =
-    "CPU prefill, float weights: 96 x 32 tasks, each weight packed once a task, the codes' register tiles, the norm and GLU inside";
+    "CPU prefill, float weights: 132 x 32 tasks, each weight packed once a task, the codes' register tiles, the norm and GLU inside";
 const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
 const char* const kCpuI8GemvWhy =
     "CPU decode (AVX2): A rounded to int8 a block of 32 by each task, the codes times it 32 at a time (pmaddubsw), "
@@ -602,6 +612,11 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative},
     {"qgemv_cpu_q3h", cpuGemv<Q3h>, cpuGemvGeometry, kCpuGemvWhy, kNative},
+    {"qgemm_cpu_rope_e0m4", cpuGemmRope<E0m4>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
+    {"qgemm_cpu_rope_int4", cpuGemmRope<Int4>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
+    {"qgemm_cpu_rope_q8", cpuGemmRope<Q8>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
+    {"qgemm_cpu_rope_q3h", cpuGemmRope<Q3h>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
+    {"gemm_cpu_rope_f32", cpuGemmRope<F32>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
     {"qgemm_cpu_e0m4", cpuGemm<E0m4>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_int4", cpuGemm<Int4>, cpuGemmGeometry, kCpuGemmWhy, kNative},
     {"qgemm_cpu_q8", cpuGemm<Q8>, cpuGemmGeometry, kCpuGemmWhy, kNative},
@@ -635,6 +650,7 @@ QCase caseOf(const LowerNode& n, Scheme scheme, int64_t K, int64_t N, int64_t G,
   c.computeUnits = static_cast<int64_t>(n.ex.device().info().computeUnits);
   c.int8 = n.ex.device().int8Activations();
   c.halvesOk = n.ex.device().halvesRows();
+  c.kvQ8 = n.ex.kvType() == KvType::Q8;
   return c;
 }
 QCase qcase(const LowerNode& n) {
@@ -807,7 +823,7 @@ void qmatmulOp(const LowerNode& n) {
   c.handed = taken.has_value();
   if (taken) handoffScratch(n, *taken, c.K);
   if (given) handoffScratch(n, *given, c.N);
-  const int rope = c.gemm() ? ropeForGemm(n) : -1;  // (the tiles' rows alone take it)
+  const int rope = c.ropeRows() ? ropeForGemm(n) : -1;  // (the prefill rows alone take it)
   c.rope = rope >= 0;
   const auto& v = chooseVariant(kQMatMul, c, n);
   const int64_t groups = n.shape(n.in(2)).at(1);
@@ -888,7 +904,7 @@ void tlMatmulOp(const LowerNode& n) {
   }
   if (const auto f = floatCase(n)) {
     QCase fc = *f;
-    const int rope = fc.gemm() ? ropeForGemm(n) : -1;
+    const int rope = fc.ropeRows() ? ropeForGemm(n) : -1;
     fc.rope = rope >= 0;
     if (const auto* v = findVariant(kQMatMul, fc, n)) {
       Launch l = launchVariant(n, *v);
