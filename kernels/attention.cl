@@ -165,6 +165,63 @@ __kernel void attention_f32(__global const float* q, __global const KV_T* k, __g
 #define CPUQ_ADD16(i) o##i = fma((float16)p[16 * j + r0 + i], vj, o##i);
 #define CPUQ_SAVE16(i) vstore16(o##i, 0, acc + (r0 + i) * Dv + d);
 
+// The decode kernels (attention_dec*, attention_gqa_f32, attention_cpu_dec_f32) and the
+// portable GPU prefill one (attention_flash_f32) can do their layer's tl.RoPE with
+// in-place cache appends themselves (a tl.RoPE marked in_attention by tl-plan), a launch
+// fewer a layer: q is rotated from the RoPE's input xq as it is staged, the step's new
+// keys and values (keys [off, off + S)) come from its inputs xk (rotated) and xv, never
+// from the caches, and the work-groups of each kv head's first query head write them into
+// the caches kc and vc (k and v themselves) for the next steps. The inputs are
+// [B, H, S, D], or [B, S, H, D] where xbshd's bit 0, 1, 2 (q, k, v: the RoPE's x_bshd,
+// x2_bshd, x3_bshd) says so. The RoPE's position ids (row s of batch b
+// at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's rope_pos_at).
+// xq == 0: the RoPE ran.
+#define ATT_FRESH_ARGS                                                                                         \
+  __global const float *xq, __global const float *xk, __global const float *xv, __global KV_T *kc,             \
+      __global KV_T *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
+      float cscale, float sscale, int xbshd
+// Where row s of head h (of Hn, Dn wide) of batch b starts in a RoPE input, [B, S, Hn, Dn]
+// when bs, else [B, Hn, S, Dn].
+#define ATT_XROW(bs, b, h, s, Hn, Dn) \
+  ((bs) ? (((long)(b) * S + (s)) * (Hn) + (h)) * (Dn) : (((long)(b) * (Hn) + (h)) * S + (s)) * (Dn))
+// Element d of the head row x of batch b's row s, rotated (common.cl's rope_pos_at).
+#define ATT_ROPE(x, d, b, s) rope_pos_at(x, d, d, rot, (float)pos[(b) * pbs + (s) * pss], inv_freq, cscale, sscale)
+#define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
+// Element d of row s of query head h, rotated from xq.
+#define ATT_FRESH_QH(b, h, s, d) ATT_ROPE(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), d, b, s)
+// Element d of new row j of kv head g in batch b: the key rotated, the value.
+#define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), d, b, j)
+#define ATT_FRESH_V(b, g, j, d) xv[ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv) + (d)]
+// New rows [r0, r1) of kv head g into the caches after their true length `off` (a launch
+// that does this uses its own copies of those rows, whatever it reads there), by the
+// group's NT items from item `lid`: an element an item, or for q8 caches a block of 32.
+#ifdef TL_KV_Q8
+#define ATT_FRESH_BLOCKS(b, g, W, VALUE, SB, SH, ST, C, NT, r0, r1)                                              \
+  for (int e = 32 * lid; e < ((r1) - (r0)) * (W); e += 32 * (NT)) {                                              \
+    const int j_ = (r0) + e / (W), d_ = e % (W);                                                                 \
+    float x_[32];                                                                                                \
+    for (int u = 0; u < 32; ++u) x_[u] = VALUE(b, g, j_, d_ + u);                                                \
+    kv_q8_store(x_, (long)(b) * (SB) + (long)(g) * (SH) + (long)(off + j_) * (ST) + d_, C);                      \
+  }
+#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
+  {                                                                                                                    \
+    ATT_FRESH_BLOCKS(b, g, D, ATT_FRESH_K, ksb, ksh, kst, kc, NT, r0, r1)                                              \
+    ATT_FRESH_BLOCKS(b, g, Dv, ATT_FRESH_V, vsb, vsh, vst, vc, NT, r0, r1)                                             \
+  }
+#else
+#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
+  {                                                                                                                    \
+    for (int e = lid; e < ((r1) - (r0)) * D; e += (NT)) {                                                              \
+      const int j_ = (r0) + e / D;                                                                                     \
+      KV_ST(ATT_FRESH_K(b, g, j_, e % D), (long)(b) * ksb + (long)(g) * ksh + (long)(off + j_) * kst + e % D, kc);     \
+    }                                                                                                                  \
+    for (int e = lid; e < ((r1) - (r0)) * Dv; e += (NT)) {                                                             \
+      const int j_ = (r0) + e / Dv;                                                                                    \
+      KV_ST(ATT_FRESH_V(b, g, j_, e % Dv), (long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv, vc);   \
+    }                                                                                                                  \
+  }
+#endif
+
 #ifdef TL_CPU
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask,
@@ -255,41 +312,107 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // attention_f32, but keys go 16 at a time: their dots 8 dims a step, the block's maximum
 // rescales the sums once, and the values add into the output 8 dims at a time with the
 // block's 16 weights, so a row's sums are loaded and stored once a block, not once a key.
+// With a RoPE's work (ATT_FRESH_ARGS, after the GPU rows' rules) q is rotated from xq, the
+// step's S new keys and values come rotated from xk and xv into private rows (the blocks
+// holding keys [off, off + S) read them there), and the task of each kv head's first
+// query head at s == 0 writes them into the caches: the RoPE's launch a layer saved (on
+// this machine's PoCL some 4 µs each, docs/tl-bench.md).
+// Block t0's n keys, each key's 8 dims at d by K8(t, d), its values' by V8(t, d).
+#define ATT_CPU_DEC_BLOCK(K8, V8)                                                                  \
+  {                                                                                                \
+    float bm = -INFINITY;                                                                          \
+    for (int j = 0; j < n; ++j) {                                                                  \
+      float8 a = 0.0f;                                                                             \
+      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qv + d), K8(t0 + j, d), a);                 \
+      x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,             \
+                       att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);         \
+      bm = fmax(bm, x[j]);                                                                         \
+    }                                                                                              \
+    if (bm == -INFINITY) continue;                                                                 \
+    float corr = 1.0f; /* a new maximum rescales what was summed so far */                         \
+    if (bm > m) {                                                                                  \
+      corr = exp(m - bm);                                                                          \
+      l *= corr;                                                                                   \
+      m = bm;                                                                                      \
+    }                                                                                              \
+    for (int j = 0; j < n; ++j) {                                                                  \
+      x[j] = x[j] == -INFINITY ? 0.0f : exp(x[j] - m);                                             \
+      l += x[j];                                                                                   \
+    }                                                                                              \
+    for (int d = 0; d < Dv; d += 8) {                                                              \
+      float8 o = vload8(0, acc + d) * corr;                                                        \
+      for (int j = 0; j < n; ++j) o = fma((float8)x[j], V8(t0 + j, d), o);                         \
+      vstore8(o, 0, acc + d);                                                                      \
+    }                                                                                              \
+  }
+#define ATT_CPU_K8(t, d) KV_LD8((d) / 8, KV_AT(kb, (long)(t) * kst))
+#define ATT_CPU_V8(t, d) KV_LD8((d) / 8, KV_AT(vb, (long)(t) * vst))
+#define ATT_CPU_NEW(t) ((t) >= off && (t) - off < S)
+#define ATT_CPU_FK8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fk + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_K8(t, d))
+#define ATT_CPU_FV8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fv + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_V8(t, d))
+// Head row x (D wide) rotated into y by the cos c and sin sn of its pairs (common.cl's
+// rope_rotate, an angle a pair).
+inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, const float* c, const float* sn) {
+  const int R = rot / 2;
+  for (int d = 0; d < R; ++d) {
+    y[d] = x[d] * c[d] - x[d + R] * sn[d];
+    y[d + R] = x[d + R] * c[d] + x[d] * sn[d];
+  }
+  for (int d = rot; d < D; ++d) y[d] = x[d];
+}
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f32(
     __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask,
-    __global float* out, ATT_ARGS) {
+    __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
   ATT_ROW_START(get_group_id(0))
-  float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32))), qv[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  if (xq) {
+    // each new row's angles once, 8 pairs a sincos where they allow, for its key and (row s) q
+    float c[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32))), sn[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32)));
+    const int R = rot / 2;
+    for (int j = 0; j < S; ++j) {
+      const float p = (float)pos[b * pbs + j * pss];
+      if (R % 8 == 0) {
+        for (int d = 0; d < R; d += 8) {
+          float8 c8;
+          vstore8(sincos(p * vload8(0, inv_freq + d), &c8) * sscale, 0, sn + d);
+          vstore8(c8 * cscale, 0, c + d);
+        }
+      } else {
+        for (int d = 0; d < R; ++d) {
+          const float2 t = rope_pos_trig(p, inv_freq, d, rot, cscale, sscale);
+          c[d] = t.x;
+          sn[d] = t.y;
+        }
+      }
+      att_cpu_rotate(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), fk + j * ATT_CPUQ_MAX_D, D, rot, c, sn);
+      __global const float* xvr = xv + ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv);
+      for (int d = 0; d < Dv; ++d) fv[j * ATT_CPUQ_MAX_D + d] = xvr[d];
+      if (j == s) att_cpu_rotate(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), qv, D, rot, c, sn);
+    }
+    if (s == 0 && h % (H / Hkv) == 0) {  // the caches' new rows, by one task of the kv head
+      for (int j = 0; j < S; ++j) {
+        const long kat = (long)b * ksb + (long)g * ksh + (long)(off + j) * kst;
+        const long vat = (long)b * vsb + (long)g * vsh + (long)(off + j) * vst;
+#ifdef TL_KV_Q8
+        for (int d = 0; d < D; d += 32) kv_q8_store(fk + j * ATT_CPUQ_MAX_D + d, kat + d, kc);
+        for (int d = 0; d < Dv; d += 32) kv_q8_store(fv + j * ATT_CPUQ_MAX_D + d, vat + d, vc);
+#else
+        for (int d = 0; d < D; ++d) KV_ST(fk[j * ATT_CPUQ_MAX_D + d], kat + d, kc);
+        for (int d = 0; d < Dv; ++d) KV_ST(fv[j * ATT_CPUQ_MAX_D + d], vat + d, vc);
+#endif
+      }
+    }
+  } else {
+    for (int d = 0; d < D; ++d) qv[d] = qr[d];
+  }
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
   float m = -INFINITY, l = 0.0f, x[16];
   for (int t0 = 0; t0 < T; t0 += 16) {
     if (t0 >= seen && !att_needs_hidden(m, mask_value)) break;
     const int n = min(16, T - t0);
-    float bm = -INFINITY;
-    for (int j = 0; j < n; ++j) {
-      __global const KV_T* kr = KV_AT(kb, (long)(t0 + j) * kst);
-      float8 a = 0.0f;
-      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qr + d), KV_LD8(d / 8, kr), a);
-      x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,
-                       att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);
-      bm = fmax(bm, x[j]);
-    }
-    if (bm == -INFINITY) continue;
-    float corr = 1.0f;  // a new maximum rescales what was summed so far
-    if (bm > m) {
-      corr = exp(m - bm);
-      l *= corr;
-      m = bm;
-    }
-    for (int j = 0; j < n; ++j) {
-      x[j] = x[j] == -INFINITY ? 0.0f : exp(x[j] - m);
-      l += x[j];
-    }
-    for (int d = 0; d < Dv; d += 8) {
-      float8 o = vload8(0, acc + d) * corr;
-      for (int j = 0; j < n; ++j) o = fma((float8)x[j], KV_LD8(d / 8, KV_AT(vb, (long)(t0 + j) * vst)), o);
-      vstore8(o, 0, acc + d);
-    }
+    if (xq && t0 + n > off && t0 < off + S) ATT_CPU_DEC_BLOCK(ATT_CPU_FK8, ATT_CPU_FV8)
+    else ATT_CPU_DEC_BLOCK(ATT_CPU_K8, ATT_CPU_V8)
   }
   __global float* o = out + b * osb + h * osh + s * oss;
   // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
@@ -310,62 +433,6 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
 
 #define ATT_Q(r, d) q[(r) + (d)]
 
-// The decode kernels (attention_dec*, attention_gqa_f32) and the portable GPU prefill one
-// (attention_flash_f32) can do their layer's tl.RoPE with in-place cache appends
-// themselves (a tl.RoPE marked
-// in_attention by tl-plan), a launch fewer a layer: q is rotated from the RoPE's input xq
-// as it is staged, the step's new keys and values (keys [off, off + S)) come from its
-// inputs xk (rotated) and xv, never from the caches, and the work-groups of each kv head's
-// first query head write them into the caches kc and vc (k and v themselves) for the next
-// steps. The inputs are [B, H, S, D], or [B, S, H, D] where xbshd's bit 0, 1, 2 (q, k, v:
-// the RoPE's x_bshd, x2_bshd, x3_bshd) says so. The RoPE's position ids (row s of batch b
-// at pos[b * pbs + s * pss]), inv_freq and attributes follow (common.cl's rope_pos_at).
-// xq == 0: the RoPE ran.
-#define ATT_FRESH_ARGS                                                                                         \
-  __global const float *xq, __global const float *xk, __global const float *xv, __global KV_T *kc,             \
-      __global KV_T *vc, __global const long *pos, int pbs, int pss, __global const float *inv_freq, int rot, \
-      float cscale, float sscale, int xbshd
-// Where row s of head h (of Hn, Dn wide) of batch b starts in a RoPE input, [B, S, Hn, Dn]
-// when bs, else [B, Hn, S, Dn].
-#define ATT_XROW(bs, b, h, s, Hn, Dn) \
-  ((bs) ? (((long)(b) * S + (s)) * (Hn) + (h)) * (Dn) : (((long)(b) * (Hn) + (h)) * S + (s)) * (Dn))
-// Element d of the head row x of batch b's row s, rotated (common.cl's rope_pos_at).
-#define ATT_ROPE(x, d, b, s) rope_pos_at(x, d, d, rot, (float)pos[(b) * pbs + (s) * pss], inv_freq, cscale, sscale)
-#define ATT_FRESH_Q(r, d) (xq ? ATT_ROPE(xq + (r), d, b, s) : q[(r) + (d)])
-// Element d of row s of query head h, rotated from xq.
-#define ATT_FRESH_QH(b, h, s, d) ATT_ROPE(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), d, b, s)
-// Element d of new row j of kv head g in batch b: the key rotated, the value.
-#define ATT_FRESH_K(b, g, j, d) ATT_ROPE(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), d, b, j)
-#define ATT_FRESH_V(b, g, j, d) xv[ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv) + (d)]
-// New rows [r0, r1) of kv head g into the caches after their true length `off` (a launch
-// that does this uses its own copies of those rows, whatever it reads there), by the
-// group's NT items from item `lid`: an element an item, or for q8 caches a block of 32.
-#ifdef TL_KV_Q8
-#define ATT_FRESH_BLOCKS(b, g, W, VALUE, SB, SH, ST, C, NT, r0, r1)                                              \
-  for (int e = 32 * lid; e < ((r1) - (r0)) * (W); e += 32 * (NT)) {                                              \
-    const int j_ = (r0) + e / (W), d_ = e % (W);                                                                 \
-    float x_[32];                                                                                                \
-    for (int u = 0; u < 32; ++u) x_[u] = VALUE(b, g, j_, d_ + u);                                                \
-    kv_q8_store(x_, (long)(b) * (SB) + (long)(g) * (SH) + (long)(off + j_) * (ST) + d_, C);                      \
-  }
-#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
-  {                                                                                                                    \
-    ATT_FRESH_BLOCKS(b, g, D, ATT_FRESH_K, ksb, ksh, kst, kc, NT, r0, r1)                                              \
-    ATT_FRESH_BLOCKS(b, g, Dv, ATT_FRESH_V, vsb, vsh, vst, vc, NT, r0, r1)                                             \
-  }
-#else
-#define ATT_FRESH_STORE(b, g, NT, r0, r1)                                                                              \
-  {                                                                                                                    \
-    for (int e = lid; e < ((r1) - (r0)) * D; e += (NT)) {                                                              \
-      const int j_ = (r0) + e / D;                                                                                     \
-      KV_ST(ATT_FRESH_K(b, g, j_, e % D), (long)(b) * ksb + (long)(g) * ksh + (long)(off + j_) * kst + e % D, kc);     \
-    }                                                                                                                  \
-    for (int e = lid; e < ((r1) - (r0)) * Dv; e += (NT)) {                                                             \
-      const int j_ = (r0) + e / Dv;                                                                                    \
-      KV_ST(ATT_FRESH_V(b, g, j_, e % Dv), (long)(b) * vsb + (long)(g) * vsh + (long)(off + j_) * vst + e % Dv, vc);   \
-    }                                                                                                                  \
-  }
-#endif
 
 // GPU family: a work-group per (query row, split of the keys). Each block of RED_WG keys is
 // scored an item per key, max and sum reduced in local memory, and accumulated an item

@@ -1301,7 +1301,10 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
       for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                  \
         const int c0 = cb * (glu ? 4 : 8);                                                    \
         CPU_GEMV_COLUMNS(c0)                                                                  \
+        /* each group's sums scaled as vectors, added across lanes once at the end */        \
+        float8 vs[8];                                                                         \
         float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                        \
+        _Pragma("unroll") for (int j = 0; j < 8; ++j) vs[j] = 0.0f;                           \
         for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
           float8 acc[8];                                                                      \
           float sx = 0.0f;                                                                    \
@@ -1320,10 +1323,11 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
           }                                                                                   \
           _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                     \
             const float s = S[sg[j] + gi];                                                    \
-            v[j] += LEVEL_STEP(s) * sum8(acc[j]) + LEVEL_BASE(s, O[sg[j] + gi]) * sx;         \
+            vs[j] = fma(acc[j], (float8)LEVEL_STEP(s), vs[j]);                                \
+            v[j] += LEVEL_BASE(s, O[sg[j] + gi]) * sx;                                        \
           }                                                                                   \
         }                                                                                     \
-        for (int j = 0; j < 8; ++j) v[j] *= rinv;                                             \
+        for (int j = 0; j < 8; ++j) v[j] = (v[j] + sum8(vs[j])) * rinv;                       \
         CPU_GEMV_STORE(m, c0, v)                                                              \
       }                                                                                       \
     }                                                                                         \

@@ -145,13 +145,18 @@ void applyRewrites(Model& model, std::vector<Rewrite> rewrites) {
   std::set<size_t> removed;
   std::map<size_t, Rewrite*> fused;  // at the last replaced node's place, so the file stays in order
   std::map<size_t, onnx::NodeProto*> edited;
+  std::map<size_t, std::vector<Rewrite*>> early;
   for (auto& r : rewrites) {
+    if (!r.early.empty()) early[r.earlyAt].push_back(&r);
     removed.insert(r.remove.begin(), r.remove.end());
     fused[r.remove.back()] = &r;
     for (auto& [i, node] : r.edits) edited[i] = &node;
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int i = 0; i < g->node_size(); ++i) {
+    if (auto h = early.find(static_cast<size_t>(i)); h != early.end())
+      for (Rewrite* r : h->second)
+        for (auto& b : r->early) *nodes.Add() = std::move(b);
     auto f = fused.find(static_cast<size_t>(i));
     auto e = edited.find(static_cast<size_t>(i));
     if (f != fused.end()) {
@@ -186,6 +191,7 @@ std::string dropsARead(const PatternContext& c, const Rewrite& r) {
   std::map<size_t, const onnx::NodeProto*> edited;
   std::set<std::string> made(r.fused.output().begin(), r.fused.output().end());
   for (const auto& b : r.before) made.insert(b.output().begin(), b.output().end());
+  for (const auto& b : r.early) made.insert(b.output().begin(), b.output().end());
   for (const auto& [i, n] : r.edits) {
     edited[i] = &n;
     made.insert(n.output().begin(), n.output().end());

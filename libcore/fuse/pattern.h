@@ -52,6 +52,11 @@ struct Rewrite {
   std::vector<size_t> remove;
   onnx::NodeProto fused;
   std::vector<onnx::NodeProto> before;  // more new nodes, placed just before `fused`
+  // More new nodes, placed just before node `earlyAt` (the first after what they read), so
+  // that every reader of theirs may come earlier than `fused` (and, merged by cse, several
+  // rewrites' copies sit where the first reader can see them).
+  std::vector<onnx::NodeProto> early;
+  size_t earlyAt = 0;
   std::vector<std::pair<size_t, onnx::NodeProto>> edits;  // other nodes, rewritten where they stand
 };
 // N of a projection by a constant matrix: MatMul(a, W) with W a constant float [K, N], or

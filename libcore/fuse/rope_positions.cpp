@@ -104,9 +104,13 @@ std::string match(const PatternContext& c, size_t i, Rewrite& r) {
     u.add_input(axes.output(0));
     u.add_output(base + "/out");
     posIn = u.output(0);
-    r.before.push_back(axes);
-    r.before.push_back(u);
+    r.early.push_back(axes);
+    r.early.push_back(u);
   }
+  // Right after the position ids are made (the graph's start for an input), not before
+  // this RoPE: the lowering lets a projection take a RoPE's work only where the tables'
+  // producer comes before it, which layer 0's could not.
+  r.earlyAt = static_cast<size_t>(c.graph.producer(cos.pos) + 1);
   onnx::NodeProto rope = n;
   rope.set_input(1, posIn);
   rope.set_input(2, cos.invFreq);

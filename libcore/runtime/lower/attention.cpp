@@ -64,8 +64,8 @@ struct KeySplit {
   int64_t splits = 1, chunk = 0, groups = 0;
   size_t groupSize = 64;
 };
-// A row's `mode`. Dec, Gqa and Flash rows can do a tl.RoPE's work (joinedRope).
-enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu };
+// A row's `mode`. Dec, Gqa, Flash and CpuDec rows can do a tl.RoPE's work (joinedRope).
+enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu, CpuDec };
 constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
 constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
 constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's GQA_MERGE
@@ -181,7 +181,7 @@ const Variant<AttentionCase> kAttention[] = {
        return !c.gpu && c.S <= 4 && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
      },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); },
-     "CPU decode: a task per query row, keys 16 at a time, 8 dims a step", Cpu},
+     "CPU decode: a task per query row, keys 16 at a time, 8 dims a step", CpuDec},
     {"attention_f32", [](const AttentionCase&) { return true; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",
      Cpu},
@@ -233,10 +233,10 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
   return st.size() == 4 && st[1] == 0 && st[3] == 0 ? st : Dims{};
 }
 
-// The tl.RoPE whose work this attention launch (a decode or Flash row) does itself, or
-// null: tl-plan marked
-// it (`in_attention`: it appends to in-place caches that only this attention reads, and
-// its q is read by it alone), it wrote those caches at this binding, its new rows are
+// The tl.RoPE whose work this attention launch (a GPU or CPU decode row, or a Flash row)
+// does itself, or null: tl-plan marked it (`in_attention`: it appends to in-place caches
+// that only this attention reads, and its q is read by it alone), it wrote those caches
+// at this binding, its new rows are
 // [B, Hkv, S, D] with one position per (batch, row), and no buffer of this run overlaps
 // the RoPE's inputs, which the attention then reads (tl-plan keeps them alive; a plan
 // could still share them where a run binds other sizes). The decode rows read those
@@ -250,7 +250,7 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
 // pp128 32,080 and 36,910, Qwen2-0.5B dims 33,814 and 41,525; docs/tl-bench.md).
 const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
   const int mode = a.variant->mode;
-  if (mode != Dec && mode != Gqa && mode != Flash) return nullptr;
+  if (mode != Dec && mode != Gqa && mode != Flash && mode != CpuDec) return nullptr;
   const int at = n.ex.graph().producer(n.in(0));
   if (at < 0) return nullptr;
   const auto& r = n.ex.graph().node(static_cast<size_t>(at));
@@ -512,8 +512,8 @@ void attentionOp(const LowerNode& n) {
   if (n.ex.cacheStrides(n.in(1))) l.mem(Executor::kKvRows); else l.nullMem();
   const Geometry geometry = choice.variant->geometry(choice.c);
   if (mode == Cpu || mode == Tile) return l.run(geometry);
-  if (mode != Flash) l.i32(p.splits).i32(p.chunk);
-  if (mode == Dec || mode == Gqa || mode == Flash) {
+  if (mode != Flash && mode != CpuDec) l.i32(p.splits).i32(p.chunk);
+  if (mode != Wg) {
     const onnx::NodeProto* r = joinedRope(n, choice);
     if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
       const Dims ps = ropePositionStrides(n, *r, q);
@@ -530,7 +530,7 @@ void attentionOp(const LowerNode& n) {
     if (selfMerges) l.mem(merged); else l.nullMem();
   }
   l.run(geometry);
-  if (mode == Flash) return;
+  if (mode == Flash || mode == CpuDec) return;
   if (reader >= 0) n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
   if (p.splits > 1 && !readerMerges && !selfMerges)
     n.launch("attention_combine_f32", "the splits of the keys merged")
