@@ -1242,6 +1242,9 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // block of 16, 32 or 48 k: x's codes past K zeros, the codes' bytes read no further than
 // K), K <= CPU_I8_MAXK, groups a multiple of 64.
 #define CPU_I8_MAXK 8192
+// How far ahead of a column's codes a task asks for them (bytes): the 8 columns' streams
+// outran the hardware's prefetch (PoCL, AMD EPYC, 4096 x 4096: 0.73 -> 0.38-0.50 ms).
+#define CPU_I8_AHEAD 256
 typedef char tl_c32 __attribute__((ext_vector_type(32)));
 typedef short tl_s16 __attribute__((ext_vector_type(16)));
 inline tl_c32 c32_of(char16 a, char16 b) {
@@ -1315,6 +1318,7 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
             const int full = k + 64 <= K;                                                     \
             sx += xs[k / 64];                                                                 \
             _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                   \
+              __builtin_prefetch(wc[j] + k / 2 + CPU_I8_AHEAD);                               \
               const tl_c32 w = full ? load_c32(wc[j] + k / 2) : load_c32_part(wc[j] + k / 2, (K - k) / 2); \
               const tl_c32 lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f;               \
               const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
