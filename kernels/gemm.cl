@@ -1193,9 +1193,11 @@ I8_SCHEMES(QGEMM_I8_ROPE)
   }
 #define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
   __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
-    const int c0 = get_group_id(0) * (glu ? 4 : 8);                                           \
-    CPU_GEMV_COLUMNS(c0)                                                                      \
+    const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8; /* (a task may take several) */   \
+    for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0))                      \
     for (int m = 0; m < M; ++m) {                                                             \
+      const int c0 = cb * (glu ? 4 : 8);                                                      \
+      CPU_GEMV_COLUMNS(c0)                                                                    \
       __global const float* a = A + (long)m * K;                                              \
       float8 q = 0.0f, v8 = 0.0f;                                                             \
       for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                       \

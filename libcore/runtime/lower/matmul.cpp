@@ -390,14 +390,24 @@ Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight col
 Geometry cpuGemmRopeGeometry(const QCase& c) {  // ... 16 rotated pairs of columns per task
   return grid(up(c.N / 2, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
-Geometry cpuGemvGeometry(const QCase& c) { return grid(c.glu ? up(c.N / 2, 4) : up(c.N, 8), 1, 1, 1, 1); }
+// A CPU decode GEMV takes a task per kCpuTaskWeights weights at most: a CPU OpenCL's
+// workers sleep between launches, and one woken for less work delays the launch more than
+// it helps (PoCL on this 2-core VM, whose thread wake-ups take some 50 us: bytellama's 16
+// GEMVs as launches of 4 tasks 240-277 us a step, of one 151-156; scripts/
+// cpu_step_cl_lab.c, docs/tl-bench.md).
+constexpr int64_t kCpuTaskWeights = int64_t{1} << 20;
+int64_t cpuGemvTasks(const QCase& c, int64_t most) { return std::min(most, std::max<int64_t>(1, c.K * c.N / kCpuTaskWeights)); }
+Geometry cpuGemvGeometry(const QCase& c) {  // a task per 8 columns (4 gates and their ups), or fewer taking several
+  return grid(static_cast<size_t>(cpuGemvTasks(c, static_cast<int64_t>(c.glu ? up(c.N / 2, 4) : up(c.N, 8)))), 1, 1, 1, 1);
+}
 // ... through int8 activations: each task rounds A's row itself, then takes every
-// tasks-th block of 8 columns; kCpuI8Tasks a core (x rounded that many times a node: with
-// 8 a core, bytellama's GEMVs were 10-45% slower than with 2).
+// tasks-th block of 8 columns; up to kCpuI8Tasks a core (x rounded that many times a node:
+// with 8 a core, bytellama's GEMVs were 10-45% slower than with 2).
 constexpr int64_t kCpuI8Tasks = 2, kCpuI8MaxK = 8192;  // kernels/gemm.cl's CPU_I8_MAXK
 Geometry cpuI8Geometry(const QCase& c) {
   const int64_t blocks = static_cast<int64_t>(c.glu ? up(c.N / 2, 4) : up(c.N, 8));
-  return grid(static_cast<size_t>(std::min(blocks, kCpuI8Tasks * std::max<int64_t>(c.computeUnits, 1))), 1, 1, 1, 1);
+  return grid(static_cast<size_t>(cpuGemvTasks(c, std::min(blocks, kCpuI8Tasks * std::max<int64_t>(c.computeUnits, 1)))), 1, 1,
+              1, 1);
 }
 constexpr size_t kGemmWg = 256;  // kernels/gemm.cl's GEMM_WG
 template <int64_t T> Geometry gemmGeometry(const QCase& c) {  // a T x T tile of weight columns per work-group
@@ -517,7 +527,8 @@ const char* const kCpuGemmRopeWhy =
     "CPU prefill: 132 x 32 tasks (16 pairs of columns), the norm inside, q and k rotated and the caches appended in its store (the RoPE's work)";
 const char* const kFloatCpuGemmWhy =
     "CPU prefill, float weights: 132 x 32 tasks, each weight packed once a task, the codes' register tiles, the norm and GLU inside";
-const char* const kCpuGemvWhy = "CPU decode: 8 columns a task, codes along k 8 at a time, the norm and GLU inside";
+const char* const kCpuGemvWhy =
+    "CPU decode: 8 columns a pass, a task each (or one for few weights), codes along k 8 at a time, the norm and GLU inside";
 const char* const kCpuI8GemvWhy =
     "CPU decode (AVX2): A rounded to int8 a block of 32 by each task, the codes times it 32 at a time (pmaddubsw), "
     "the norm and GLU inside";
