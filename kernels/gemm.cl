@@ -1194,36 +1194,37 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 #define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
   __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
     const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8; /* (a task may take several) */   \
-    for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0))                      \
-    for (int m = 0; m < M; ++m) {                                                             \
+    for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                    \
       const int c0 = cb * (glu ? 4 : 8);                                                      \
       CPU_GEMV_COLUMNS(c0)                                                                    \
-      __global const float* a = A + (long)m * K;                                              \
-      float8 q = 0.0f, v8 = 0.0f;                                                             \
-      for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                       \
-        /* a group's sum_k x_k (l_k s + o) = s sum_k x_k l_k + o sum_k x_k, the 8 columns' at \
-           once in registers (a loop over them through memory took a fifth of the time) */    \
-        float8 acc[8], xs = 0.0f;                                                             \
-        _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = 0.0f;                          \
-        for (int k = k0; k < min(K, k0 + G); k += 8) {                                        \
-          float8 x = vload8(0, a + k);                                                        \
-          if (NW) {                                                                           \
-            q = fma(x, x, q);                                                                 \
-            x *= vload8(0, NW + k);                                                           \
+      for (int m = 0; m < M; ++m) {                                                           \
+        __global const float* a = A + (long)m * K;                                            \
+        float8 q = 0.0f, v8 = 0.0f;                                                           \
+        for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
+          /* a group's sum_k x_k (l_k s + o) = s sum_k x_k l_k + o sum_k x_k, the 8 columns' at \
+             once in registers (a loop over them through memory took a fifth of the time) */  \
+          float8 acc[8], xs = 0.0f;                                                           \
+          _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = 0.0f;                        \
+          for (int k = k0; k < min(K, k0 + G); k += 8) {                                      \
+            float8 x = vload8(0, a + k);                                                      \
+            if (NW) {                                                                         \
+              q = fma(x, x, q);                                                               \
+              x *= vload8(0, NW + k);                                                         \
+            }                                                                                 \
+            xs += x;                                                                          \
+            _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = fma(x, LEVELS8(LOAD(wc[j], k)), acc[j]); \
           }                                                                                   \
-          xs += x;                                                                            \
-          _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = fma(x, LEVELS8(LOAD(wc[j], k)), acc[j]); \
+          const float8 tot = (float8)(sum8(acc[0]), sum8(acc[1]), sum8(acc[2]), sum8(acc[3]), \
+                                      sum8(acc[4]), sum8(acc[5]), sum8(acc[6]), sum8(acc[7])); \
+          float s[8], o[8];                                                                   \
+          _Pragma("unroll") for (int j = 0; j < 8; ++j) s[j] = S[sg[j] + gi], o[j] = O[sg[j] + gi]; \
+          const float8 s8 = vload8(0, s), o8 = vload8(0, o);                                  \
+          v8 = fma(s8, tot, fma(o8, (float8)sum8(xs), v8));                                  \
         }                                                                                     \
-        const float8 tot = (float8)(sum8(acc[0]), sum8(acc[1]), sum8(acc[2]), sum8(acc[3]),  \
-                                    sum8(acc[4]), sum8(acc[5]), sum8(acc[6]), sum8(acc[7]));  \
-        float s[8], o[8];                                                                     \
-        _Pragma("unroll") for (int j = 0; j < 8; ++j) s[j] = S[sg[j] + gi], o[j] = O[sg[j] + gi]; \
-        const float8 s8 = vload8(0, s), o8 = vload8(0, o);                                    \
-        v8 = fma(s8, tot, fma(o8, (float8)sum8(xs), v8));                                    \
+        float v[8];                                                                           \
+        vstore8(v8 * (NW ? 1.0f / sqrt(sum8(q) / K + eps) : 1.0f), 0, v);                     \
+        CPU_GEMV_STORE(m, c0, v)                                                              \
       }                                                                                       \
-      float v[8];                                                                             \
-      vstore8(v8 * (NW ? 1.0f / sqrt(sum8(q) / K + eps) : 1.0f), 0, v);                       \
-      CPU_GEMV_STORE(m, c0, v)                                                                \
     }                                                                                         \
   }
 

@@ -66,6 +66,8 @@ struct KeySplit {
 };
 // A row's `mode`. Dec, Gqa, Flash and CpuDec rows can do a tl.RoPE's work (joinedRope).
 enum Mode { Tile, Flash, Gqa, Dec, Wg, Cpu, CpuDec };
+// Whether a row of this mode takes ATT_FRESH_ARGS (kernels/attention.cl): a RoPE's work.
+bool takesRope(int mode) { return mode == Dec || mode == Gqa || mode == Flash || mode == CpuDec; }
 constexpr int64_t kMaxGroups = 1024;   // so at most 1024 splits: attention_combine_f32's ATT_MAX_SPLITS
 constexpr int64_t kGqaBlock = 32, kGqaGroup = 256;  // kernels/attention.cl's GQA_BK, GQA_WG
 constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's GQA_MERGE
@@ -250,7 +252,7 @@ Dims ropePositionStrides(const LowerNode& n, const onnx::NodeProto& rope, const 
 // pp128 32,080 and 36,910, Qwen2-0.5B dims 33,814 and 41,525; docs/tl-bench.md).
 const onnx::NodeProto* joinedRope(const LowerNode& n, const AttentionChoice& a) {
   const int mode = a.variant->mode;
-  if (mode != Dec && mode != Gqa && mode != Flash && mode != CpuDec) return nullptr;
+  if (!takesRope(mode)) return nullptr;
   const int at = n.ex.graph().producer(n.in(0));
   if (at < 0) return nullptr;
   const auto& r = n.ex.graph().node(static_cast<size_t>(at));
@@ -513,7 +515,7 @@ void attentionOp(const LowerNode& n) {
   const Geometry geometry = choice.variant->geometry(choice.c);
   if (mode == Cpu || mode == Tile) return l.run(geometry);
   if (mode != Flash && mode != CpuDec) l.i32(p.splits).i32(p.chunk);
-  if (mode != Wg) {
+  if (takesRope(mode)) {
     const onnx::NodeProto* r = joinedRope(n, choice);
     if (r) {  // rope_kv_f32's work (ropeInPlace), from the RoPE's own inputs
       const Dims ps = ropePositionStrides(n, *r, q);
