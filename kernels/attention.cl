@@ -318,8 +318,43 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // query head at s == 0 writes them into the caches: the RoPE's launch a layer saved (on
 // this machine's PoCL some 4 µs each, docs/tl-bench.md).
 // Block t0's n keys, each key's 8 dims at d by K8(t, d), its values' by V8(t, d).
+// A block of 16 keys without a float mask or a soft cap takes its scores, maximum and
+// exponentials as one float16: the scalar exp and max a key had been most of a decode
+// step's attention once the launches were chained (perf, PoCL).
 #define ATT_CPU_DEC_BLOCK(K8, V8)                                                                  \
-  {                                                                                                \
+  if (plain && n == 16) {                                                                          \
+    int hid[16] __attribute__((aligned(64)));                                                      \
+    for (int j = 0; j < 16; ++j) hid[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
+    float8 a[16];                                                                                  \
+    for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                                      \
+    for (int d = 0; d < D; d += 8) {                                                               \
+      const float8 q8 = vload8(0, qv + d);                                                         \
+      for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);                           \
+    }                                                                                              \
+    const float16 sc = (float16)(sum8(a[0]), sum8(a[1]), sum8(a[2]), sum8(a[3]), sum8(a[4]),      \
+                                 sum8(a[5]), sum8(a[6]), sum8(a[7]), sum8(a[8]), sum8(a[9]),      \
+                                 sum8(a[10]), sum8(a[11]), sum8(a[12]), sum8(a[13]), sum8(a[14]), \
+                                 sum8(a[15])) * scale +                                            \
+                     select((float16)0.0f, (float16)mask_value, vload16(0, hid));                  \
+    const float8 h8 = fmax(sc.lo, sc.hi);                                                          \
+    const float4 h4 = fmax(h8.lo, h8.hi);                                                          \
+    const float bm = fmax(fmax(h4.x, h4.y), fmax(h4.z, h4.w));                                     \
+    if (bm == -INFINITY) continue;                                                                 \
+    float corr = 1.0f;                                                                             \
+    if (bm > m) {                                                                                  \
+      corr = exp(m - bm);                                                                          \
+      l *= corr;                                                                                   \
+      m = bm;                                                                                      \
+    }                                                                                              \
+    const float16 p = exp(sc - m);                                                                 \
+    l += sum8(p.lo) + sum8(p.hi);                                                                  \
+    vstore16(p, 0, x);                                                                             \
+    for (int d = 0; d < Dv; d += 8) {                                                              \
+      float8 o = vload8(0, acc + d) * corr;                                                        \
+      for (int j = 0; j < 16; ++j) o = fma((float8)x[j], V8(t0 + j, d), o);                        \
+      vstore8(o, 0, acc + d);                                                                      \
+    }                                                                                              \
+  } else {                                                                                         \
     float bm = -INFINITY;                                                                          \
     for (int j = 0; j < n; ++j) {                                                                  \
       float8 a = 0.0f;                                                                             \
@@ -360,10 +395,9 @@ inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, co
   }
   for (int d = rot; d < D; ++d) y[d] = x[d];
 }
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f32(
-    __global const float* q, __global const KV_T* k, __global const KV_T* v, __global const float* mask,
-    __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
-  ATT_ROW_START(get_group_id(0))
+TASK_KERNEL(attention_cpu_dec_f32, __global const float* q, __global const KV_T* k, __global const KV_T* v,
+            __global const float* mask, __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
+  ATT_ROW_START(TASK_ID)
   float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32))), qv[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   if (xq) {
@@ -407,7 +441,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_dec_f
     for (int d = 0; d < D; ++d) qv[d] = qr[d];
   }
   for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
-  float m = -INFINITY, l = 0.0f, x[16];
+  float m = -INFINITY, l = 0.0f, x[16] __attribute__((aligned(64)));
+  const int plain = !has_mask && !(softcap > 0.0f);
   for (int t0 = 0; t0 < T; t0 += 16) {
     if (t0 >= seen && !att_needs_hidden(m, mask_value)) break;
     const int n = min(16, T - t0);

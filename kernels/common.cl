@@ -251,6 +251,24 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 // into output column j.
 #define GEMV_ARGS __global const float *NW, float eps, int glu
 
+// A CPU task kernel (a work-group of one item, its task index and count along dim 0, its
+// row along dim 1): a
+// kernel, or under TL_TASKS (runtime/executor/chains.cpp's programs) a function NAME_task
+// of the task index and count first, so that one kernel of one task can run several
+// launches' tasks in turn (a CPU OpenCL's workers sleep between launches, and waking them
+// costs a short launch more than its work).
+#ifdef TL_TASKS
+#define TASK_KERNEL(NAME, ...) void NAME##_task(const int tl_task, const int tl_tasks, __VA_ARGS__)
+#define TASK_ID tl_task
+#define TASK_COUNT tl_tasks
+#define TASK_ROW 0 /* chains take launches of one task along dims 1 and 2 */
+#else
+#define TASK_KERNEL(NAME, ...) __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(__VA_ARGS__)
+#define TASK_ID ((int)get_group_id(0))
+#define TASK_COUNT ((int)get_num_groups(0))
+#define TASK_ROW ((int)get_group_id(1))
+#endif
+
 // The sum of a float8's lanes.
 inline float sum8(float8 v) { return dot(v.lo, (float4)1.0f) + dot(v.hi, (float4)1.0f); }
 
@@ -258,6 +276,12 @@ inline float sum8(float8 v) { return dot(v.lo, (float4)1.0f) + dot(v.hi, (float4
 // 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its
 // tanh form, as ONNX Gelu's kernels.
 inline float glu_gate(float x, int kind) {
+  if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));
+  if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+  return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+// ... of 4 gates at once (a CPU decode task's: one vector exp for its 4, not 4 scalar ones).
+inline float4 glu_gate4(float4 x, int kind) {
   if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));
   if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
   return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));

@@ -1185,16 +1185,19 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // ... and their sums v of row m stored (with a GLU: each gate's and its up's).
 #define CPU_GEMV_STORE(m, c0, v)                                                              \
   if (glu) {                                                                                  \
+    float g_[4];                                                                              \
+    for (int j = 0; j < 4; ++j) g_[j] = v[j] + ((c0) + j < N / 2 ? BIAS((c0) + j) : 0.0f);    \
+    vstore4(glu_gate4(vload4(0, g_), glu), 0, g_);                                            \
     for (int j = 0; j < 4; ++j)                                                               \
-      if ((c0) + j < N / 2) STORE_GLU(m, (c0) + j, v[j], v[4 + j], N / 2);                    \
+      if ((c0) + j < N / 2) OUT_AT(m, (c0) + j) = g_[j] * (v[4 + j] + BIAS(N / 2 + (c0) + j)); \
   } else {                                                                                    \
     for (int j = 0; j < 8; ++j)                                                               \
       if ((c0) + j < N) STORE(m, (c0) + j, v[j]);                                             \
   }
 #define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
-  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
+  TASK_KERNEL(NAME, GEMM_ARGS) {                                                              \
     const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8; /* (a task may take several) */   \
-    for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                    \
+    for (int cb = TASK_ID; cb < blocks; cb += TASK_COUNT) {                                   \
       const int c0 = cb * (glu ? 4 : 8);                                                      \
       CPU_GEMV_COLUMNS(c0)                                                                    \
       for (int m = 0; m < M; ++m) {                                                           \
@@ -1238,7 +1241,7 @@ I8_SCHEMES(QGEMM_I8_ROPE)
 // then their odd k), x's bytes stored in that order; the levels being uniform (w = c s' +
 // o' in a group: e0m4 s' = s / 8, o' = 2 s + o; int4 s, o), a group's sum is s' d sum(xq c)
 // + o' sum(x), the blocks' steps d applied to the int32 sums as floats. Each task rounds
-// x itself into local memory, then takes 8 columns (4 gates and their ups) at a time,
+// x itself into private arrays, then takes 8 columns (4 gates and their ups) at a time,
 // every (launch's tasks)-th block of them: few tasks (matmul.cpp's cpuI8Geometry), so that
 // x is rounded a few times, not once for every 8 columns. 1.3-1.9 times the fp32 form's
 // speed on this machine's PoCL up to K = 8192 (docs/tl-bench.md). Needs K % 16 == 0 (a last
@@ -1267,8 +1270,7 @@ inline tl_c32 load_c32_part(__global const uchar* p, int n) {
 // Row a of K values (times NW) into xq (64 k: the two blocks' even k, then their odd k),
 // d8 (each 64 k's steps as d0 x 4, d1 x 4) and xs (each 64 k's exact sum); its sum of
 // squares (before NW) returned.
-inline float cpu_i8_round(__global const float* a, __global const float* NW, int K, __local char* xq,
-                          __local float8* d8, __local float* xs) {
+inline float cpu_i8_round(__global const float* a, __global const float* NW, int K, char* xq, float8* d8, float* xs) {
   float8 sq = 0.0f;
   for (int k0 = 0; k0 < K; k0 += 64) {
     float8 v[8];
@@ -1295,46 +1297,65 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
   }
   return sum8(sq);
 }
+// Column j's 64 k from k (codes read by LOAD) times x's into its int32 sums, as floats
+// times the blocks' steps into a##j. The 8 columns are written out: as a loop PoCL kept
+// their sums on the stack (perf: a store and a reload a column a step).
+#define CPU_I8_DOT(j, LOAD)                                                                   \
+  {                                                                                           \
+    __builtin_prefetch(wc[j] + k / 2 + CPU_I8_AHEAD);                                         \
+    const tl_c32 w = LOAD(wc[j] + k / 2);                                                     \
+    const tl_c32 lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f;                 \
+    const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
+    a##j = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (tl_s16)1)), d, a##j);             \
+  }
+#define CPU_I8_DOTS(LOAD)                                                                     \
+  CPU_I8_DOT(0, LOAD) CPU_I8_DOT(1, LOAD) CPU_I8_DOT(2, LOAD) CPU_I8_DOT(3, LOAD)             \
+  CPU_I8_DOT(4, LOAD) CPU_I8_DOT(5, LOAD) CPU_I8_DOT(6, LOAD) CPU_I8_DOT(7, LOAD)
+#define CPU_I8_FULL(p) load_c32(p)
+#define CPU_I8_PART(p) load_c32_part(p, (K - k) / 2)
+// A group's sums of column j scaled into vs##j (as vectors, added across lanes once at
+// the end) and its offsets' part into v[j].
+#define CPU_I8_GROUP(j, LEVEL_STEP, LEVEL_BASE)                                               \
+  {                                                                                           \
+    const float s_ = S[sg[j] + gi];                                                           \
+    vs##j = fma(a##j, (float8)LEVEL_STEP(s_), vs##j);                                         \
+    v[j] += LEVEL_BASE(s_, O[sg[j] + gi]) * sx;                                               \
+  }
 #define QGEMV_CPU_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                            \
-  __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(GEMM_ARGS) {              \
-    __local char xq[CPU_I8_MAXK];                                                             \
-    __local float8 d8[CPU_I8_MAXK / 64];                                                      \
-    __local float xs[CPU_I8_MAXK / 64];                                                       \
+  TASK_KERNEL(NAME, GEMM_ARGS) {                                                              \
+    char xq[CPU_I8_MAXK] __attribute__((aligned(32)));                                        \
+    float8 d8[CPU_I8_MAXK / 64];                                                              \
+    float xs[CPU_I8_MAXK / 64];                                                               \
     const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8;                                   \
     for (int m = 0; m < M; ++m) {                                                             \
       const float ss = cpu_i8_round(A + (long)m * K, NW, K, xq, d8, xs);                      \
       const float rinv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;                               \
-      for (int cb = get_group_id(0); cb < blocks; cb += get_num_groups(0)) {                  \
+      for (int cb = TASK_ID; cb < blocks; cb += TASK_COUNT) {                                 \
         const int c0 = cb * (glu ? 4 : 8);                                                    \
         CPU_GEMV_COLUMNS(c0)                                                                  \
-        /* each group's sums scaled as vectors, added across lanes once at the end */        \
-        float8 vs[8];                                                                         \
+        float8 vs0 = 0.0f, vs1 = 0.0f, vs2 = 0.0f, vs3 = 0.0f, vs4 = 0.0f, vs5 = 0.0f, vs6 = 0.0f, vs7 = 0.0f; \
         float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                        \
-        _Pragma("unroll") for (int j = 0; j < 8; ++j) vs[j] = 0.0f;                           \
         for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
-          float8 acc[8];                                                                      \
+          float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f; \
           float sx = 0.0f;                                                                    \
-          _Pragma("unroll") for (int j = 0; j < 8; ++j) acc[j] = 0.0f;                        \
           for (int k = k0; k < min(K, k0 + G); k += 64) {                                     \
-            const tl_c32 xe = *(__local const tl_c32*)(xq + k), xo = *(__local const tl_c32*)(xq + k + 32); \
+            const tl_c32 xe = *(const tl_c32*)(xq + k), xo = *(const tl_c32*)(xq + k + 32);   \
             const float8 d = d8[k / 64];                                                      \
-            const int full = k + 64 <= K;                                                     \
             sx += xs[k / 64];                                                                 \
-            _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                   \
-              __builtin_prefetch(wc[j] + k / 2 + CPU_I8_AHEAD);                               \
-              const tl_c32 w = full ? load_c32(wc[j] + k / 2) : load_c32_part(wc[j] + k / 2, (K - k) / 2); \
-              const tl_c32 lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f;               \
-              const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
-              acc[j] = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (tl_s16)1)), d, acc[j]); \
+            if (k + 64 <= K) {                                                                \
+              CPU_I8_DOTS(CPU_I8_FULL)                                                        \
+            } else {                                                                          \
+              CPU_I8_DOTS(CPU_I8_PART)                                                        \
             }                                                                                 \
           }                                                                                   \
-          _Pragma("unroll") for (int j = 0; j < 8; ++j) {                                     \
-            const float s = S[sg[j] + gi];                                                    \
-            vs[j] = fma(acc[j], (float8)LEVEL_STEP(s), vs[j]);                                \
-            v[j] += LEVEL_BASE(s, O[sg[j] + gi]) * sx;                                        \
-          }                                                                                   \
+          CPU_I8_GROUP(0, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(1, LEVEL_STEP, LEVEL_BASE)     \
+          CPU_I8_GROUP(2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(3, LEVEL_STEP, LEVEL_BASE)     \
+          CPU_I8_GROUP(4, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(5, LEVEL_STEP, LEVEL_BASE)     \
+          CPU_I8_GROUP(6, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(7, LEVEL_STEP, LEVEL_BASE)     \
         }                                                                                     \
-        for (int j = 0; j < 8; ++j) v[j] = (v[j] + sum8(vs[j])) * rinv;                       \
+        v[0] += sum8(vs0), v[1] += sum8(vs1), v[2] += sum8(vs2), v[3] += sum8(vs3);           \
+        v[4] += sum8(vs4), v[5] += sum8(vs5), v[6] += sum8(vs6), v[7] += sum8(vs7);           \
+        for (int j = 0; j < 8; ++j) v[j] *= rinv;                                             \
         CPU_GEMV_STORE(m, c0, v)                                                              \
       }                                                                                       \
     }                                                                                         \

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
                "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
+  bool noChains = false;
+  app.add_flag("--no-chains", noChains,
+               "CPU kernels: replay a step's one-item launches each on its own, not joined into task chains\n"
+               "(a kernel of one task that runs a run of them in turn; tl-run --explain lists the chains)");
   return tool.run(argc, argv, [&] {
     // Where the report goes and in which format (-o takes llama-bench's format names too).
     std::string out = tool.output();
@@ -212,6 +216,7 @@ int main(int argc, char** argv) {
 
     tl::Device dev(tl::selectDevice(device), false);
     dev.setCommandBuffers(!noCommandBuffers);
+    dev.setTaskChains(!noChains);
     tl::setGemmChoice(dev, gemm);
     tl::BenchReport report;
     progress("probing " + dev.info().name);

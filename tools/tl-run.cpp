@@ -47,7 +47,8 @@ namespace {
 // grid and why (runtime/lower/, the family's table of variants).
 void printExplain(const tl::Executor& ex, const char* run) {
   const auto notes = ex.explain();
-  std::fprintf(stderr, "explain (%s): %zu launches\n%s", run, notes.size(), tl::explainText(notes).c_str());
+  std::fprintf(stderr, "explain (%s): %zu launches\n%s%s", run, notes.size(), tl::explainText(notes).c_str(),
+               tl::chainsText(ex).c_str());
 }
 
 // Bytes for byte-level models (vocab 256), else ids separated by spaces.
@@ -275,6 +276,10 @@ int main(int argc, char** argv) {
   app.add_option("--gemm", gemm, tl::kGemmChoiceHelp)
       ->check(CLI::IsMember({"auto", "f16", "portable"}))
       ->capture_default_str();
+  bool noChains = false;
+  app.add_flag("--no-chains", noChains,
+               "CPU kernels: replay a step's one-item launches each on its own, not joined into task chains\n"
+               "(a kernel of one task that runs a run of them in turn; tl-run --explain lists the chains)");
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
   app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.25 8-bit ones)")
       ->capture_default_str();
@@ -363,6 +368,7 @@ int main(int argc, char** argv) {
     if (!checkDir.empty()) sets = tl::loadDataSets(checkDir);
     tl::Device dev(tl::selectDevice(device), profile);
     tl::setGemmChoice(dev, gemm);
+    dev.setTaskChains(!noChains);
     std::fprintf(stderr, "device: %s / %s\n", dev.info().platformName.c_str(), dev.info().name.c_str());
     tl::Executor ex(dev, model, graph, analysis);
     if (gen || !perplexityFile.empty()) {

@@ -77,6 +77,11 @@ class Device {
   // a replayed run is one enqueue instead of one per kernel.
   const CommandBufferApi* commandBuffers() const { return useCommandBuffers_ && commands_.create ? &commands_ : nullptr; }
   void setCommandBuffers(bool on) { useCommandBuffers_ = on; }
+  // Task chains (runtime/executor/chains.cpp): on CPU kernels, a replayed run's consecutive
+  // launches of one-item work-groups run as one kernel of one task; off keeps each launch
+  // (tl-run and tl-bench --chains off).
+  bool taskChains() const { return taskChains_; }
+  void setTaskChains(bool on) { taskChains_ = on; }
   // Local memory the kernels may use: the device's, or less (tests run what a GPU with
   // 32 KB gets). KernelLibrary compiles only the kernels that fit (TL_LOCAL_MEM), and
   // lowering picks among those; set it before making an Executor.
@@ -118,7 +123,7 @@ class Device {
   bool profiling_ = false;
   bool gpuKernels_;
   CommandBufferApi commands_;
-  bool useCommandBuffers_ = true;
+  bool useCommandBuffers_ = true, taskChains_ = true;
   size_t localMemory_;
   int vectorWidth_;
   bool tensorCores_ = true, int8Activations_ = true, halvesRows_ = true, mmaEmulation_ = false;

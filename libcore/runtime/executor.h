@@ -13,7 +13,8 @@
 // loop, reading results), buffers.cpp (buffers, views and sub-buffers, memory use),
 // plan.cpp (tl-plan's arena and in-place KV caches), uploads.cpp (the upload arena),
 // host_nodes.cpp (host evaluation), launches.cpp (launch sites, their recording and
-// replay, explain()), profile.cpp (device times). What each node launches is lowering's
+// replay, explain()), chains.cpp (a replay's CPU task launches joined), profile.cpp
+// (device times). What each node launches is lowering's
 // (runtime/lower/).
 #pragma once
 
@@ -43,6 +44,10 @@ struct OpTime {
   int64_t index = -1;  // the graph node that enqueued it; -1 for the executor's own commands
   std::string kernel;  // the kernel launched ("" for the executor's own commands)
 };
+
+// What a launch's argument is (Launch's setters): task chains (executor/chains.cpp) pass
+// buffers as arguments and scalars through a buffer of their bits.
+enum class ArgKind { Mem, Int, Long, Float, Int8, Raw };
 
 class Executor {
  public:
@@ -134,7 +139,14 @@ class Executor {
   // so that its arguments stay set for replays; `site` receives its index), and that
   // site's launch. `why` is the lowering's reason for the kernel (explain()).
   cl_kernel siteKernel(const std::string& name, const char* why, size_t* site);
-  void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0);
+  void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0,
+                  bool joinable = false);
+  // Argument `index` of a launch site as last set (Launch's setters): what a task chain
+  // passes its kernel.
+  void siteArg(size_t site, cl_uint index, ArgKind kind, const void* value, size_t size);
+  // The replayed run's task chains (executor/chains.cpp), as tl-run --explain lists them:
+  // each the first and last launch of explain()'s list it joins (from 0); empty when none.
+  std::vector<std::pair<size_t, size_t>> chains() const;
   // Checks every buffer's guard (DeviceInfo::guardBytes; nothing when off) once the queue
   // is done: throws tl::Error (ExitCode::Device) naming the first buffer a kernel wrote
   // past. Each run that waits for the device calls it.
@@ -301,6 +313,12 @@ class Executor {
     cl_uint dims = 1;
     size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
     int64_t cacheBytes = 0;  // bytes of in-place cache its launch writes
+    bool joinable = false;   // a task chain may join it (Launch::joinable)
+    struct Arg {
+      ArgKind kind = ArgKind::Raw;
+      std::vector<uint8_t> bytes;
+    };
+    std::vector<Arg> args;  // as last set
   };
   struct Recording {
     std::vector<Site> sites;                                 // in the order lowering asked for them
@@ -391,6 +409,17 @@ class Executor {
     std::vector<std::pair<std::string, std::string>> carried;
     int64_t fresh = 0, bucket = 0;           // tokens a run appends; the bound cache length after it
     std::vector<std::pair<size_t, size_t>> launches;  // (node, site), in order
+    // Task chains (executor/chains.cpp): runs of launches [first, first + count) that one
+    // kernel of one task replays; steps: what a replay enqueues, each a launch's index in
+    // `launches` or (chain c) ~c.
+    struct Chain {
+      size_t first = 0, count = 0;
+      cl_kernel k = nullptr;
+      cl_mem scalars = nullptr;
+      int64_t cacheBytes = 0;  // its launches'
+    };
+    std::vector<Chain> chains;
+    std::vector<size_t> steps;
     std::vector<size_t> offsets;             // each given input's upload region, then the cache length's
     std::vector<size_t> hostOffsets;         // hostUploads_' regions
     std::vector<std::pair<size_t, size_t>> writes;
@@ -410,6 +439,8 @@ class Executor {
   void recordReplay(const std::vector<Tensor>& inputs, const std::vector<Carry>& carried, int64_t kvPast, int64_t kvTotal,
                     int64_t bucket);
   void dropReplay();
+  void makeChains(Replay& r);  // executor/chains.cpp
+  void enqueueChain(const Replay::Chain& c);
   int64_t bucketOf(int64_t total) const { return std::min((total + kvPad_ - 1) / kvPad_ * kvPad_, kvCapacity_); }
   bool dry_ = false;
   bool pending_ = false;  // a run was enqueued and nothing has waited for it yet
@@ -429,6 +460,10 @@ class Executor {
 // Executor::explain()'s launches as tl-run --explain prints them: a header line, then a
 // line a launch (node, op, kernel, grid as global/work-group sizes, why) in columns.
 std::string explainText(const std::vector<Executor::LaunchNote>& notes);
+
+// Executor::chains() as tl-run --explain prints them after the launches: a line a chain
+// (which launches, counted from 0, one kernel of one task runs in turn), "" when none.
+std::string chainsText(const Executor& ex);
 
 // Executor::profile() as tl-run --profile and tl-bench --profile print it: device time per
 // op and kernel variant, longest first, with what their nodes move and compute at the run's

@@ -170,6 +170,7 @@ KernelLibrary::KernelLibrary(const Device& device, KvType kvType)
 KernelLibrary::~KernelLibrary() {
   for (auto& [n, k] : kernels_) clReleaseKernel(k);
   for (auto& [n, p] : generated_) clReleaseProgram(p);
+  for (auto& [n, p] : chains_) clReleaseProgram(p);
   if (program_) clReleaseProgram(program_);
   if (mma_) clReleaseProgram(mma_);
 }
@@ -183,6 +184,19 @@ cl_kernel KernelLibrary::generated(const std::string& name, const std::function<
   cl_kernel k = clCreateKernel(p, name.c_str(), &err);
   clCheck(err, "clCreateKernel", name);
   kernels_[name] = k;
+  return k;
+}
+
+cl_kernel KernelLibrary::chain(const std::string& name, const std::string& source) {
+  cl_program& p = chains_[source];
+  // The task kernels live in gemm.cl and matmul.cl (the decode GEMVs) and attention.cl.
+  if (!p)
+    p = build(device_,
+              commonHelpers() + section("dequant.cl") + section("matmul.cl") + section("gemm.cl") + section("attention.cl") + source,
+              options_ + " -DTL_TASKS");
+  cl_int err;
+  cl_kernel k = clCreateKernel(p, name.c_str(), &err);
+  clCheck(err, "clCreateKernel", name);
   return k;
 }
 

@@ -50,6 +50,10 @@ class KernelLibrary {
   // A new kernel object of a kernel get() or generated() has given: one whose arguments
   // its owner sets and releases.
   cl_kernel fresh(const std::string& name);
+  // A new kernel object of `name` in a program of the CPU task kernels as functions
+  // (common.cl's TASK_KERNEL under TL_TASKS) and `source` after them: a task chain
+  // (runtime/executor/chains.cpp). Each source is built once; its owner releases the kernel.
+  cl_kernel chain(const std::string& name, const std::string& source);
 
  private:
   const Device& device_;
@@ -58,6 +62,7 @@ class KernelLibrary {
   cl_program program_ = nullptr;
   cl_program mma_ = nullptr;  // kernels/mma.cl and gemm.cl's TL_MMA part, where built
   std::map<std::string, cl_program> generated_;  // by kernel name
+  std::map<std::string, cl_program> chains_;     // by source
   std::map<std::string, cl_kernel> kernels_;
 };
 

@@ -1,5 +1,6 @@
 // The launch table (golden): what lowering makes of every model, launch by launch: each
-// node's kernel variant, its grid and why (tl-run --explain's text). A row that starts or
+// node's kernel variant, its grid and why, and the task chains a replay would run (tl-run
+// --explain's text). A row that starts or
 // stops being chosen, a grid grown, shrunk or moved, a launch added or dropped, each shows
 // as a diff of tests/golden/launches.txt, also where the outputs stay right (a launch of
 // twice the work-groups it needs, a prefill computing logits for every row). The outputs'
@@ -87,7 +88,7 @@ std::string tableOf(Model& model, const std::string& title, const DeviceInfo& in
     run(ex, graph, analysis, [&](const std::string& what) {
       const auto notes = ex.explain();
       text += "== " + title + ", " + (gpu ? "GPU" : "CPU") + " family, " + what + ": " +
-              std::to_string(notes.size()) + " launches\n" + explainText(notes);
+              std::to_string(notes.size()) + " launches\n" + explainText(notes) + chainsText(ex);
     });
   }
   return text;

@@ -668,6 +668,39 @@ TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
   }
 }
 
+// Task chains (runtime/executor/chains.cpp): in the CPU family a replayed decode step runs
+// its launches of one-item work-groups (the decode GEMVs of float and e0m4 weights, the
+// decode attention) as one kernel of one task, over bucket crossings, with each launch's
+// tokens; the profile names the chain; the GPU family's step has none.
+TEST(TaskChains, ReplayedStepsRunAsOneKernelWithTheSameTokens) {
+  if (selectDevice("").isGpu) GTEST_SKIP() << "the CPU family's task kernels are built on CPU devices only";
+  for (bool quantized : {false, true}) {
+    Model planned = inPlaceBytellama(64, KvLayout::Sequence, 400, quantized);
+    auto tokens = [&](bool gpu, bool chains, bool profiling, size_t* launches, size_t* chained) {
+      Decoder d(planned, gpu, profiling);
+      d.device.setTaskChains(chains);
+      std::vector<int64_t> out{d.lm.stepGreedy({'d', 'e', 'f', ' '})};
+      for (int i = 0; i < 150; ++i) out.push_back(d.lm.stepGreedy({out.back()}));
+      *launches = d.ex.explain().size();
+      *chained = 0;
+      for (const auto& [first, last] : d.ex.chains()) *chained += last - first + 1;
+      if (profiling) {
+        EXPECT_EQ(chains && !gpu, std::any_of(d.ex.profile().begin(), d.ex.profile().end(),
+                                              [](const OpTime& t) { return t.op == "TaskChain"; }));
+      }
+      return out;
+    };
+    size_t launches = 0, chained = 0;
+    const auto want = tokens(false, false, false, &launches, &chained);
+    EXPECT_EQ(chained, 0u);
+    EXPECT_EQ(tokens(false, true, false, &launches, &chained), want) << (quantized ? "e0m4" : "fp32");
+    EXPECT_EQ(chained, launches) << "every launch of a bytellama decode step is a CPU task";
+    EXPECT_EQ(tokens(false, true, true, &launches, &chained), want) << "profiled";
+    tokens(true, true, false, &launches, &chained);
+    EXPECT_EQ(chained, 0u) << "GPU family";
+  }
+}
+
 // Greedy generation with each step's token moved to the next step's input on the device,
 // the next step enqueued before the host reads the token (CausalLm::generateGreedy), gives
 // the tokens of a step-by-step decode, over bucket crossings, in both kernel families.
@@ -807,6 +840,7 @@ TEST(KvInPlace, PrefillLaunchesNoMoreKernelsALayerThanDecode) {
     for (int family = 0; family < 3; ++family) {
       const bool gpu = family > 0;
       Decoder d(planned, gpu, true, family == 2);
+      d.device.setTaskChains(false);  // lowering's launches, each profiled (a chain is one)
       auto perLayer = [&](std::set<std::string>* kernels) {
         std::map<std::string, int64_t> layers;  // "layers.3" -> launches
         for (const auto& t : d.ex.profile()) {

@@ -30,11 +30,13 @@ cl_kernel Executor::siteKernel(const std::string& name, const char* why, size_t*
 }
 
 
-void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes) {
+void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes,
+                          bool joinable) {
   auto& r = recordings_.at(recording_);
   Site& s = r.sites.at(site);
   s.dims = dims;
   s.cacheBytes = cacheBytes;
+  s.joinable = joinable;
   for (cl_uint d = 0; d < 3; ++d) {
     s.global[d] = d < dims ? global[d] : 1;
     s.local[d] = d < dims ? local[d] : 1;
@@ -88,6 +90,10 @@ void Executor::lowerOrReplay(size_t node) {
 void Executor::dropReplay() {
   for (auto* c : replay_.commands)
     if (c) replay_.api->release(c);
+  for (const auto& c : replay_.chains) {
+    clReleaseKernel(c.k);
+    clReleaseMemObject(c.scalars);
+  }
   replay_ = Replay{};
 }
 
@@ -127,6 +133,7 @@ void Executor::recordReplay(const std::vector<Tensor>& inputs, const std::vector
   r.writes = lastWrites_;
   r.cacheBytes = traffic_.written;
   r.valid = true;
+  makeChains(r);
   replay_ = std::move(r);
 }
 
@@ -178,7 +185,15 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
       commands = cb->create(1, &q, nullptr, &err);
       clCheck(err, "clCreateCommandBufferKHR");
       r.api = cb;
-      for (const auto& [node, site] : r.launches) {
+      for (size_t step : r.steps) {
+        if (step >= r.launches.size()) {  // a task chain
+          const size_t one = 1;
+          clCheck(cb->ndrange(commands, nullptr, nullptr, r.chains[~step].k, 1, nullptr, &one, &one, 0, nullptr, nullptr,
+                              nullptr),
+                  "clCommandNDRangeKernelKHR", "a task chain");
+          continue;
+        }
+        const auto& [node, site] = r.launches[step];
         const Site& s = recordings_[node].sites[site];
         clCheck(cb->ndrange(commands, nullptr, nullptr, s.k, s.dims, nullptr, s.global, s.local, 0, nullptr, nullptr, nullptr),
                 "clCommandNDRangeKernelKHR", "kernel " + s.kernel + ", node '" + graph_.nodeName(node) + "'");
@@ -188,7 +203,14 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
     clCheck(timed([&] { return cb->enqueue(0, nullptr, commands, 0, nullptr, nullptr); }), "clEnqueueCommandBufferKHR");
     traffic_.written = r.cacheBytes;
   } else {
-    for (const auto& [node, site] : r.launches) enqueueSite(node, recordings_[node].sites[site]);
+    for (size_t step : r.steps) {
+      if (step >= r.launches.size()) {
+        enqueueChain(r.chains[~step]);
+        continue;
+      }
+      const auto& [node, site] = r.launches[step];
+      enqueueSite(node, recordings_[node].sites[site]);
+    }
   }
   if (!kv_.empty()) kvRows_ = total;
   ++replays_;

@@ -80,22 +80,22 @@ Launch::Launch(Executor& ex, size_t node, const std::string& name, cl_kernel ker
 
 Launch& Launch::mem(const std::string& tensor) {
   cl_mem m = ex_.dryRun() ? nullptr : ex_.operand(tensor);
-  return set(sizeof(m), &m);
+  return set(sizeof(m), &m, ArgKind::Mem);
 }
 
 Launch& Launch::nullMem() {
   cl_mem m = nullptr;
-  return set(sizeof(m), &m);
+  return set(sizeof(m), &m, ArgKind::Mem);
 }
 
 Launch& Launch::i32(int64_t v) {
   cl_int x = static_cast<cl_int>(v);
-  return set(sizeof(x), &x);
+  return set(sizeof(x), &x, ArgKind::Int);
 }
 
 Launch& Launch::i64(int64_t v) {
   cl_long x = v;
-  return set(sizeof(x), &x);
+  return set(sizeof(x), &x, ArgKind::Long);
 }
 
 Geometry items(int64_t n) {
@@ -118,10 +118,11 @@ void Launch::openSite(const char* why) {
   if (!ex_.dryRun()) kernel_ = ex_.siteKernel(name_, why, &site_);
 }
 
-Launch& Launch::set(size_t size, const void* p) {
+Launch& Launch::set(size_t size, const void* p, ArgKind kind) {
   if (!ex_.dryRun()) {
     const cl_int err = clSetKernelArg(kernel_, index_, size, p);
     if (err != CL_SUCCESS) clCheck(err, "clSetKernelArg", where());  // where() only when it fails
+    ex_.siteArg(site_, index_, kind, p, size);
   }
   ++index_;
   return *this;
@@ -129,7 +130,7 @@ Launch& Launch::set(size_t size, const void* p) {
 
 void Launch::run(const Geometry& g) {
   if (ex_.dryRun() || g.global[0] == 0 || g.global[1] == 0 || g.global[2] == 0) return;
-  ex_.launchSite(site_, g.dims, g.global, g.local, cacheBytes_);
+  ex_.launchSite(site_, g.dims, g.global, g.local, cacheBytes_, joinable_);
 }
 
 void requireFloatInputs(const LowerNode& n, int integer) {

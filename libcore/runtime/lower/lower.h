@@ -67,9 +67,9 @@ class Launch {
   Launch& nullMem();
   Launch& i32(int64_t v);
   Launch& i64(int64_t v);
-  Launch& f32(float v) { return set(sizeof(v), &v); }
-  Launch& vec(const cl_int8& v) { return set(sizeof(v), &v); }
-  Launch& raw(const void* p, size_t n) { return set(n, p); }
+  Launch& f32(float v) { return set(sizeof(v), &v, ArgKind::Float); }
+  Launch& vec(const cl_int8& v) { return set(sizeof(v), &v, ArgKind::Int8); }
+  Launch& raw(const void* p, size_t n) { return set(n, p, ArgKind::Raw); }
 
   void run(const Geometry& g);
   void run1d(int64_t n) { run(items(n)); }
@@ -79,11 +79,18 @@ class Launch {
     cacheBytes_ = bytes;
     return *this;
   }
+  // A task chain may join the launch (runtime/executor/chains.cpp): its kernel is a
+  // TASK_KERNEL (kernels/common.cl) and its work short enough (kCpuTaskWork) that a CPU
+  // worker's wake-up would cost more than its tasks' sharing of the cores saves.
+  Launch& joinable(bool on) {
+    joinable_ = on;
+    return *this;
+  }
 
  private:
   std::string where() const;
   void openSite(const char* why);
-  Launch& set(size_t size, const void* p);
+  Launch& set(size_t size, const void* p, ArgKind kind);
 
   Executor& ex_;
   size_t node_;
@@ -92,7 +99,16 @@ class Launch {
   size_t site_ = 0;
   cl_uint index_ = 0;
   int64_t cacheBytes_ = 0;
+  bool joinable_ = false;
 };
+
+// Multiply-adds a CPU decode launch may do in one task: a CPU OpenCL's workers sleep
+// between launches, and one woken for less work delays the step more than it helps (PoCL
+// on a 2-core VM, whose thread wake-ups take some 50 us: bytellama's 16 GEMVs as launches
+// of 4 tasks 240-277 us a step, of one 151-156; scripts/cpu_step_cl_lab.c, docs/tl-bench.md).
+// The decode GEMVs take a task per this many weights at most, and a launch of no more
+// work than this may join a task chain.
+constexpr int64_t kCpuTaskWork = int64_t{1} << 20;
 
 // The node being lowered, with the run's shapes.
 struct LowerNode {

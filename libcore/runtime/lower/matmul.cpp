@@ -228,6 +228,16 @@ Geometry gemvF32(const GemvCase& c) {
   return grid(static_cast<size_t>((c.width() / 4 + 63) / 64 * 64), 16, 1, 64, 16);
 }
 bool gpuGemv(const GemvCase& c) { return c.gpu && c.M <= 4 && !c.transB && c.N % (c.glu ? 8 : 4) == 0; }
+// A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
+// and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
+// (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
+// weight shape, A's rows normed into one shared by the nodes of one width); it can
+// hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
+// tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
+// (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch); it does the RoPE's
+// work in its store (ROPE_EPI_ARGS: ropeEpilogueArgs); it is a TASK_KERNEL, which a task
+// chain may join where its weights are few (Launch::joinable).
+constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32, kRope = 64, kTask = 128;
 const Variant<GemvCase> kWeightGemv[] = {
     {"gemv_f32_m1", [](const GemvCase& c) { return gpuGemv(c) && c.M == 1; }, gemvF32,
      "GPU decode, one row: 4 columns an item, the norm and GLU inside"},
@@ -239,7 +249,7 @@ const Variant<GemvCase> kWeightGemv[] = {
     {"gemv_rows8_f32",
      [](const GemvCase& c) { return !c.gpu && c.M < 4 && !c.transB && c.width() % 8 == 0 && c.out->widthsOf(8); },
      [](const GemvCase& c) { return grid(static_cast<size_t>((c.width() / 8 + 7) / 8), static_cast<size_t>(c.M), 1, 1, 1); },
-     "CPU decode: 64 columns of a row per work-group, the norm and GLU inside"},
+     "CPU decode: 64 columns of a row per work-group, the norm and GLU inside", kTask},
 };
 
 // ---- tl.QMatMul ----
@@ -390,13 +400,8 @@ Geometry cpuGemmGeometry(const QCase& c) {  // kCpuGemmRows rows x 32 weight col
 Geometry cpuGemmRopeGeometry(const QCase& c) {  // ... 16 rotated pairs of columns per task
   return grid(up(c.N / 2, 16), up(c.M, kCpuGemmRows), 1, 1, 1);
 }
-// A CPU decode GEMV takes a task per kCpuTaskWeights weights at most: a CPU OpenCL's
-// workers sleep between launches, and one woken for less work delays the launch more than
-// it helps (PoCL on this 2-core VM, whose thread wake-ups take some 50 us: bytellama's 16
-// GEMVs as launches of 4 tasks 240-277 us a step, of one 151-156; scripts/
-// cpu_step_cl_lab.c, docs/tl-bench.md).
-constexpr int64_t kCpuTaskWeights = int64_t{1} << 20;
-int64_t cpuGemvTasks(const QCase& c, int64_t most) { return std::min(most, std::max<int64_t>(1, c.K * c.N / kCpuTaskWeights)); }
+// A CPU decode GEMV takes a task per kCpuTaskWork weights at most (lower.h).
+int64_t cpuGemvTasks(const QCase& c, int64_t most) { return std::min(most, std::max<int64_t>(1, c.K * c.N / kCpuTaskWork)); }
 Geometry cpuGemvGeometry(const QCase& c) {  // a task per 8 columns (4 gates and their ups), or fewer taking several
   return grid(static_cast<size_t>(cpuGemvTasks(c, static_cast<int64_t>(c.glu ? up(c.N / 2, 4) : up(c.N, 8)))), 1, 1, 1, 1);
 }
@@ -465,15 +470,6 @@ template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu;
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8,
                F32 = Scheme::F32;
-// A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
-// and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
-// (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
-// weight shape, A's rows normed into one shared by the nodes of one width); it can
-// hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
-// tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
-// (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch); it does the RoPE's
-// work in its store (ROPE_EPI_ARGS: ropeEpilogueArgs).
-constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32, kRope = 64;
 const char* const kMergedWhy = "one decode row, merging the attention's splits as it reads them (merge_attention)";
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kWideInt8Why =
@@ -617,12 +613,12 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemm64_q3h", gemm64<Q3h>, gemmGeometry<64>, kGemm64Why, kNative},
     {"gemm_f32", gemm128<F32>, gemmGeometry<128>, kFloatGemmWhy, kNative},
     {"gemm64_f32", gemm64<F32>, gemmGeometry<64>, kFloatGemm64Why, kNative},
-    {"qgemv_cpu_i8_e0m4", cpuI8Gemv<E0m4>, cpuI8Geometry, kCpuI8GemvWhy, kNative},
-    {"qgemv_cpu_i8_int4", cpuI8Gemv<Int4>, cpuI8Geometry, kCpuI8GemvWhy, kNative},
-    {"qgemv_cpu_e0m4", cpuGemv<E0m4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
-    {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative},
-    {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative},
-    {"qgemv_cpu_q3h", cpuGemv<Q3h>, cpuGemvGeometry, kCpuGemvWhy, kNative},
+    {"qgemv_cpu_i8_e0m4", cpuI8Gemv<E0m4>, cpuI8Geometry, kCpuI8GemvWhy, kNative | kTask},
+    {"qgemv_cpu_i8_int4", cpuI8Gemv<Int4>, cpuI8Geometry, kCpuI8GemvWhy, kNative | kTask},
+    {"qgemv_cpu_e0m4", cpuGemv<E0m4>, cpuGemvGeometry, kCpuGemvWhy, kNative | kTask},
+    {"qgemv_cpu_int4", cpuGemv<Int4>, cpuGemvGeometry, kCpuGemvWhy, kNative | kTask},
+    {"qgemv_cpu_q8", cpuGemv<Q8>, cpuGemvGeometry, kCpuGemvWhy, kNative | kTask},
+    {"qgemv_cpu_q3h", cpuGemv<Q3h>, cpuGemvGeometry, kCpuGemvWhy, kNative | kTask},
     {"qgemm_cpu_rope_e0m4", cpuGemmRope<E0m4>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
     {"qgemm_cpu_rope_int4", cpuGemmRope<Int4>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
     {"qgemm_cpu_rope_q8", cpuGemmRope<Q8>, cpuGemmRopeGeometry, kCpuGemmRopeWhy, kNative | kRope},
@@ -885,7 +881,7 @@ void qmatmulOp(const LowerNode& n) {
     if (v.mode & kSplitK) setSplitArgs(n, c, l);
     if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
     if (v.mode & kRope) ropeEpilogueArgs(n, rope, l);
-    l.run(v.geometry(c));
+    l.joinable((v.mode & kTask) && c.M * c.K * c.N <= kCpuTaskWork).run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
   if (taken) return product(taken->xn, o);
@@ -911,7 +907,7 @@ void tlMatmulOp(const LowerNode& n) {
     setOutputs(l, o);
     l.i32(M).i32(N).i32(K);
     setGemvArgs(l, n);
-    return l.run(v->geometry(c));
+    return l.joinable((v->mode & kTask) && M * K * N <= kCpuTaskWork).run(v->geometry(c));
   }
   if (const auto f = floatCase(n)) {
     QCase fc = *f;
