@@ -395,8 +395,9 @@ inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, co
   }
   for (int d = rot; d < D; ++d) y[d] = x[d];
 }
-TASK_KERNEL(attention_cpu_dec_f32, __global const float* q, __global const KV_T* k, __global const KV_T* v,
-            __global const float* mask, __global float* out, ATT_ARGS, ATT_FRESH_ARGS) {
+TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global const KV_T* k,
+                                   __global const KV_T* v, __global const float* mask, __global float* out, ATT_ARGS,
+                                   ATT_FRESH_ARGS) {
   ATT_ROW_START(TASK_ID)
   float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32))), qv[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));

@@ -252,18 +252,37 @@ inline __global float* split_at(__global float* C, __global float* C1, __global 
 #define GEMV_ARGS __global const float *NW, float eps, int glu
 
 // A CPU task kernel (a work-group of one item, its task index and count along dim 0, its
-// row along dim 1): a
-// kernel, or under TL_TASKS (runtime/executor/chains.cpp's programs) a function NAME_task
-// of the task index and count first, so that one kernel of one task can run several
-// launches' tasks in turn (a CPU OpenCL's workers sleep between launches, and waking them
-// costs a short launch more than its work).
+// row along dim 1), TASK_KERNEL(NAME)(TASK_ARGS params...): a kernel, or under TL_TASKS
+// (runtime/executor/chains.cpp's programs) a function NAME_task of the task index and
+// count first, so that one kernel can run several launches' tasks in turn (a CPU OpenCL's
+// workers sleep between launches, and waking them costs a short launch more than its
+// work). (No variadic macros: NVIDIA's OpenCL C refuses them.)
 #ifdef TL_TASKS
-#define TASK_KERNEL(NAME, ...) void NAME##_task(const int tl_task, const int tl_tasks, __VA_ARGS__)
+// A chain's work-groups (one item each) take a launch's tasks from the count PC[0], count
+// each done in PC[1] and wait for all before the next launch; the last group past the wait
+// (PC[2]) sets the counts back to 0. A group that waits has taken its last task, so it
+// waits only on running groups: one group alone, or groups run one after another, finish.
+// (No barriers: PoCL's one-item groups with barriers in such loops never finished.)
+inline int task_claim(__global int* PC) { return atomic_inc(PC); }
+inline int task_next(__global int* PC) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  atomic_inc(PC + 1);
+  return atomic_inc(PC);
+}
+inline void task_wait(__global int* PC, int n) {
+  while (atomic_add(PC + 1, 0) < n) {
+  }
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  if (atomic_inc(PC + 2) == (int)get_num_groups(0) - 1) atomic_xchg(PC, 0), atomic_xchg(PC + 1, 0), atomic_xchg(PC + 2, 0);
+}
+#define TASK_KERNEL(NAME) void NAME##_task
+#define TASK_ARGS const int tl_task, const int tl_tasks,
 #define TASK_ID tl_task
 #define TASK_COUNT tl_tasks
 #define TASK_ROW 0 /* chains take launches of one task along dims 1 and 2 */
 #else
-#define TASK_KERNEL(NAME, ...) __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME(__VA_ARGS__)
+#define TASK_KERNEL(NAME) __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void NAME
+#define TASK_ARGS
 #define TASK_ID ((int)get_group_id(0))
 #define TASK_COUNT ((int)get_num_groups(0))
 #define TASK_ROW ((int)get_group_id(1))

@@ -1195,7 +1195,7 @@ I8_SCHEMES(QGEMM_I8_ROPE)
       if ((c0) + j < N) STORE(m, (c0) + j, v[j]);                                             \
   }
 #define QGEMV_CPU(NAME, LOAD, LEVELS8)                                                        \
-  TASK_KERNEL(NAME, GEMM_ARGS) {                                                              \
+  TASK_KERNEL(NAME)(TASK_ARGS GEMM_ARGS) {                                                    \
     const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8; /* (a task may take several) */   \
     for (int cb = TASK_ID; cb < blocks; cb += TASK_COUNT) {                                   \
       const int c0 = cb * (glu ? 4 : 8);                                                      \
@@ -1322,7 +1322,7 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
     v[j] += LEVEL_BASE(s_, O[sg[j] + gi]) * sx;                                               \
   }
 #define QGEMV_CPU_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                            \
-  TASK_KERNEL(NAME, GEMM_ARGS) {                                                              \
+  TASK_KERNEL(NAME)(TASK_ARGS GEMM_ARGS) {                                                    \
     char xq[CPU_I8_MAXK] __attribute__((aligned(32)));                                        \
     float8 d8[CPU_I8_MAXK / 64];                                                              \
     float xs[CPU_I8_MAXK / 64];                                                               \

@@ -256,8 +256,8 @@ __kernel void matmul_1x8_f32(__global const float* A, __global const float* B, _
       if (glu) up[r] = fma(xs, vload8(r, w + width), up[r]);                   \
     }                                                                          \
   }
-TASK_KERNEL(gemv_rows8_f32, __global const float* A, __global const float* B, __global float* C, SPLIT_ARGS, int M,
-            int N, int K, GEMV_ARGS) {
+TASK_KERNEL(gemv_rows8_f32)(TASK_ARGS __global const float* A, __global const float* B, __global float* C,
+                            SPLIT_ARGS, int M, int N, int K, GEMV_ARGS) {
   const int width = glu ? N / 2 : N, n0 = TASK_ID * 8 * GEMV_CPU_RUNS, m = TASK_ROW;
   if (n0 >= width || m >= M) return;
   const int runs = min(GEMV_CPU_RUNS, (width - n0) / 8);

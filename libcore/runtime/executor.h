@@ -48,6 +48,12 @@ struct OpTime {
 // What a launch's argument is (Launch's setters): task chains (executor/chains.cpp) pass
 // buffers as arguments and scalars through a buffer of their bits.
 enum class ArgKind { Mem, Int, Long, Float, Int8, Raw };
+// A launch of a TASK_KERNEL (Launch::task): its multiply-adds (0: not one), and whether
+// any count of its tasks computes it.
+struct TaskWork {
+  int64_t work = 0;
+  bool spreads = false;
+};
 
 class Executor {
  public:
@@ -140,13 +146,16 @@ class Executor {
   // site's launch. `why` is the lowering's reason for the kernel (explain()).
   cl_kernel siteKernel(const std::string& name, const char* why, size_t* site);
   void launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes = 0,
-                  bool joinable = false);
+                  TaskWork task = {});
   // Argument `index` of a launch site as last set (Launch's setters): what a task chain
   // passes its kernel.
   void siteArg(size_t site, cl_uint index, ArgKind kind, const void* value, size_t size);
   // The replayed run's task chains (executor/chains.cpp), as tl-run --explain lists them:
-  // each the first and last launch of explain()'s list it joins (from 0); empty when none.
-  std::vector<std::pair<size_t, size_t>> chains() const;
+  // the first and last launch of explain()'s list each joins (from 0), and its work-groups.
+  struct ChainNote {
+    size_t first = 0, last = 0, groups = 1;
+  };
+  std::vector<ChainNote> chains() const;
   // Checks every buffer's guard (DeviceInfo::guardBytes; nothing when off) once the queue
   // is done: throws tl::Error (ExitCode::Device) naming the first buffer a kernel wrote
   // past. Each run that waits for the device calls it.
@@ -313,7 +322,7 @@ class Executor {
     cl_uint dims = 1;
     size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
     int64_t cacheBytes = 0;  // bytes of in-place cache its launch writes
-    bool joinable = false;   // a task chain may join it (Launch::joinable)
+    TaskWork task;           // Launch::task
     struct Arg {
       ArgKind kind = ArgKind::Raw;
       std::vector<uint8_t> bytes;
@@ -415,7 +424,8 @@ class Executor {
     struct Chain {
       size_t first = 0, count = 0;
       cl_kernel k = nullptr;
-      cl_mem scalars = nullptr;
+      cl_mem scalars = nullptr, counts = nullptr;
+      size_t groups = 1;       // its work-groups of one item (kCpuChainSpread)
       int64_t cacheBytes = 0;  // its launches'
     };
     std::vector<Chain> chains;

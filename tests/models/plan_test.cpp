@@ -671,7 +671,8 @@ TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
 // Task chains (runtime/executor/chains.cpp): in the CPU family a replayed decode step runs
 // its launches of one-item work-groups (the decode GEMVs of float and e0m4 weights, the
 // decode attention) as one kernel of one task, over bucket crossings, with each launch's
-// tokens; the profile names the chain; the GPU family's step has none.
+// tokens; the profile names the chain; the GPU family's step has none; a deep one runs on
+// several work-groups.
 TEST(TaskChains, ReplayedStepsRunAsOneKernelWithTheSameTokens) {
   if (selectDevice("").isGpu) GTEST_SKIP() << "the CPU family's task kernels are built on CPU devices only";
   for (bool quantized : {false, true}) {
@@ -683,7 +684,7 @@ TEST(TaskChains, ReplayedStepsRunAsOneKernelWithTheSameTokens) {
       for (int i = 0; i < 150; ++i) out.push_back(d.lm.stepGreedy({out.back()}));
       *launches = d.ex.explain().size();
       *chained = 0;
-      for (const auto& [first, last] : d.ex.chains()) *chained += last - first + 1;
+      for (const auto& c : d.ex.chains()) *chained += c.last - c.first + 1;
       if (profiling) {
         EXPECT_EQ(chains && !gpu, std::any_of(d.ex.profile().begin(), d.ex.profile().end(),
                                               [](const OpTime& t) { return t.op == "TaskChain"; }));
@@ -698,6 +699,24 @@ TEST(TaskChains, ReplayedStepsRunAsOneKernelWithTheSameTokens) {
     EXPECT_EQ(tokens(false, true, true, &launches, &chained), want) << "profiled";
     tokens(true, true, false, &launches, &chained);
     EXPECT_EQ(chained, 0u) << "GPU family";
+  }
+  // Past kCpuChainSpread's work (e0m4, some 760 tokens deep) a chain runs on a work-group
+  // a compute unit, its GEMVs split as many ways, with the same tokens.
+  Model deep = inPlaceBytellama(64, KvLayout::Sequence, 1024, true);
+  auto longRun = [&](bool chains, size_t* groups) {
+    Decoder d(deep, false, false);
+    d.device.setTaskChains(chains);
+    std::vector<int64_t> out{d.lm.stepGreedy({'d', 'e', 'f', ' '})};
+    for (int i = 0; i < 780; ++i) out.push_back(d.lm.stepGreedy({out.back()}));
+    *groups = 0;
+    for (const auto& c : d.ex.chains()) *groups = std::max(*groups, c.groups);
+    return out;
+  };
+  size_t groups = 0;
+  const auto want = longRun(false, &groups);
+  EXPECT_EQ(longRun(true, &groups), want);
+  if (selectDevice("").computeUnits > 1) {
+    EXPECT_GT(groups, 1u) << "the last bucket's chain";
   }
 }
 

@@ -31,12 +31,12 @@ cl_kernel Executor::siteKernel(const std::string& name, const char* why, size_t*
 
 
 void Executor::launchSite(size_t site, cl_uint dims, const size_t* global, const size_t* local, int64_t cacheBytes,
-                          bool joinable) {
+                          TaskWork task) {
   auto& r = recordings_.at(recording_);
   Site& s = r.sites.at(site);
   s.dims = dims;
   s.cacheBytes = cacheBytes;
-  s.joinable = joinable;
+  s.task = task;
   for (cl_uint d = 0; d < 3; ++d) {
     s.global[d] = d < dims ? global[d] : 1;
     s.local[d] = d < dims ? local[d] : 1;
@@ -93,6 +93,7 @@ void Executor::dropReplay() {
   for (const auto& c : replay_.chains) {
     clReleaseKernel(c.k);
     clReleaseMemObject(c.scalars);
+    clReleaseMemObject(c.counts);
   }
   replay_ = Replay{};
 }
@@ -188,8 +189,8 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
       for (size_t step : r.steps) {
         if (step >= r.launches.size()) {  // a task chain
           const size_t one = 1;
-          clCheck(cb->ndrange(commands, nullptr, nullptr, r.chains[~step].k, 1, nullptr, &one, &one, 0, nullptr, nullptr,
-                              nullptr),
+          const auto& c = r.chains[~step];
+          clCheck(cb->ndrange(commands, nullptr, nullptr, c.k, 1, nullptr, &c.groups, &one, 0, nullptr, nullptr, nullptr),
                   "clCommandNDRangeKernelKHR", "a task chain");
           continue;
         }

@@ -531,8 +531,8 @@ void attentionOp(const LowerNode& n) {
   if (mode == Gqa) {
     if (selfMerges) l.mem(merged); else l.nullMem();
   }
-  // (a CPU decode's rows over few keys: a task chain may join them, Launch::joinable)
-  l.joinable(mode == CpuDec && rows * T * (D + Dv) <= kCpuTaskWork).run(geometry);
+  if (mode == CpuDec) l.task(rows * T * (D + Dv), false);  // (a task a query row)
+  l.run(geometry);
   if (mode == Flash || mode == CpuDec) return;
   if (reader >= 0) n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
   if (p.splits > 1 && !readerMerges && !selfMerges)

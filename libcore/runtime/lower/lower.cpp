@@ -130,7 +130,7 @@ Launch& Launch::set(size_t size, const void* p, ArgKind kind) {
 
 void Launch::run(const Geometry& g) {
   if (ex_.dryRun() || g.global[0] == 0 || g.global[1] == 0 || g.global[2] == 0) return;
-  ex_.launchSite(site_, g.dims, g.global, g.local, cacheBytes_, joinable_);
+  ex_.launchSite(site_, g.dims, g.global, g.local, cacheBytes_, task_);
 }
 
 void requireFloatInputs(const LowerNode& n, int integer) {

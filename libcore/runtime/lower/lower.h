@@ -79,11 +79,12 @@ class Launch {
     cacheBytes_ = bytes;
     return *this;
   }
-  // A task chain may join the launch (runtime/executor/chains.cpp): its kernel is a
-  // TASK_KERNEL (kernels/common.cl) and its work short enough (kCpuTaskWork) that a CPU
-  // worker's wake-up would cost more than its tasks' sharing of the cores saves.
-  Launch& joinable(bool on) {
-    joinable_ = on;
+  // The launch's kernel is a TASK_KERNEL (kernels/common.cl) of `work` multiply-adds; a
+  // task chain (runtime/executor/chains.cpp) may join it where that is at most
+  // kCpuTaskWork, the work a CPU worker's wake-up would cost more than sharing saves.
+  // `spreads`: its tasks take every (count)-th block, so any count of them computes it.
+  Launch& task(int64_t work, bool spreads) {
+    task_ = {work, spreads};
     return *this;
   }
 
@@ -99,7 +100,7 @@ class Launch {
   size_t site_ = 0;
   cl_uint index_ = 0;
   int64_t cacheBytes_ = 0;
-  bool joinable_ = false;
+  TaskWork task_;
 };
 
 // Multiply-adds a CPU decode launch may do in one task: a CPU OpenCL's workers sleep
@@ -109,6 +110,11 @@ class Launch {
 // The decode GEMVs take a task per this many weights at most, and a launch of no more
 // work than this may join a task chain.
 constexpr int64_t kCpuTaskWork = int64_t{1} << 20;
+// A task chain of more work than this runs on a work-group a compute unit (its spreading
+// GEMVs split as many ways): on PoCL here, bytellama's step at depth 1024 (some 5 M
+// multiply-adds) 2,700 -> 4,000-4,300 tok/s, while at depth 128 (some 3 M) the second
+// core's waits cost the host thread, which enqueues the next step, more than it saved.
+constexpr int64_t kCpuChainSpread = 4 * kCpuTaskWork;
 
 // The node being lowered, with the run's shapes.
 struct LowerNode {

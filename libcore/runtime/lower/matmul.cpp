@@ -235,8 +235,7 @@ bool gpuGemv(const GemvCase& c) { return c.gpu && c.M <= 4 && !c.transB && c.N %
 // hand an RMSNorm on or take one handed (HAND_ARGS: normHandoff); it splits K where its
 // tiles are few (KSPLIT_ARGS: QCase::kSlice); it rounds A to int8 itself before its tiles
 // (into one scratch per width: kernels/gemm.cl's i8_rows_in_launch); it does the RoPE's
-// work in its store (ROPE_EPI_ARGS: ropeEpilogueArgs); it is a TASK_KERNEL, which a task
-// chain may join where its weights are few (Launch::joinable).
+// work in its store (ROPE_EPI_ARGS: ropeEpilogueArgs); it is a TASK_KERNEL (Launch::task).
 constexpr int kMerges = 1, kNative = 2, kHalves = 4, kHands = 8, kSplitK = 16, kInt8Rows = 32, kRope = 64, kTask = 128;
 const Variant<GemvCase> kWeightGemv[] = {
     {"gemv_f32_m1", [](const GemvCase& c) { return gpuGemv(c) && c.M == 1; }, gemvF32,
@@ -881,7 +880,8 @@ void qmatmulOp(const LowerNode& n) {
     if (v.mode & kSplitK) setSplitArgs(n, c, l);
     if (v.mode & kInt8Rows) l.mem(rows8.steps).i32(rows8.stride).mem(rows8.claims);
     if (v.mode & kRope) ropeEpilogueArgs(n, rope, l);
-    l.joinable((v.mode & kTask) && c.M * c.K * c.N <= kCpuTaskWork).run(v.geometry(c));
+    if (v.mode & kTask) l.task(c.M * c.K * c.N, true);  // (a task takes every tasks-th block)
+    l.run(v.geometry(c));
   };
   const MatMulOut o = matmulOutputs(n, c.N);
   if (taken) return product(taken->xn, o);
@@ -907,7 +907,8 @@ void tlMatmulOp(const LowerNode& n) {
     setOutputs(l, o);
     l.i32(M).i32(N).i32(K);
     setGemvArgs(l, n);
-    return l.joinable((v->mode & kTask) && M * K * N <= kCpuTaskWork).run(v->geometry(c));
+    if (v->mode & kTask) l.task(M * K * N, false);  // (a task a block of 64 columns)
+    return l.run(v->geometry(c));
   }
   if (const auto f = floatCase(n)) {
     QCase fc = *f;
