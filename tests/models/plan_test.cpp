@@ -700,7 +700,7 @@ TEST(TaskChains, ReplayedStepsRunAsOneKernelWithTheSameTokens) {
     tokens(true, true, false, &launches, &chained);
     EXPECT_EQ(chained, 0u) << "GPU family";
   }
-  // Past kCpuChainSpread's work (e0m4, some 760 tokens deep) a chain runs on a work-group
+  // Past kCpuChainSpread's work (e0m4: from a bucket of 640 keys) a chain runs on a work-group
   // a compute unit, its GEMVs split as many ways, with the same tokens.
   Model deep = inPlaceBytellama(64, KvLayout::Sequence, 1024, true);
   auto longRun = [&](bool chains, size_t* groups) {
