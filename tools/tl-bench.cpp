@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   bool noChains = false;
   app.add_flag("--no-chains", noChains,
                "CPU kernels: replay a step's one-item launches each on its own, not joined into task chains\n"
-               "(a kernel of one task that runs a run of them in turn; tl-run --explain lists the chains)");
+               "(one kernel that takes their tasks in turn; tl-run --explain lists the chains)");
   return tool.run(argc, argv, [&] {
     // Where the report goes and in which format (-o takes llama-bench's format names too).
     std::string out = tool.output();

@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
   bool noChains = false;
   app.add_flag("--no-chains", noChains,
                "CPU kernels: replay a step's one-item launches each on its own, not joined into task chains\n"
-               "(a kernel of one task that runs a run of them in turn; tl-run --explain lists the chains)");
+               "(one kernel that takes their tasks in turn; tl-run --explain lists the chains)");
   app.add_option("--check", checkDir, "run every DIR/test_data_set_* and compare with its outputs");
   app.add_option("--atol", atol, "absolute tolerance for --check (1e-2 where the plan keeps fp16 KV caches, 0.25 8-bit ones)")
       ->capture_default_str();
