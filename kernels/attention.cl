@@ -322,46 +322,34 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // exponentials as one float16: the scalar exp and max a key had been most of a decode
 // step's attention once the launches were chained (perf, PoCL).
 #define ATT_CPU_DEC_BLOCK(K8, V8)                                                                  \
-  if (plain && n == 16) {                                                                          \
-    int hid[16] __attribute__((aligned(64)));                                                      \
-    for (int j = 0; j < 16; ++j) hid[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
-    float8 a[16];                                                                                  \
-    for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                                      \
-    for (int d = 0; d < D; d += 8) {                                                               \
-      const float8 q8 = vload8(0, qv + d);                                                         \
-      for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);                           \
-    }                                                                                              \
-    const float16 sc = (float16)(sum8(a[0]), sum8(a[1]), sum8(a[2]), sum8(a[3]), sum8(a[4]),      \
-                                 sum8(a[5]), sum8(a[6]), sum8(a[7]), sum8(a[8]), sum8(a[9]),      \
-                                 sum8(a[10]), sum8(a[11]), sum8(a[12]), sum8(a[13]), sum8(a[14]), \
-                                 sum8(a[15])) * scale +                                            \
-                     select((float16)0.0f, (float16)mask_value, vload16(0, hid));                  \
-    const float8 h8 = fmax(sc.lo, sc.hi);                                                          \
-    const float4 h4 = fmax(h8.lo, h8.hi);                                                          \
-    const float bm = fmax(fmax(h4.x, h4.y), fmax(h4.z, h4.w));                                     \
-    if (bm == -INFINITY) continue;                                                                 \
-    float corr = 1.0f;                                                                             \
-    if (bm > m) {                                                                                  \
-      corr = exp(m - bm);                                                                          \
-      l *= corr;                                                                                   \
-      m = bm;                                                                                      \
-    }                                                                                              \
-    const float16 p = exp(sc - m);                                                                 \
-    l += sum8(p.lo) + sum8(p.hi);                                                                  \
-    vstore16(p, 0, x);                                                                             \
-    for (int d = 0; d < Dv; d += 8) {                                                              \
-      float8 o = vload8(0, acc + d) * corr;                                                        \
-      for (int j = 0; j < 16; ++j) o = fma((float8)x[j], V8(t0 + j, d), o);                        \
-      vstore8(o, 0, acc + d);                                                                      \
-    }                                                                                              \
-  } else {                                                                                         \
+  {                                                                                                \
+    const int vec_ = plain && n == 16;                                                             \
     float bm = -INFINITY;                                                                          \
-    for (int j = 0; j < n; ++j) {                                                                  \
-      float8 a = 0.0f;                                                                             \
-      for (int d = 0; d < D; d += 8) a = fma(vload8(0, qv + d), K8(t0 + j, d), a);                 \
-      x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,             \
-                       att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);         \
-      bm = fmax(bm, x[j]);                                                                         \
+    float16 sc = 0.0f; /* the block's scores, as one vector */                                     \
+    if (vec_) {                                                                                    \
+      int hid[16] __attribute__((aligned(64)));                                                    \
+      for (int j = 0; j < 16; ++j) hid[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
+      float8 a[16];                                                                                \
+      for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                                    \
+      for (int d = 0; d < D; d += 8) {                                                             \
+        const float8 q8 = vload8(0, qv + d);                                                       \
+        for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);                         \
+      }                                                                                            \
+      sc = (float16)(sum8(a[0]), sum8(a[1]), sum8(a[2]), sum8(a[3]), sum8(a[4]), sum8(a[5]),      \
+                     sum8(a[6]), sum8(a[7]), sum8(a[8]), sum8(a[9]), sum8(a[10]), sum8(a[11]),    \
+                     sum8(a[12]), sum8(a[13]), sum8(a[14]), sum8(a[15])) * scale +                 \
+           select((float16)0.0f, (float16)mask_value, vload16(0, hid));                            \
+      const float8 h8 = fmax(sc.lo, sc.hi);                                                        \
+      const float4 h4 = fmax(h8.lo, h8.hi);                                                        \
+      bm = fmax(fmax(h4.x, h4.y), fmax(h4.z, h4.w));                                               \
+    } else {                                                                                       \
+      for (int j = 0; j < n; ++j) {                                                                \
+        float8 a = 0.0f;                                                                           \
+        for (int d = 0; d < D; d += 8) a = fma(vload8(0, qv + d), K8(t0 + j, d), a);               \
+        x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,           \
+                         att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);       \
+        bm = fmax(bm, x[j]);                                                                       \
+      }                                                                                            \
     }                                                                                              \
     if (bm == -INFINITY) continue;                                                                 \
     float corr = 1.0f; /* a new maximum rescales what was summed so far */                         \
@@ -370,9 +358,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
       l *= corr;                                                                                   \
       m = bm;                                                                                      \
     }                                                                                              \
-    for (int j = 0; j < n; ++j) {                                                                  \
-      x[j] = x[j] == -INFINITY ? 0.0f : exp(x[j] - m);                                             \
-      l += x[j];                                                                                   \
+    if (vec_) {                                                                                    \
+      const float16 p = exp(sc - m);                                                               \
+      l += sum8(p.lo) + sum8(p.hi);                                                                \
+      vstore16(p, 0, x);                                                                           \
+    } else {                                                                                       \
+      for (int j = 0; j < n; ++j) {                                                                \
+        x[j] = x[j] == -INFINITY ? 0.0f : exp(x[j] - m);                                           \
+        l += x[j];                                                                                 \
+      }                                                                                            \
     }                                                                                              \
     for (int d = 0; d < Dv; d += 8) {                                                              \
       float8 o = vload8(0, acc + d) * corr;                                                        \

@@ -78,8 +78,8 @@ class Device {
   const CommandBufferApi* commandBuffers() const { return useCommandBuffers_ && commands_.create ? &commands_ : nullptr; }
   void setCommandBuffers(bool on) { useCommandBuffers_ = on; }
   // Task chains (runtime/executor/chains.cpp): on CPU kernels, a replayed run's consecutive
-  // launches of one-item work-groups run as one kernel of one task; off keeps each launch
-  // (tl-run and tl-bench --chains off).
+  // short launches of one-item work-groups run as one kernel; off keeps each launch (tl-run
+  // and tl-bench --no-chains).
   bool taskChains() const { return taskChains_; }
   void setTaskChains(bool on) { taskChains_ = on; }
   // Local memory the kernels may use: the device's, or less (tests run what a GPU with

@@ -419,8 +419,8 @@ class Executor {
     int64_t fresh = 0, bucket = 0;           // tokens a run appends; the bound cache length after it
     std::vector<std::pair<size_t, size_t>> launches;  // (node, site), in order
     // Task chains (executor/chains.cpp): runs of launches [first, first + count) that one
-    // kernel of one task replays; steps: what a replay enqueues, each a launch's index in
-    // `launches` or (chain c) ~c.
+    // kernel replays; steps: what a replay enqueues, each a launch's index in `launches` or
+    // (chain c) ~c.
     struct Chain {
       size_t first = 0, count = 0;
       cl_kernel k = nullptr;
@@ -472,7 +472,8 @@ class Executor {
 std::string explainText(const std::vector<Executor::LaunchNote>& notes);
 
 // Executor::chains() as tl-run --explain prints them after the launches: a line a chain
-// (which launches, counted from 0, one kernel of one task runs in turn), "" when none.
+// (which launches, counted from 0, one kernel runs in turn, on how many tasks at once),
+// "" when none.
 std::string chainsText(const Executor& ex);
 
 // Executor::profile() as tl-run --profile and tl-bench --profile print it: device time per

@@ -48,6 +48,11 @@ void Executor::makeChains(Replay& r) {
     if (s.local[0] != 1 || s.local[1] != 1 || s.local[2] != 1) return false;
     return std::none_of(s.args.begin(), s.args.end(), [](const Site::Arg& a) { return a.kind == ArgKind::Raw; });
   };
+  const auto memOf = [](const Site::Arg& a) {  // a buffer argument's cl_mem (null for another kind)
+    cl_mem m = nullptr;
+    if (a.kind == ArgKind::Mem) std::memcpy(&m, a.bytes.data(), sizeof m);
+    return m;
+  };
   const bool on = device_.taskChains() && !device_.gpuKernels();
   const size_t most = on ? parameterBytes(device_.info().id) / sizeof(cl_mem) : 0;  // 2 buffers of its own and the rest
   for (size_t i = 0; i < r.launches.size();) {
@@ -56,11 +61,8 @@ void Executor::makeChains(Replay& r) {
     size_t j = i;
     while (on && j < r.launches.size() && chainable(site(j))) {
       std::map<cl_mem, size_t> more = mems;
-      for (const auto& a : site(j).args) {
-        cl_mem m = nullptr;
-        if (a.kind == ArgKind::Mem) std::memcpy(&m, a.bytes.data(), sizeof m);
-        if (m) more.emplace(m, more.size());
-      }
+      for (const auto& a : site(j).args)
+        if (cl_mem m = memOf(a)) more.emplace(m, more.size());
       if (more.size() + 2 > most) break;
       mems = std::move(more);
       ++j;
@@ -88,10 +90,9 @@ void Executor::makeChains(Replay& r) {
     Replay::Chain c;
     c.first = i;
     c.count = j - i;
-    int64_t cacheBytes = 0;
     for (size_t l = i; l < j; ++l) {
       const Site& s = site(l);
-      cacheBytes += s.cacheBytes;
+      c.cacheBytes += s.cacheBytes;
       const size_t spread = work > kCpuChainSpread && s.task.spreads ? units : 1;
       const cl_int tasks = static_cast<cl_int>(std::max(s.global[0], spread));
       if (work > kCpuChainSpread) c.groups = std::max(c.groups, std::min<size_t>(static_cast<size_t>(tasks), units));
@@ -100,8 +101,7 @@ void Executor::makeChains(Replay& r) {
       for (const auto& a : s.args) {
         switch (a.kind) {
           case ArgKind::Mem: {
-            cl_mem m = nullptr;
-            std::memcpy(&m, a.bytes.data(), sizeof m);
+            cl_mem m = memOf(a);
             body += m ? ", m" + std::to_string(mems.at(m)) : std::string(", 0");
             break;
           }
@@ -133,7 +133,6 @@ void Executor::makeChains(Replay& r) {
     clCheck(clSetKernelArg(c.k, 1, sizeof c.counts, &c.counts), "clSetKernelArg", "tl_chain");
     for (size_t m = 0; m < order.size(); ++m)
       clCheck(clSetKernelArg(c.k, static_cast<cl_uint>(m + 2), sizeof(cl_mem), &order[m]), "clSetKernelArg", "tl_chain");
-    c.cacheBytes = cacheBytes;
     r.steps.push_back(~r.chains.size());
     r.chains.push_back(c);
     i = j;
