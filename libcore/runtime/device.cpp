@@ -49,6 +49,11 @@ void clCheck(cl_int err, const char* call, const std::string& context) {
 }
 
 std::vector<DeviceInfo> listDevices() {
+  // PoCL's CPU workers pinned a core each, unless the user says otherwise: a task chain's
+  // work-groups wait for each other (runtime/executor/chains.cpp), and unpinned, Linux at
+  // times ran both workers on one of this VM's two cores (bytellama's decode then lost a
+  // fifth). PoCL reads it when its devices start, at the first clGetPlatformIDs.
+  setenv("POCL_AFFINITY", "1", 0);
   cl_uint np = 0;
   if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
   std::vector<cl_platform_id> platforms(np);

@@ -111,10 +111,11 @@ class Launch {
 // work than this may join a task chain.
 constexpr int64_t kCpuTaskWork = int64_t{1} << 20;
 // A task chain of more work than this runs on a work-group a compute unit (its spreading
-// GEMVs split as many ways): on PoCL here, bytellama's step at depth 1024 (some 5 M
-// multiply-adds) 2,700 -> 4,000-4,300 tok/s, while at depth 128 (some 3 M) the second
-// core's waits cost the host thread, which enqueues the next step, more than it saved.
-constexpr int64_t kCpuChainSpread = 4 * kCpuTaskWork;
+// GEMVs split as many ways), less than a task's worth on one: on PoCL here, with its
+// workers pinned a core each (device.cpp), bytellama's step at depth 0-128 (some 3 M
+// multiply-adds) 7,100-7,600 -> 7,700-9,300 tok/s, at depth 1024 (5 M) 2,700 -> 4,300.
+// (Unpinned, two workers shared one core in some runs, and spreading lost there.)
+constexpr int64_t kCpuChainSpread = kCpuTaskWork;
 
 // The node being lowered, with the run's shapes.
 struct LowerNode {
