@@ -685,6 +685,14 @@ inline int pack_i8(float a, float b, float c, float d) {
   }
 QGEMV_WIDE_I8(qgemv_wide_i8_e0m4, 8, E0M4_STEP, E0M4_BASE)
 QGEMV_WIDE_I8(qgemv_wide_i8_int4, 8, INT4_STEP, INT4_BASE)
+// ... 16 columns a work-group, where that still makes 4 work-groups a compute unit: each
+// group rounds A (and reads the norm's weights) once for twice the columns. H200, back to
+// back, 8 -> 16 columns: 2048 x 11264 with a GLU 10.4-10.6 -> 8.5-9.3 µs (with the norm
+// compiled in 15.6 -> 9.8-10.2), 4096 x 22016 24.6 -> 22.3 (37.0 -> 28.1), 4096 x 12288
+// 18.4 -> 13.5 (25.7 -> 16.0); with fewer groups slower (4096 x 4096 8.4 -> 9.6, 11008 x
+// 4096 15.9 -> 18.0; docs/tl-bench.md).
+QGEMV_WIDE_I8(qgemv_wide16_i8_e0m4, 16, E0M4_STEP, E0M4_BASE)
+QGEMV_WIDE_I8(qgemv_wide16_i8_int4, 16, INT4_STEP, INT4_BASE)
 #endif
 
 // W4A8 decode, 4 columns per work-group as above: int8 activations times int4 weights,

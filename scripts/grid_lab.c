@@ -10,6 +10,16 @@
 //   pre       as persist, each phase's bytes loaded into registers before the barrier
 //             that ends the phase before it (a weight does not wait on the last output).
 // S = 0 gives each form's fixed cost a phase. Wall time per phase, the best of 5 rounds.
+// A second table asks what a task chain of the library's decode kernels (work-groups of 64
+// items) would cost on a GPU: each phase split into T tasks of 64 items (T work-groups of a
+// decode GEMV), run
+//   launch64  P launches of T work-groups of 64 items;
+//   claims    one kernel of G work-groups of 64 that take each phase's tasks from an atomic
+//             count (item 0 takes, the group reads it from local memory), count each done
+//             and wait for all before the next phase (runtime/executor/chains.cpp's scheme:
+//             no group waits on one that has not started, so G need not all be resident);
+//   static    task t of a phase on work-group t % G, a grid barrier after each phase (G
+//             all resident).
 // The spin needs every work-group resident: a GPU's work-group a compute unit, or on a CPU
 // OpenCL (no GPU present) a work-group a core, each on a thread of its own (PoCL's pthread
 // device deals a launch's groups out to its threads; were two given to one thread, the
@@ -53,6 +63,36 @@ static const char *src =
 "  }\n"
 "  if (x == 0x12345679u) out[0] = 1;\n"
 "}\n"
+"__kernel void claims(__global const uint4* w, __global int* out, volatile __global int* cnt, int phases, int n4, int tasks) {\n"
+"  __local int tk;\n"
+"  uint x = 0; const int per = (n4 + tasks - 1) / tasks, l = get_local_id(0);\n"
+"  for (int p = 0; p < phases; ++p) {\n"
+"    __global const uint4* r = w + (long)p * n4; volatile __global int* c = cnt + 2 * p;\n"
+"    for (;;) {\n"
+"      if (l == 0) tk = atomic_inc(c);\n"
+"      barrier(CLK_LOCAL_MEM_FENCE);\n"
+"      const int t = tk;\n"
+"      barrier(CLK_LOCAL_MEM_FENCE);\n"
+"      if (t >= tasks) break;\n"
+"      for (int i = t * per + l; i < min(n4, (t + 1) * per); i += 64) { uint4 v = r[i]; x ^= v.x ^ v.y ^ v.z ^ v.w; }\n"
+"      barrier(CLK_GLOBAL_MEM_FENCE);\n"
+"      if (l == 0) { FENCE(); atomic_inc(c + 1); }\n"
+"    }\n"
+"    if (l == 0) { while (atomic_add(c + 1, 0) < tasks) {} FENCE(); }\n"
+"    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);\n"
+"  }\n"
+"  if (x == 0x12345679u) out[0] = 1;\n"
+"}\n"
+"__kernel void statics(__global const uint4* w, __global int* out, volatile __global int* cnt, int phases, int n4, int tasks) {\n"
+"  uint x = 0; const int per = (n4 + tasks - 1) / tasks, l = get_local_id(0);\n"
+"  for (int p = 0; p < phases; ++p) {\n"
+"    __global const uint4* r = w + (long)p * n4;\n"
+"    for (int t = get_group_id(0); t < tasks; t += get_num_groups(0))\n"
+"      for (int i = t * per + l; i < min(n4, (t + 1) * per); i += 64) { uint4 v = r[i]; x ^= v.x ^ v.y ^ v.z ^ v.w; }\n"
+"    grid_sync(cnt, (p + 1) * get_num_groups(0));\n"
+"  }\n"
+"  if (x == 0x12345679u) out[0] = 1;\n"
+"}\n"
 "__kernel void preload(__global const uint4* w, __global int* out, volatile __global int* cnt, int phases, int n4, int sync) {\n"
 "  uint x = 0; uint4 v[16]; const int gs = get_global_size(0), id = get_global_id(0);\n"
 "  for (int j = 0; j < 16; ++j) { const int i = id + j * gs; v[j] = i < n4 ? w[i] : (uint4)(0); }\n"
@@ -67,6 +107,27 @@ static const char *src =
 
 #define CK(x) do { cl_int e_ = (x); if (e_) { printf("error %d at %s (line %d)\n", e_, #x, __LINE__); exit(1); } } while (0)
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e6 + t.tv_nsec / 1e3; }
+
+// One kernel of the chain's (persist, preload, claims, statics: big, out, cnt, phases, n4 and
+// a last int) over items in groups of wg, its counts (cntBytes) zeroed before each run: the
+// best of 5 rounds of 10, us a phase.
+static double time_phases(cl_command_queue q, cl_kernel k, cl_mem big, cl_mem out, cl_mem cnt, size_t cntBytes,
+                          int P, int n4, int last, size_t items, size_t wg) {
+  const int zero = 0;
+  CK(clSetKernelArg(k, 0, sizeof big, &big)); CK(clSetKernelArg(k, 1, sizeof out, &out));
+  CK(clSetKernelArg(k, 2, sizeof cnt, &cnt)); CK(clSetKernelArg(k, 3, sizeof(int), &P));
+  CK(clSetKernelArg(k, 4, sizeof(int), &n4)); CK(clSetKernelArg(k, 5, sizeof(int), &last));
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    clFinish(q); double t0 = now();
+    for (int rep = 0; rep < 10; ++rep) {
+      CK(clEnqueueFillBuffer(q, cnt, &zero, 4, 0, cntBytes, 0, 0, 0));
+      CK(clEnqueueNDRangeKernel(q, k, 1, 0, &items, &wg, 0, 0, 0));
+    }
+    clFinish(q); double t = (now() - t0) / (10.0 * P); if (t < best) best = t;
+  }
+  return best;
+}
 
 int main(int argc, char **argv) {
   const int P = argc > 1 ? atoi(argv[1]) : 110;
@@ -93,14 +154,13 @@ int main(int argc, char **argv) {
   const cl_uchar seven = 7;
   CK(clEnqueueFillBuffer(q, big, &seven, 1, 0, maxb, 0, 0, 0));
   cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, 0, &err); CK(err);
-  cl_mem cnt = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4, 0, &err); CK(err);
+  cl_mem cnt = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 8 * (size_t)P, 0, &err); CK(err);
   cl_kernel kpersist = clCreateKernel(p, "persist", &err); CK(err);
   cl_kernel kpre = clCreateKernel(p, "preload", &err); CK(err);
   clCreateCommandBufferKHR_fn cbCreate = (clCreateCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clCreateCommandBufferKHR");
   clCommandNDRangeKernelKHR_fn cbNd = (clCommandNDRangeKernelKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clCommandNDRangeKernelKHR");
   clFinalizeCommandBufferKHR_fn cbFin = (clFinalizeCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clFinalizeCommandBufferKHR");
   clEnqueueCommandBufferKHR_fn cbEnq = (clEnqueueCommandBufferKHR_fn)clGetExtensionFunctionAddressForPlatform(plat, "clEnqueueCommandBufferKHR");
-  const int zero = 0;
   char ext[16384] = ""; clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, 0);
   printf("cl_khr_command_buffer: %s; functions %s\n", strstr(ext, "cl_khr_command_buffer") ? "listed" : "not listed",
          cbCreate && cbNd && cbFin && cbEnq ? "found" : "missing");
@@ -142,20 +202,8 @@ int main(int argc, char **argv) {
       cl_kernel kp = m <= 2 ? kpersist : kpre;
       const size_t wgp = 256 * (m <= 2 ? m : m - 2), itemsP = (size_t)cus * wgp;
       if (m > 2 && (size_t)n4 > 16 * itemsP) continue;
-      double tp[2] = {1e30, 1e30};
-      for (int sync = 0; sync < 2; ++sync) {
-        CK(clSetKernelArg(kp, 0, sizeof big, &big)); CK(clSetKernelArg(kp, 1, sizeof out, &out));
-        CK(clSetKernelArg(kp, 2, sizeof cnt, &cnt)); CK(clSetKernelArg(kp, 3, sizeof(int), &P));
-        CK(clSetKernelArg(kp, 4, sizeof(int), &n4)); CK(clSetKernelArg(kp, 5, sizeof(int), &sync));
-        for (int r = 0; r < 5; ++r) {
-          clFinish(q); double t0 = now();
-          for (int rep = 0; rep < 10; ++rep) {
-            CK(clEnqueueFillBuffer(q, cnt, &zero, 4, 0, 4, 0, 0, 0));
-            CK(clEnqueueNDRangeKernel(q, kp, 1, 0, &itemsP, &wgp, 0, 0, 0));
-          }
-          clFinish(q); double t = (now() - t0) / (10.0 * P); if (t < tp[sync]) tp[sync] = t;
-        }
-      }
+      double tp[2];
+      for (int sync = 0; sync < 2; ++sync) tp[sync] = time_phases(q, kp, big, out, cnt, 4, P, n4, sync, itemsP, wgp);
       char wg[32]; snprintf(wg, sizeof wg, "%ux%zu%s", cus, wgp, m > 2 ? " pre" : "");
       if (m == 1) printf("%-10.2e %-12s %10.2f %10.2f %10.2f %10.2f\n", sizes[s], wg, tl, tc, tp[1], tp[0]);
       else printf("%-10s %-12s %10s %10s %10.2f %10.2f\n", "", wg, "", "", tp[1], tp[0]);
@@ -163,5 +211,50 @@ int main(int argc, char **argv) {
     for (int i = 0; i < P; ++i) { clReleaseKernel(ks[i]); clReleaseMemObject(subs[i]); }
     free(ks); free(subs);
   }
+  // The chain's forms: T tasks of 64 items a phase (TinyLlama's decode GEMVs: 8 columns a
+  // work-group, 2048 x 2560 QKV 320 of them, 2048 x 11264 gate/up 1408).
+  cl_kernel kclaims = clCreateKernel(p, "claims", &err); CK(err);
+  cl_kernel kstatic = clCreateKernel(p, "statics", &err); CK(err);
+  printf("\n%-10s %-6s %10s %-8s %10s %10s   (us a phase)\n", "bytes", "tasks", "launch64", "G", "claims", "static");
+  const int taskCounts[] = {320, 1408};
+  const int groupsPerCu[] = {4, 8, 16};
+  for (int s = 0; s < 3; ++s)
+    for (int ti = 0; ti < 2; ++ti) {
+      const int n4 = (int)(sizes[s] / 16), T = taskCounts[ti];
+      const size_t wg = 64, itemsL = (size_t)T * 64;
+      cl_kernel *ks = malloc(sizeof(cl_kernel) * P);  // (each phase its own region, as the chain's)
+      cl_mem *subs = malloc(sizeof(cl_mem) * P);
+      for (int i = 0; i < P; ++i) {
+        cl_buffer_region reg = {(size_t)i * n4 * 16, n4 ? (size_t)n4 * 16 : 16};
+        subs[i] = clCreateSubBuffer(big, CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
+        if (err) {  // (a region not at the device's alignment: the page above it)
+          reg.origin = (size_t)i * (n4 * 16 + 4096) / 4096 * 4096;
+          subs[i] = clCreateSubBuffer(big, CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err); CK(err);
+        }
+        ks[i] = clCreateKernel(p, "rd", &err); CK(err);
+        CK(clSetKernelArg(ks[i], 0, sizeof subs[i], &subs[i])); CK(clSetKernelArg(ks[i], 1, sizeof out, &out));
+        CK(clSetKernelArg(ks[i], 2, sizeof(int), &n4));
+      }
+      double tl = 1e30;
+      for (int r = 0; r < 5; ++r) {
+        clFinish(q); double t0 = now();
+        for (int rep = 0; rep < 10; ++rep)
+          for (int i = 0; i < P; ++i) CK(clEnqueueNDRangeKernel(q, ks[i], 1, 0, &itemsL, &wg, 0, 0, 0));
+        clFinish(q); double t = (now() - t0) / (10.0 * P); if (t < tl) tl = t;
+      }
+      for (int i = 0; i < P; ++i) { clReleaseKernel(ks[i]); clReleaseMemObject(subs[i]); }
+      free(ks); free(subs);
+      for (int gi = 0; gi < 3; ++gi) {
+        const size_t G = (size_t)cus * groupsPerCu[gi], itemsG = G * 64;
+        double tk[2] = {1e30, 1e30};
+        for (int m = 0; m < (cpu ? 1 : 2); ++m)  // (static spins on groups a CPU may not run at once)
+          tk[m] = time_phases(q, m ? kstatic : kclaims, big, out, cnt, 8 * (size_t)P, P, n4, T, itemsG, wg);
+        char g[32]; snprintf(g, sizeof g, "%ux%d", cus, groupsPerCu[gi]);
+        char st[32] = "-";
+        if (!cpu) snprintf(st, sizeof st, "%.2f", tk[1]);
+        if (gi == 0) printf("%-10.2e %-6d %10.2f %-8s %10.2f %10s\n", sizes[s], T, tl, g, tk[0], st);
+        else printf("%-10s %-6s %10s %-8s %10.2f %10s\n", "", "", "", g, tk[0], st);
+      }
+    }
   return 0;
 }

@@ -368,8 +368,10 @@ TEST(MatMulExtras, SplitKMatchesUnfusedMath) {
 // K = 4096 with 4 tiles, K split in 8 (two executors' runs: the tile and piece counters back
 // at zero). One row at K = 4096 takes the
 // one-row int8 rows (qgemv_wide_i8_*: each item rounds its block of 32 itself), 200
-// columns (the last group's ragged). Elsewhere other rows; all against the unfused math
-// (for the int8 rows, A rounded as they round it).
+// columns (the last group's ragged), and over 8,712 columns (or more: 4 work-groups of 16 a
+// compute unit) their 16-column form (qgemv_wide16_i8_*, the last group's ragged).
+// Elsewhere other rows; all against the unfused math (for the int8 rows, A rounded as they
+// round it).
 TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
   for (const Extras& e : {Extras{true, true, true, ""}, Extras{true, false, false, "silu"}, Extras{false, false, true, ""}})
     for (const std::string scheme : {"e0m4", "int4", "q8", "q3h"}) {
@@ -379,7 +381,11 @@ TEST(MatMulExtras, Int8RowsMatchUnfusedMath) {
       expectUnfusedMath(scheme.c_str(), 320, 48, e, {300}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str());  // K % 128 == 64
       for (int64_t group : {32, 64})  // groups ending within a stage: the ragged rows
         expectUnfusedMath(scheme.c_str(), 320, 48, e, {70}, {true}, ("qgemm64_mma_i8_ragged_" + scheme).c_str(), nullptr, group);
-      if (scheme == "e0m4" || scheme == "int4") expectUnfusedMath(scheme.c_str(), 4096, 200, e, {1}, {true}, gemv.c_str());
+      if (scheme == "e0m4" || scheme == "int4") {
+        expectUnfusedMath(scheme.c_str(), 4096, 200, e, {1}, {true}, gemv.c_str());
+        const int64_t wide16 = std::max<int64_t>(8712, 64 * static_cast<int64_t>(selectDevice("").computeUnits) + 8);
+        expectUnfusedMath(scheme.c_str(), 256, wide16, e, {1}, {true}, ("qgemv_wide16_i8_" + scheme).c_str());
+      }
     }
 }
 

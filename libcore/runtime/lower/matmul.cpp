@@ -290,6 +290,10 @@ struct QCase {
   // group still make enough groups): H200, Llama-2-7B's one-row GEMVs 6-23% faster,
   // TinyLlama's 2-9% (docs/tl-bench.md). Not merging the attention's splits.
   bool int8Gemv() const { return int8 && gemv16() && M == 1 && !merged && (wide() || K >= 4096); }
+  // ... 16 columns a work-group where that makes 4 a compute unit (qgemv_wide16_i8_*:
+  // A rounded, and the norm's weights read, once for twice the columns; H200, TinyLlama's
+  // and Llama-2-7B's gate/up and 7B's QKV 9-38% faster, fewer groups slower).
+  bool int8Gemv16() const { return int8Gemv() && N / 16 >= 4 * computeUnits; }
   // Prefill through kernels/gemm.cl's tiles and tasks.
   bool tiled() const { return M > 4 && coded(); }
   // What gemm.cl's kernels read: chunks of 8 codes that share a scale, code rows its
@@ -381,6 +385,7 @@ struct QCase {
   }
 };
 Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
+Geometry wide16Geometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 8) : up(c.N, 16)) * 64, 1, 1, 64, 1); }
 // 4 weight columns per work-group (2 and their up columns with a GLU), of 64 items
 // (kernels/qmatmul.cl's GEMV_WG) or, one row without a norm, 128 (GEMV16_WG).
 template <size_t Items> Geometry gemvColumns(const QCase& c) {
@@ -425,6 +430,7 @@ template <Scheme S> bool mergedWide(const QCase& c) { return c.scheme == S && c.
 template <Scheme S> bool mergedOneRow(const QCase& c) { return c.scheme == S && c.merged && !c.wide() && c.gemv16() && c.M == 1; }
 template <Scheme S> bool wide(const QCase& c) { return c.scheme == S && c.wide(); }
 template <Scheme S> bool int8Gemv(const QCase& c) { return c.scheme == S && c.int8Gemv(); }
+template <Scheme S> bool int8Gemv16(const QCase& c) { return c.scheme == S && c.int8Gemv16(); }
 template <Scheme S> bool gemv16Plain(const QCase& c) {
   return c.scheme == S && c.gemv16() && c.M == 1 && (!c.norm || c.handed);
 }
@@ -473,6 +479,9 @@ const char* const kMergedWhy = "one decode row, merging the attention's splits a
 const char* const kWideWhy = "one decode row over wide weights: 8 columns a work-group";
 const char* const kWideInt8Why =
     "one decode row, 8 columns a work-group, A rounded to int8 per 32 k and multiplied by the codes 4 at a time";
+const char* const kWide16Int8Why =
+    "one decode row, 16 columns a work-group (4 or more a compute unit), A rounded to int8 per 32 k and multiplied by the "
+    "codes 4 at a time";
 const char* const kGemv16PlainWhy = "one decode row without a norm: 32 codes at a time in 128-wide groups, the GLU inside";
 const char* const kHandedWhy =
     "one decode row, its RMSNorm handed on by the GEMV that wrote A (A times the norm's weights, the sums of squares)";
@@ -535,6 +544,8 @@ const Variant<QCase> kQMatMul[] = {
     {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide16_i8_e0m4", int8Gemv16<E0m4>, wide16Geometry, kWide16Int8Why, kNative | kHands},
+    {"qgemv_wide16_i8_int4", int8Gemv16<Int4>, wide16Geometry, kWide16Int8Why, kNative | kHands},
     {"qgemv_wide_i8_e0m4", int8Gemv<E0m4>, wideGeometry, kWideInt8Why, kNative | kHands},
     {"qgemv_wide_i8_int4", int8Gemv<Int4>, wideGeometry, kWideInt8Why, kNative | kHands},
     {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative | kHands},
