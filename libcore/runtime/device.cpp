@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#ifdef __linux__
+#include <sched.h>
+#include <unistd.h>
+#endif
 
 #include "cli/error.h"
 
@@ -39,6 +43,22 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Whether this process may run on every CPU: PoCL pins worker i to CPU i, which would leave
+// a mask the user set (taskset) and abort where a cpuset forbids that CPU.
+bool mayRunOnEveryCpu() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  if (cpus <= 0 || cpus > CPU_SETSIZE) return false;
+  for (long i = 0; i < cpus; ++i)
+    if (!CPU_ISSET(i, &set)) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 void clCheck(cl_int err, const char* call, const std::string& context) {
@@ -53,7 +73,7 @@ std::vector<DeviceInfo> listDevices() {
   // work-groups wait for each other (runtime/executor/chains.cpp), and unpinned, Linux at
   // times ran both workers on one of this VM's two cores (bytellama's decode then lost a
   // fifth). PoCL reads it when its devices start, at the first clGetPlatformIDs.
-  setenv("POCL_AFFINITY", "1", 0);
+  if (mayRunOnEveryCpu()) setenv("POCL_AFFINITY", "1", 0);
   cl_uint np = 0;
   if (clGetPlatformIDs(0, nullptr, &np) != CL_SUCCESS || np == 0) return {};
   std::vector<cl_platform_id> platforms(np);
