@@ -294,14 +294,13 @@ inline float sum8(float8 v) { return dot(v.lo, (float4)1.0f) + dot(v.hi, (float4
 // A gated linear unit's activation of its gate (tl.SwiGLU, tl.GeGLU, a MatMul's `glu`):
 // 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its
 // tanh form, as ONNX Gelu's kernels.
-inline float glu_gate(float x, int kind) {
-  if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));
-  if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-  return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-// ... of 4 gates at once (a CPU decode task's: one vector exp for its 4, not 4 scalar ones).
-inline float4 glu_gate4(float4 x, int kind) {
-  if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));
-  if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-  return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
+// glu_gate4: of 4 gates at once (a CPU decode task's: one vector exp for its 4, not 4
+// scalar ones).
+#define GLU_GATE_OF(T, NAME)                                                        \
+  inline T NAME(T x, int kind) {                                                    \
+    if (kind == 1) return x * (1.0f / (1.0f + exp(-x)));                            \
+    if (kind == 2) return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));         \
+    return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); \
+  }
+GLU_GATE_OF(float, glu_gate)
+GLU_GATE_OF(float4, glu_gate4)

@@ -384,8 +384,10 @@ struct QCase {
     return mmaTiles() * kSlices() * per * 256;
   }
 };
-Geometry wideGeometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 4) : up(c.N, 8)) * 64, 1, 1, 64, 1); }
-Geometry wide16Geometry(const QCase& c) { return grid((c.glu ? up(c.N / 2, 8) : up(c.N, 16)) * 64, 1, 1, 64, 1); }
+// Cols weight columns per work-group of 64 items (with a GLU Cols / 2 gates and their ups).
+template <int64_t Cols> Geometry wideGeometry(const QCase& c) {
+  return grid((c.glu ? up(c.N / 2, Cols / 2) : up(c.N, Cols)) * 64, 1, 1, 64, 1);
+}
 // 4 weight columns per work-group (2 and their up columns with a GLU), of 64 items
 // (kernels/qmatmul.cl's GEMV_WG) or, one row without a norm, 128 (GEMV16_WG).
 template <size_t Items> Geometry gemvColumns(const QCase& c) {
@@ -540,16 +542,16 @@ const char* const kTilesWhy = "GPU, more rows: dequantizing 64x64 tiles";
 const char* const kCols4Why = "CPU decode: a column and 4 rows per item";
 const char* const kCols8Why = "CPU: a column and 8 rows per item";
 const Variant<QCase> kQMatMul[] = {
-    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
-    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide_merge_e0m4", mergedWide<E0m4>, wideGeometry<8>, kMergedWhy, kMerges | kNative | kHands},
+    {"qgemv_wide_merge_int4", mergedWide<Int4>, wideGeometry<8>, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_e0m4_m1", mergedOneRow<E0m4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
     {"qgemv16_merge_int4_m1", mergedOneRow<Int4>, gemv16PlainGeometry, kMergedWhy, kMerges | kNative | kHands},
-    {"qgemv_wide16_i8_e0m4", int8Gemv16<E0m4>, wide16Geometry, kWide16Int8Why, kNative | kHands},
-    {"qgemv_wide16_i8_int4", int8Gemv16<Int4>, wide16Geometry, kWide16Int8Why, kNative | kHands},
-    {"qgemv_wide_i8_e0m4", int8Gemv<E0m4>, wideGeometry, kWideInt8Why, kNative | kHands},
-    {"qgemv_wide_i8_int4", int8Gemv<Int4>, wideGeometry, kWideInt8Why, kNative | kHands},
-    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry, kWideWhy, kNative | kHands},
-    {"qgemv_wide_int4", wide<Int4>, wideGeometry, kWideWhy, kNative | kHands},
+    {"qgemv_wide16_i8_e0m4", int8Gemv16<E0m4>, wideGeometry<16>, kWide16Int8Why, kNative | kHands},
+    {"qgemv_wide16_i8_int4", int8Gemv16<Int4>, wideGeometry<16>, kWide16Int8Why, kNative | kHands},
+    {"qgemv_wide_i8_e0m4", int8Gemv<E0m4>, wideGeometry<8>, kWideInt8Why, kNative | kHands},
+    {"qgemv_wide_i8_int4", int8Gemv<Int4>, wideGeometry<8>, kWideInt8Why, kNative | kHands},
+    {"qgemv_wide_e0m4", wide<E0m4>, wideGeometry<8>, kWideWhy, kNative | kHands},
+    {"qgemv_wide_int4", wide<Int4>, wideGeometry<8>, kWideWhy, kNative | kHands},
     {"qgemv16_plain_e0m4_m1", gemv16Plain<E0m4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative | kHands},
     {"qgemv16_plain_int4_m1", gemv16Plain<Int4>, gemv16PlainGeometry, kGemv16PlainWhy, kNative | kHands},
     {"qgemv16_norm_e0m4_m1", gemv16Normed<E0m4>, gemvGeometry, kGemv16NormWhy, kNative | kHands},
