@@ -72,6 +72,27 @@
     }                                                                                           \
     out[i] = data[off + i % inner];                                                             \
   }                                                                                             \
+  /* GatherElements: out[i] is data's element at i's coordinates, the axis's idx[i]; ds */ \
+  /* are data's strides with the axis's 0 (indices may be shorter than data on any axis) */ \
+  __kernel void gather_elements_##S(__global const T* data, __global const long* idx,         \
+                                    __global T* out, int n, int8 dims, int8 ds, int axis_dim,  \
+                                    int axis_stride) {                                        \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    long k = idx[i];                                                                            \
+    if (k < 0) k += axis_dim;                                                                   \
+    out[i] = data[strided_offset(i, dims, ds) + k * axis_stride];                               \
+  }                                                                                             \
+  /* OneHot: out [outer, depth, inner] from int64 indices [outer, inner] */                 \
+  __kernel void one_hot_##S(__global const long* idx, __global const T* values, __global T* out, \
+                            int n, int depth, int inner) {                                    \
+    int i = get_global_id(0);                                                                   \
+    if (i >= n) return;                                                                         \
+    const int c = i / inner % depth;                                                            \
+    long k = idx[(long)(i / (inner * depth)) * inner + i % inner];                              \
+    if (k < 0) k += depth;                                                                      \
+    out[i] = values[k == c ? 1 : 0];                                                            \
+  }                                                                                             \
   __kernel void trilu_##S(__global const T* in, __global T* out, int n, int rows, int cols,     \
                           int k, int upper) {                                                   \
     int i = get_global_id(0);                                                                   \

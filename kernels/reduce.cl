@@ -198,6 +198,57 @@ ARG_EXTREME(argmin_i64, long, ARG_LT)
 ARG_EXTREME(argmax_i32, int, ARG_GT)
 ARG_EXTREME(argmin_i32, int, ARG_LT)
 
+// TopK along an axis of `len` (inner elements apart), an item a line: pick j is the best
+// element after pick j - 1 in the order (value, then the lower index first) that ONNX
+// asks for, so no scratch is needed; k passes over the line (a router's handful of
+// experts). largest = 0 reverses the values' order. NaN is never picked over a number.
+__kernel void topk_f32(__global const float* in, __global float* values, __global long* indices, int n, int len,
+                       int inner, int k, int largest) {
+  const int o = get_global_id(0);
+  if (o >= n) return;
+  const long base = (long)(o / inner) * len * inner + o % inner, obase = (long)(o / inner) * k * inner + o % inner;
+  float pv = 0;
+  int pi = -1;
+  for (int j = 0; j < k; ++j) {
+    float bv = 0;
+    int bi = -1;
+    for (int i = 0; i < len; ++i) {
+      const float v = in[base + (long)i * inner];
+      const float s = largest ? v : -v, ps = largest ? pv : -pv, bs = largest ? bv : -bv;
+      const bool after = pi < 0 || s < ps || (s == ps && i > pi);
+      if (after && (bi < 0 || s > bs || isnan(bs))) {
+        bv = v;
+        bi = i;
+      }
+    }
+    values[obase + (long)j * inner] = bv;
+    indices[obase + (long)j * inner] = bi;
+    pv = bv;
+    pi = bi;
+  }
+}
+
+// CumSum along an axis of `len` (inner elements apart), an item a line: the running sum,
+// exclusive (each element the sum before it) and reversed (from the end) as ONNX defines.
+#define CUMSUM(NAME, T)                                                                               \
+  __kernel void NAME(__global const T* in, __global T* out, int n, int len, int inner, int exclusive, \
+                     int reverse) {                                                                   \
+    const int o = get_global_id(0);                                                                   \
+    if (o >= n) return;                                                                               \
+    const long base = (long)(o / inner) * len * inner + o % inner;                                   \
+    T sum = 0;                                                                                        \
+    for (int j = 0; j < len; ++j) {                                                                   \
+      const long at = base + (long)(reverse ? len - 1 - j : j) * inner;                              \
+      const T v = in[at];                                                                             \
+      if (!exclusive) sum += v;                                                                       \
+      out[at] = sum;                                                                                  \
+      if (exclusive) sum += v;                                                                        \
+    }                                                                                                 \
+  }
+CUMSUM(cumsum_f32, float)
+CUMSUM(cumsum_i32, int)
+CUMSUM(cumsum_i64, long)
+
 // The first largest of x[offset .. offset + n) into *out, by one work-group of 256: a
 // greedy decode step's next token without reading the logits back. A row with nothing
 // above -inf gives 0 (the first element, as std::max_element). A logit that is no number

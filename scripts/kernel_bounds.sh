@@ -14,7 +14,7 @@
 # (llvm.abs.i64); -Ucl_khr_fp16: it lists the extension but stops on a half constant.
 set -u
 tests=$1
-filter=${2:-KernelBounds.*:AttentionKernel.OtherShapesSplitLongKeys:GatherKernel.*:MatMulKernel.*:RmsNormKernel.*:RopeKernel.*:SwiGluKernel.*:GeGluKernel.*:GeluKernel.*:ConcatKernel.*:ElementwiseKernel.*:ArgMaxKernel.*:ModKernel.*}
+filter=${2:-KernelBounds.*:AttentionKernel.OtherShapesSplitLongKeys:GatherKernel.*:MatMulKernel.*:RmsNormKernel.*:RopeKernel.*:SwiGluKernel.*:GeGluKernel.*:GeluKernel.*:ConcatKernel.*:ElementwiseKernel.*:ArgMaxKernel.*:ModKernel.*:CumSumKernel.*:TileKernel.*:GatherElementsKernel.*:TopKKernel.*:ClipKernel.*:OneHotKernel.*}
 if ! command -v oclgrind >/dev/null 2>&1; then
   echo "kernel_bounds: oclgrind is not installed (Debian: oclgrind; scripts/setup.sh installs it)" >&2
   exit 1

@@ -129,8 +129,8 @@ std::vector<OpInfo> buildTable() {
                              {"Mish", "x * tanh(softplus(x))"}, {"Round", "round half to even"}, {"Sign", "-1, 0 or 1"},
                              {"ThresholdedRelu", "x where x > alpha"}, {"Shrink", "shrink towards 0"},
                              {"BitwiseNot", "bitwise not"}}},
-      {"same-as-input", kNo, kNone, {{"Hardmax", "one-hot of the row maximum"}, {"CumSum", "running sum along an axis"},
-                                     {"Clip", "clamp to [min, max]"}, {"InstanceNormalization", "per-channel norm"},
+      {"same-as-input", kNo, kNone, {{"Hardmax", "one-hot of the row maximum"},
+                                     {"InstanceNormalization", "per-channel norm"},
                                      {"BatchNormalization", "inference batch norm"}, {"GroupNormalization", "group norm"},
                                      {"LpNormalization", "Lp norm along an axis"},
                                      {"MeanVarianceNormalization", "mean and variance norm"}}},
@@ -148,6 +148,7 @@ std::vector<OpInfo> buildTable() {
   onnx("Cast", "cast", kExact, View::SameType, nullptr, kEw, "convert to another dtype");
   onnx("CastLike", "cast-like", kNo, kNever, nullptr, kNone, "convert to another tensor's dtype");
   onnx("Where", "where", kExact, kNever, nullptr, kEw, "c ? x : y");
+  onnx("Clip", "same-as-input", kNo, kNever, nullptr, kEw, "clamp to [min, max] (opset 11 on)");
   onnx("Shape", "shape", kNo, kNever, nullptr, kNone, "a tensor's dims (always folded)");
   onnx("Size", "size", kNo, kNever, nullptr, kNone, "a tensor's element count (always folded)");
   onnx("Constant", "constant", kNo, kNever, nullptr, kNone, "a constant tensor (data, or folded)");
@@ -163,11 +164,12 @@ std::vector<OpInfo> buildTable() {
   onnx("Split", "split", kNo, kNever, nullptr, kMove, "cut along an axis");
   onnx("Gather", "gather", kExact, kNever, nullptr, kMove, "rows by index along an axis");
   t.back().bytes = gatherBytes;
-  onnx("GatherElements", "gather-elements", kNo, kNever, nullptr, kNone, "elements by index along an axis");
+  onnx("GatherElements", "gather-elements", kNo, kNever, nullptr, kMove, "elements by index along an axis");
   onnx("GatherND", "gather-nd", kNo, kNever, nullptr, kMove, "slices by index tuples (batch_dims 0)");
   onnx("ScatterND", "scatter", kNo, kNever, nullptr, kNone, "write slices by index tuples");
   onnx("ScatterElements", "scatter", kNo, kNever, nullptr, kNone, "write elements by index");
-  onnx("Tile", "tile", kNo, kNever, nullptr, kNone, "repeat along axes");
+  onnx("Tile", "tile", kNo, kNever, nullptr, kMove, "repeat along axes");
+  onnx("OneHot", "one-hot", kNo, kNever, nullptr, kMove, "values[1] where the axis's coordinate is the index, else values[0]");
   onnx("Pad", "pad", kNo, kNever, nullptr, kNone, "pad axes");
   onnx("Range", "range", kInt, kNever, nullptr, kMove, "start, start + delta, ... below limit");
   onnx("Trilu", "same-as-input", kNo, kNever, nullptr, kMove, "upper or lower triangle");
@@ -180,7 +182,8 @@ std::vector<OpInfo> buildTable() {
   onnx("LayerNormalization", "layer-norm", kNo, kNever, nullptr, kNorm, "(x - mean) / std * scale + bias");
   onnx("ArgMax", "arg-reduce", kNo, kNever, nullptr, kRed, "index of the maximum along an axis");
   onnx("ArgMin", "arg-reduce", kNo, kNever, nullptr, kRed, "index of the minimum along an axis");
-  onnx("TopK", "topk", kNo, kNever, nullptr, kNone, "the k largest or smallest along an axis");
+  onnx("CumSum", "same-as-input", kNo, kNever, nullptr, kRed, "running sum along an axis (exclusive, reverse)");
+  onnx("TopK", "topk", kNo, kNever, nullptr, kRed, "the k largest or smallest along an axis (float)");
 
   tlOp("QMatMul", "qmatmul", quantMatmulFlops, kMm, "tl-quant", "A x group-wise quantized W (+ bias, residual, norm, GLU, split)");
   tlOp("MatMul", "tl-matmul", weightMatmulFlops, kMm, "tl-fuse", "A x constant W (+ bias, residual, norm, GLU, split)");

@@ -130,7 +130,17 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvT
     for (const auto& ap : appends) {
       const auto& pd = a.at(ap.past).dims;
       const std::string where = "node '" + g.nodeName(ap.node) + "' appends to input '" + ap.past + "'";
-      if (!outputs.count(ap.present)) throw Error(where + ", but its result '" + ap.present + "' is no graph output: tl-plan cannot match the cache to an output");
+      if (!outputs.count(ap.present)) {
+        // The cache output is made from the append by further nodes (GPT-J's TorchScript
+        // export): the caches stay the model's own, copied each step, as in a plain run;
+        // --pad and --kv-type, which need them in place, are refused.
+        const std::string why = where + ", but its result '" + ap.present + "' is no graph output: tl-plan cannot match the cache to an output";
+        if (pad > 1 || type) throw Error(why);
+        KvPlan none;
+        none.layout = layout;
+        none.notInPlace = why;
+        return none;
+      }
       if (pd.size() != 4 || ap.axis != 2) throw Error(where + " along axis " + std::to_string(ap.axis) + " of " + str(pd) + ": tl-plan keeps caches [batch, heads, length, head size]");
       const SymExpr len = a.symbols.resolve(pd[2]);
       if (!len.isSymbol()) throw Error(where + " of length " + len.str() + ", not a symbol of its own");
@@ -255,7 +265,7 @@ KvPlan planKvCache(Model& model, KvLayout layout, int64_t pad, std::optional<KvT
 }
 
 std::string renderKvPlan(const KvPlan& plan, int64_t maxSeq) {
-  if (plan.pairs.empty()) return "kv cache: none\n";
+  if (plan.pairs.empty()) return plan.notInPlace.empty() ? "kv cache: none\n" : "kv cache: none in place (" + plan.notInPlace + ")\n";
   if (!plan.notInPlace.empty())
     return "kv cache: " + std::to_string(plan.pairs.size()) + " caches, copied each step as exported: " + plan.notInPlace + "\n";
   std::string s = "kv cache: " + std::to_string(plan.pairs.size()) + " caches in place, " + std::to_string(maxSeq) +

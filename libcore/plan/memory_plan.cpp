@@ -21,23 +21,59 @@ struct Constraint {
   std::string what;
 };
 
-// The symbol every input leads with (batch), and the limits --max-seq puts on the rest:
-// each symbolic input dim, and tl-shape's bounds.
-void bindingRegion(const Graph& graph, const ShapeAnalysis& analysis, const PlanOptions& opt, std::string* batch,
-                   std::vector<Constraint>* limits) {
+// Whether a node or the graph's outputs read the tensor.
+bool isRead(const Graph& graph, const std::string& name) {
+  if (!graph.consumers(name).empty()) return true;
+  const auto& outs = graph.proto().output();
+  return std::any_of(outs.begin(), outs.end(), [&](const auto& o) { return o.name() == name; });
+}
+
+// The batch symbols, and the limits --max-seq puts on the rest: each symbolic input dim,
+// and tl-shape's bounds. The batch leads the first input of rank 2 or more. An input
+// whose later axes are all the batch's inputs' own (at least one of them a symbol) leads
+// with a batch too: the dynamo exporter gives position_ids [s44, N] a symbol of its own,
+// which broadcasts against input_ids' [s10, N]. Each is held at --batch; another input's
+// leading symbol ([N, 8]) is a length like any other, whatever its name.
+void bindingRegion(const Graph& graph, const ShapeAnalysis& analysis, const PlanOptions& opt,
+                   std::set<std::string>* batch, std::vector<Constraint>* limits) {
+  std::vector<const TensorShape*> read;
+  std::vector<std::string> names;
   for (const auto& in : graph.proto().input()) {
     const auto& t = analysis.at(in.name());
-    if (t.cls != TensorClass::Input) continue;
-    for (size_t axis = 0; axis < t.dims.size(); ++axis) {
-      const SymExpr& d = t.dims[axis];
-      if (d.isConst()) continue;
-      if (axis == 0 && d.isSymbol() && t.dims.size() >= 2) {
-        if (batch->empty()) *batch = d.symbolName();
-        if (*batch == d.symbolName()) continue;
-      }
-      limits->push_back({d, opt.maxSeq, "input '" + in.name() + "' axis " + std::to_string(axis) + " (" + d.str() + ")"});
-    }
+    // An input nothing reads (an ALiBi model's position_ids, which an exporter keeps) bounds nothing.
+    if (t.cls != TensorClass::Input || !isRead(graph, in.name())) continue;
+    read.push_back(&t);
+    names.push_back(in.name());
   }
+  const auto leading = [](const TensorShape& t) {
+    return t.dims.size() >= 2 && t.dims[0].isSymbol() ? t.dims[0].symbolName() : std::string();
+  };
+  std::string first;
+  std::set<std::string> tokens;  // the later axes' symbols of the inputs that lead with it
+  for (const auto* t : read)
+    if (first.empty()) first = leading(*t);
+  for (const auto* t : read)
+    if (!first.empty() && leading(*t) == first)
+      for (size_t axis = 1; axis < t->dims.size(); ++axis)
+        for (const auto& s : t->dims[axis].symbols()) tokens.insert(s);
+  if (!first.empty()) batch->insert(first);
+  for (const auto* t : read) {
+    const std::string b = leading(*t);
+    if (b.empty() || tokens.count(b)) continue;
+    bool same = true, symbolic = false;
+    for (size_t axis = 1; axis < t->dims.size(); ++axis)
+      for (const auto& s : t->dims[axis].symbols()) {
+        symbolic = true;
+        same = same && tokens.count(s);
+      }
+    if (same && symbolic) batch->insert(b);
+  }
+  for (size_t i = 0; i < read.size(); ++i)
+    for (size_t axis = 0; axis < read[i]->dims.size(); ++axis) {
+      const SymExpr& d = read[i]->dims[axis];
+      if (d.isConst() || (axis == 0 && batch->count(leading(*read[i])))) continue;
+      limits->push_back({d, opt.maxSeq, "input '" + names[i] + "' axis " + std::to_string(axis) + " (" + d.str() + ")"});
+    }
   for (const auto& b : analysis.symbols.bounds()) limits->push_back({b.expr, b.limit, b.evidence});
 }
 
@@ -59,8 +95,43 @@ int64_t largest(const std::vector<Constraint>& limits, SymbolValues v, const std
   return lo;
 }
 
+bool nondecreasing(const SymExpr& e, const std::string& s);
+
+// A factor that is never negative and does not shrink as s grows: a symbol, min or max of
+// such, such a floor-divided by a positive constant.
+bool factorNondecreasing(const Factor& f, const std::string& s) {
+  if (f.kind == FactorKind::Symbol) return true;
+  const auto& a = *f.args;
+  switch (f.kind) {
+    case FactorKind::Min:
+    case FactorKind::Max:
+      return nondecreasing(a[0], s) && nondecreasing(a[1], s) && provablyNonNegative(a[0]) && provablyNonNegative(a[1]);
+    case FactorKind::FloorDiv:
+      return nondecreasing(a[0], s) && provablyNonNegative(a[0]) && a[1].isConst() && a[1].constValue() > 0;
+    default:
+      return false;
+  }
+}
+
+// Whether e does not shrink as s grows, term by term: each term that involves s has a
+// positive coefficient and factors that do not shrink (16*min(2048, N + past) grows with
+// past, which the difference test cannot tell).
+bool nondecreasing(const SymExpr& e, const std::string& s) {
+  for (const auto& t : e.terms()) {
+    bool involves = false;
+    for (const auto& f : t.factors)
+      involves = involves || (f.kind == FactorKind::Symbol ? f.name == s
+                                                            : (*f.args)[0].symbols().count(s) || (*f.args)[1].symbols().count(s));
+    if (!involves) continue;
+    if (t.coef < 0) return false;
+    for (const auto& f : t.factors)
+      if (!factorNondecreasing(f, s)) return false;
+  }
+  return true;
+}
+
 bool growsWith(const SymExpr& e, const std::string& s) {
-  return provablyNonNegative(e.substitute({{s, SymExpr::symbol(s) + 1}}) - e);
+  return provablyNonNegative(e.substitute({{s, SymExpr::symbol(s) + 1}}) - e) || nondecreasing(e, s);
 }
 
 // a = b * p / q for constants p, q > 0, when the two expressions are proportional.
@@ -104,12 +175,12 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   plan.options = opt;
 
   // The region of bindings: batch fixed, the other symbols as long as the inputs allow.
-  std::string batch;
+  std::set<std::string> batch;
   std::vector<Constraint> limits;
   bindingRegion(graph, analysis, opt, &batch, &limits);
   // The plan is for one batch size: sizes that differ only in it become comparable.
   std::map<std::string, SymExpr> fixed;
-  if (!batch.empty()) fixed[batch] = SymExpr(opt.batch);
+  for (const auto& b : batch) fixed[b] = SymExpr(opt.batch);
 
   // Lifetimes over the schedule of tensor-computing nodes.
   std::unordered_map<std::string, std::string> root;  // a view's output -> the tensor it reads
@@ -156,13 +227,20 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   }
   for (const auto& o : graph.proto().output()) read(o.name(), step);  // read after the run
 
+  // The sequence symbols: the free ones less the batch and those only an input nothing
+  // reads has (bindingRegion leaves those unbounded).
+  std::set<std::string> onRead, onUnread;
+  for (const auto& in : graph.proto().input())
+    if (analysis.at(in.name()).cls == TensorClass::Input)
+      for (const auto& d : analysis.at(in.name()).dims)
+        for (const auto& s : d.symbols()) (isRead(graph, in.name()) ? onRead : onUnread).insert(s);
   std::vector<std::string> seq;
   for (const auto& s : analysis.symbols.freeSymbols())
-    if (s != batch) seq.push_back(s);
+    if (!batch.count(s) && !(onUnread.count(s) && !onRead.count(s))) seq.push_back(s);
   if (seq.size() > 2)
     throw Error("the model has " + std::to_string(seq.size()) + " sequence symbols; tl-plan bounds at most two");
   SymbolValues base;
-  if (!batch.empty()) base[batch] = opt.batch;
+  for (const auto& b : batch) base[b] = opt.batch;
   for (const auto& s : seq) base[s] = 1;
   for (const auto& c : limits)
     if (c.expr.evaluate(base) > c.limit)

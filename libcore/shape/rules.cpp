@@ -564,6 +564,13 @@ void splitRule(RuleContext& c) {
   }
 }
 
+// The constant term of an expression (0 when it has none).
+int64_t constantTerm(const SymExpr& e) {
+  for (const auto& t : e.terms())
+    if (t.factors.empty()) return t.coef;
+  return 0;
+}
+
 // Normalizes one slice bound per the ONNX rules (negative counts from the end, clamped).
 SymExpr sliceBound(RuleContext& c, const SymExpr& x, const SymExpr& dim, bool isEnd, int64_t step) {
   SymExpr v = x;
@@ -575,6 +582,13 @@ SymExpr sliceBound(RuleContext& c, const SymExpr& x, const SymExpr& dim, bool is
     v = x;
   } else if (provablyPositive(-x)) {
     v = dim + x;
+  } else if (const int64_t k = constantTerm(x); k > 0 && provablyPositive(SymExpr(k) - x)) {
+    // k - e for a length e: a table of k rows read from row k - e on (MPT's ALiBi bias of
+    // max_seq_len rows), which the model defines only where e <= k, recorded as a bound
+    // as CLIP's 77 positions are (a run past it is refused, naming it).
+    const SymExpr e = SymExpr(k) - x;
+    c.unify(min(SymExpr(k), e), e);
+    v = x;
   } else {
     c.fail("cannot tell the sign of slice bound " + x.str());
   }
@@ -855,6 +869,34 @@ void topKRule(RuleContext& c) {
   }
   c.setOutput(0, c.input(0).dtype, out);
   c.setOutput(1, DType::Int64, out);
+}
+
+// OneHot: the indices' dims with the depth (a value) inserted at the axis; the values' dtype.
+// Its value where the indices and depth are constants and the values known: TorchScript's
+// repeat_interleave makes Tile's repeats as a OneHot of shapes (a mixture of experts'
+// tokens repeated per expert), which a run computes from nothing but those.
+void oneHotRule(RuleContext& c) {
+  std::vector<SymExpr> out = c.input(0).dims;
+  const size_t k = c.axis(c.attrInt("axis", -1), out.size() + 1);
+  const SymExpr depth = c.requireValue(1, "depth").at(0);
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(k), depth);
+  MaybeValues value;
+  const auto* idx = c.value(0);
+  const auto* onOff = c.value(2);
+  const auto dims = constDims(out);
+  if (idx && onOff && onOff->size() == 2 && depth.isConst() && dims &&
+      std::all_of(idx->begin(), idx->end(), [](const SymExpr& e) { return e.isConst(); })) {
+    const int64_t d = *depth.constValue();
+    int64_t inner = 1;
+    for (size_t i = k + 1; i < dims->size(); ++i) inner *= (*dims)[i];
+    value.emplace();
+    for (int64_t o = 0; o < elementCount(*dims); ++o) {
+      int64_t j = *(*idx)[static_cast<size_t>(o / (inner * d) * inner + o % inner)].constValue();
+      if (j < 0) j += d;
+      value->push_back((*onOff)[j == o / inner % d ? 1 : 0]);
+    }
+  }
+  c.setOutput(0, c.input(2).dtype, out, value);
 }
 
 void layerNormRule(RuleContext& c) {
@@ -1208,6 +1250,7 @@ const std::map<std::string, ShapeRule>& registry() {
       {"conv", convRule},
       {"arg-reduce", argReduceRule},
       {"topk", topKRule},
+      {"one-hot", oneHotRule},
       {"layer-norm", layerNormRule},
       {"qmatmul", qmatmulRule},
       {"tl-matmul", tlMatmulRule},

@@ -43,6 +43,7 @@ class SymbolTable {
   void unify(const SymExpr& a, const SymExpr& b, const std::string& evidence);
 
   bool isDeclared(const std::string& name) const { return origin_.count(name) != 0; }
+  bool onInput(const std::string& name) const { return inputUses_.count(name) != 0; }
   std::vector<std::string> freeSymbols() const;  // in declaration order
   const std::vector<SymbolRelation>& relations() const { return relations_; }
   const std::vector<SymbolBound>& bounds() const { return bounds_; }

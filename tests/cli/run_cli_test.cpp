@@ -160,23 +160,16 @@ TEST(TlRunCli, OpWithoutKernelIsNamedBeforeRunning) {
   tt->set_elem_type(onnx::TensorProto::INT64);
   tt->mutable_shape()->add_dim()->set_dim_param("batch");
   tt->mutable_shape()->add_dim()->set_dim_param("N");
-  auto* reps = m.mutable_graph()->add_initializer();
-  reps->set_name("reps");
-  reps->set_data_type(onnx::TensorProto::INT64);
-  reps->add_dims(2);
-  reps->add_int64_data(1);
-  reps->add_int64_data(2);
   auto* n = m.mutable_graph()->add_node();
-  n->set_name("Tile_0");
-  n->set_op_type("Tile");
+  n->set_name("Hardmax_0");
+  n->set_op_type("Hardmax");
   n->add_input("input_ids");
-  n->add_input("reps");
   n->add_output("logits");
   m.mutable_graph()->add_output()->set_name("logits");
   auto p = (test::tempDir("run_nokernel") / "m.onnx").string();
   test::writeFile(p, m.SerializeAsString());
   expectOneLineError(runTool("tl-run", p + " --generate --tokens 1"),
-                     "node 'Tile_0' (Tile): no device kernel for operator 'Tile'");
+                     "node 'Hardmax_0' (Hardmax): no device kernel for operator 'Hardmax'");
 }
 
 TEST(TlRunCli, UsageErrors) {

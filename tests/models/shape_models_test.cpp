@@ -2,6 +2,7 @@
 // from the input shapes and evaluating tl-shape's expressions gives exactly the shape
 // of every reference output (computed by ONNX Runtime).
 #include <gtest/gtest.h>
+#include <onnx/defs/parser.h>
 
 #include "cli/test_support.h"
 #include "graph/graph.h"
@@ -77,6 +78,41 @@ INSTANTIATE_TEST_SUITE_P(AllModels, ShapeModels, ::testing::ValuesIn(test::model
 TEST(ShapeModelsPresent, SharedModelsAreThere) {
   // Guards against the parameterized suite silently running over nothing.
   EXPECT_GE(test::modelDirs().size(), 29u) << "expected 14 shared, 3 encoder and 12 dynamo models";
+}
+
+}  // namespace
+}  // namespace tl
+
+namespace tl {
+namespace {
+
+// An inner declaration pinning a graph input's free axis to a constant is the exporter's
+// trace of its example (the dynamo exporter declares position_ids' own batch 1 inside the
+// rotary embedding): P stays free, where a declaration that names it relates it.
+TEST(ShapeDeclarations, AnInnerConstantDoesNotPinAnInputAxis) {
+  for (const bool pin : {true, false}) {
+    Model m;
+    ASSERT_TRUE(onnx::OnnxParser::Parse(m.proto, R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[B, N] x, float[P, N] p) => (float[B, N] y, float[P, N] z) {
+  t = Relu (p)
+  y = Relu (x)
+  z = Neg (t)
+}
+)ONNX").IsOK());
+    auto* vi = m.proto.mutable_graph()->add_value_info();
+    vi->set_name("t");
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    if (pin) tt->mutable_shape()->add_dim()->set_dim_value(1);
+    else tt->mutable_shape()->add_dim()->set_dim_param("B");
+    tt->mutable_shape()->add_dim()->set_dim_param("N");
+    Graph g(m.proto.graph());
+    const ShapeAnalysis a = inferShapes(m, g);
+    const SymExpr P = a.symbols.resolve(SymExpr::symbol("P")), B = a.symbols.resolve(SymExpr::symbol("B"));
+    EXPECT_FALSE(P.isConst()) << P.str();
+    EXPECT_EQ(P == B, !pin) << (pin ? "pinned to 1: " : "named B: ") << P.str() << " and " << B.str();
+  }
 }
 
 }  // namespace

@@ -41,6 +41,16 @@ void binaryOp(const LowerNode& n) {
   binary(n, op, n.in(0), n.in(1), n.out(0));
 }
 
+// Clip (opset 11 on: min and max as optional inputs): Max with min, then Min with max, the
+// second in place over the first's output; neither bound: a copy through Max with itself.
+void clipOp(const LowerNode& n) {
+  if (n.attr("min") || n.attr("max")) throw Error("Clip with min and max as attributes (before opset 11) has no kernel", ExitCode::BadInput);
+  const std::string x = n.in(0), y = n.out(0);
+  const bool lo = n.hasIn(1), hi = n.hasIn(2);
+  if (lo || !hi) binary(n, "max", x, lo ? n.in(1) : x, y);
+  if (hi) binary(n, "min", lo ? y : x, n.in(2), y);
+}
+
 void unary(const LowerNode& n, const std::string& op) {
   int64_t c = elementCount(n.shape(n.out(0)));
   n.launch(op + "_" + typeSuffix(n.dtype(n.in(0)))).mem(n.in(0)).mem(n.out(0)).i32(c).run1d(c);
@@ -198,6 +208,7 @@ const Lowerings& elementwiseLowerings() {
                            "Sigmoid", "Relu", "Floor", "Ceil", "Softplus", "Not", "Gelu", "IsNaN", "IsInf", "tl.Gelu"})
       t[op] = unaryOp;  // tl.Gelu: ONNX Gelu's kernels
     t["Cast"] = castOp;
+    t["Clip"] = clipOp;
     t["Where"] = whereOp;
     t["tl.SwiGLU"] = swigluOp;
     t["tl.GeGLU"] = gegluOp;

@@ -45,6 +45,20 @@ void expandOp(const LowerNode& n) {
   copyRegion(n, n.in(0), n.out(0), o, 0, broadcastStrides(n.shape(n.in(0)), o), 0, contiguousStrides(o));
 }
 
+// Tile: each axis k as (repeat, in_k) of the output; element (r, j) reads the input's j.
+void tileOp(const LowerNode& n) {
+  const Dims& in = n.shape(n.in(0));
+  const Dims& o = n.shape(n.out(0));
+  const Dims is = contiguousStrides(in), os = contiguousStrides(o);
+  Dims dims, inStrides, outStrides;
+  for (size_t k = 0; k < in.size(); ++k) {
+    dims.insert(dims.end(), {in[k] ? o[k] / in[k] : 0, in[k]});
+    inStrides.insert(inStrides.end(), {0, is[k]});
+    outStrides.insert(outStrides.end(), {in[k] * os[k], os[k]});
+  }
+  copyRegion(n, n.in(0), n.out(0), dims, 0, inStrides, 0, outStrides);
+}
+
 // A Slice at this run's shapes: the input element its first output element reads, and
 // the input strides of its output axes.
 int64_t sliceLayout(const onnx::NodeProto& n, const Executor& ex, Dims* strides) {
@@ -109,6 +123,47 @@ void gatherOp(const LowerNode& n) {
       .i32(data[k])
       .i32(inner)
       .run(grid(static_cast<size_t>((inner + 63) / 64 * 64), static_cast<size_t>(rows), 1, 64, 1));
+}
+
+// GatherElements: an item an output element (the indices' shape), data's strides with the
+// axis's left out and the index times it added.
+void gatherElementsOp(const LowerNode& n) {
+  if (n.dtype(n.in(1)) != DType::Int64) throw Error("GatherElements indices must be int64", ExitCode::BadInput);
+  const Dims& data = n.shape(n.in(0));
+  const Dims& idx = n.shape(n.in(1));
+  const size_t k = n.axis(n.attrInt("axis", 0), data.size());
+  Dims ds = contiguousStrides(data);
+  const int64_t axisStride = ds[k];
+  ds[k] = 0;
+  const int64_t c = elementCount(idx);
+  n.launch(std::string("gather_elements_") + sizeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.in(1))
+      .mem(n.out(0))
+      .i32(c)
+      .vec(pad8(idx, 1))
+      .vec(pad8(ds, 0))
+      .i32(data[k])
+      .i32(axisStride)
+      .run1d(c);
+}
+
+// OneHot: an item an output element, its axis coordinate against its line's index.
+void oneHotOp(const LowerNode& n) {
+  if (n.dtype(n.in(0)) != DType::Int64) throw Error("OneHot indices must be int64", ExitCode::BadInput);
+  const Dims& o = n.shape(n.out(0));
+  const size_t k = n.axis(n.attrInt("axis", -1), o.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+  const int64_t c = elementCount(o);
+  n.launch(std::string("one_hot_") + sizeSuffix(n.dtype(n.out(0))))
+      .mem(n.in(0))
+      .mem(n.in(2))
+      .mem(n.out(0))
+      .i32(c)
+      .i32(o[k])
+      .i32(inner)
+      .run1d(c);
 }
 
 void gatherNDOp(const LowerNode& n) {
@@ -232,7 +287,8 @@ const Lowerings& movementLowerings() {
       {"Transpose", transposeOp}, {"Expand", expandOp},   {"Slice", sliceOp},
       {"Concat", concatOp},       {"Split", splitOp},     {"Gather", gatherOp},
       {"GatherND", gatherNDOp},   {"Range", rangeOp},     {"ConstantOfShape", constantOfShapeOp},
-      {"Trilu", triluOp},         {"tl.Concat", concatPairOp},
+      {"Trilu", triluOp},         {"tl.Concat", concatPairOp}, {"Tile", tileOp},
+      {"GatherElements", gatherElementsOp}, {"OneHot", oneHotOp},
   };
   return table;
 }

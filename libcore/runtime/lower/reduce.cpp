@@ -1,4 +1,4 @@
-// The reduce family: Reduce* over any axes, ArgMax and ArgMin. One kernel per op and dtype,
+// The reduce family: Reduce* over any axes, ArgMax, ArgMin, CumSum and TopK. One kernel per op and dtype,
 // named after them; reductions have a work-group variant on GPUs.
 #include "runtime/lower/lower.h"
 
@@ -51,6 +51,47 @@ void argExtremeOp(const LowerNode& n) {
       .run1d(count);
 }
 
+// CumSum: an item a line along the axis (its second input, a scalar), which it sums in turn.
+void cumSumOp(const LowerNode& n) {
+  const Dims& d = n.shape(n.in(0));
+  if (d.empty()) throw Error("CumSum of a scalar: ONNX asks for rank 1 or more", ExitCode::BadInput);
+  const size_t k = n.axis(n.ex.value(n.in(1)).at(0), d.size());
+  int64_t inner = 1;
+  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t lines = elementCount(d) / std::max<int64_t>(d[k], 1);
+  n.launch(std::string("cumsum_") + typeSuffix(n.dtype(n.in(0))))
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .i32(d[k] ? lines : 0)
+      .i32(d[k])
+      .i32(inner)
+      .i32(n.attrInt("exclusive", 0))
+      .i32(n.attrInt("reverse", 0))
+      .run1d(d[k] ? lines : 0);
+}
+
+// TopK: an item a line, its k picks in order (sorted or not, ONNX allows the order).
+void topKOp(const LowerNode& n) {
+  if (n.dtype(n.in(0)) != DType::Float) throw Error(std::string("TopK over ") + dtypeName(n.dtype(n.in(0))) + " has no kernel (float only)", ExitCode::BadInput);
+  const Dims& d = n.shape(n.in(0));
+  const size_t a = n.axis(n.attrInt("axis", -1), d.size());
+  const int64_t k = n.shape(n.out(0))[a];
+  if (k > d[a]) throw Error("TopK's k of " + std::to_string(k) + " is over its axis of " + std::to_string(d[a]), ExitCode::BadInput);
+  int64_t inner = 1;
+  for (size_t i = a + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t lines = d[a] && k ? elementCount(d) / d[a] : 0;
+  n.launch("topk_f32")
+      .mem(n.in(0))
+      .mem(n.out(0))
+      .mem(n.out(1))
+      .i32(lines)
+      .i32(d[a])
+      .i32(inner)
+      .i32(k)
+      .i32(n.attrInt("largest", 1))
+      .run1d(lines);
+}
+
 }  // namespace
 
 const Lowerings& reduceLowerings() {
@@ -61,6 +102,8 @@ const Lowerings& reduceLowerings() {
       t[op] = reduceOp;
     t["ArgMax"] = argExtremeOp;
     t["ArgMin"] = argExtremeOp;
+    t["CumSum"] = cumSumOp;
+    t["TopK"] = topKOp;
     return t;
   }();
   return table;
