@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   tl::PlanOptions opt;
   tool.app().add_option("--max-seq", opt.maxSeq, "the longest sequence the plan holds (every symbolic input dim)")
       ->capture_default_str();
-  tool.app().add_option("--batch", opt.batch, "the value of the batch symbols (each input's leading axis that no input has later)")->capture_default_str();
+  tool.app().add_option("--batch", opt.batch, "the value of the batch symbols: the first input's leading axis, and that of any input over its tokens (position_ids)")->capture_default_str();
   tool.app().add_option("--align", opt.align, "bytes between buffer starts (a power of two)")->capture_default_str();
   std::string layout = "sequence";
   int64_t pad = 1;

@@ -34,17 +34,24 @@ bool isRead(const Graph& graph, const std::string& name) {
 // with a batch too: the dynamo exporter gives position_ids [s44, N] a symbol of its own,
 // which broadcasts against input_ids' [s10, N]. Each is held at --batch; another input's
 // leading symbol ([N, 8]) is a length like any other, whatever its name.
+// `unread`: the symbols only inputs nothing reads have (an ALiBi model's position_ids, which
+// an exporter keeps): they bound nothing and are no sequence symbols.
 void bindingRegion(const Graph& graph, const ShapeAnalysis& analysis, const PlanOptions& opt,
-                   std::set<std::string>* batch, std::vector<Constraint>* limits) {
+                   std::set<std::string>* batch, std::vector<Constraint>* limits, std::set<std::string>* unread) {
   std::vector<const TensorShape*> read;
   std::vector<std::string> names;
+  std::set<std::string> onRead;
   for (const auto& in : graph.proto().input()) {
     const auto& t = analysis.at(in.name());
-    // An input nothing reads (an ALiBi model's position_ids, which an exporter keeps) bounds nothing.
-    if (t.cls != TensorClass::Input || !isRead(graph, in.name())) continue;
+    if (t.cls != TensorClass::Input) continue;
+    const bool used = isRead(graph, in.name());
+    for (const auto& d : t.dims)
+      for (const auto& s : d.symbols()) (used ? onRead : *unread).insert(s);
+    if (!used) continue;
     read.push_back(&t);
     names.push_back(in.name());
   }
+  for (const auto& s : onRead) unread->erase(s);
   const auto leading = [](const TensorShape& t) {
     return t.dims.size() >= 2 && t.dims[0].isSymbol() ? t.dims[0].symbolName() : std::string();
   };
@@ -175,9 +182,9 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   plan.options = opt;
 
   // The region of bindings: batch fixed, the other symbols as long as the inputs allow.
-  std::set<std::string> batch;
+  std::set<std::string> batch, unread;
   std::vector<Constraint> limits;
-  bindingRegion(graph, analysis, opt, &batch, &limits);
+  bindingRegion(graph, analysis, opt, &batch, &limits, &unread);
   // The plan is for one batch size: sizes that differ only in it become comparable.
   std::map<std::string, SymExpr> fixed;
   for (const auto& b : batch) fixed[b] = SymExpr(opt.batch);
@@ -227,16 +234,9 @@ MemoryPlan planMemory(const Graph& graph, const ShapeAnalysis& analysis, const P
   }
   for (const auto& o : graph.proto().output()) read(o.name(), step);  // read after the run
 
-  // The sequence symbols: the free ones less the batch and those only an input nothing
-  // reads has (bindingRegion leaves those unbounded).
-  std::set<std::string> onRead, onUnread;
-  for (const auto& in : graph.proto().input())
-    if (analysis.at(in.name()).cls == TensorClass::Input)
-      for (const auto& d : analysis.at(in.name()).dims)
-        for (const auto& s : d.symbols()) (isRead(graph, in.name()) ? onRead : onUnread).insert(s);
-  std::vector<std::string> seq;
+  std::vector<std::string> seq;  // the free symbols less the batch and the unread inputs' own
   for (const auto& s : analysis.symbols.freeSymbols())
-    if (!batch.count(s) && !(onUnread.count(s) && !onRead.count(s))) seq.push_back(s);
+    if (!batch.count(s) && !unread.count(s)) seq.push_back(s);
   if (seq.size() > 2)
     throw Error("the model has " + std::to_string(seq.size()) + " sequence symbols; tl-plan bounds at most two");
   SymbolValues base;

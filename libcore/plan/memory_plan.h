@@ -23,7 +23,7 @@ namespace tl {
 
 struct PlanOptions {
   int64_t maxSeq = 2048;  // the longest sequence: every symbolic input dim stays within it
-  int64_t batch = 1;      // the value of the batch symbols (the inputs' leading axes no input has later)
+  int64_t batch = 1;      // the value of the batch symbols (memory_plan.cpp's bindingRegion)
   int64_t align = 512;    // bytes between buffer starts (sub-buffer alignment: NVIDIA needs 512)
   std::set<std::string> outside;  // tensors that live outside the arena (the in-place KV caches)
 };
