@@ -21,15 +21,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 DECODERS = {
     "llama": {}, "mistral": {"sliding_window": None}, "qwen2": {}, "qwen3": {},
     "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
-    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
-                  "shared_expert_intermediate_size": 64, "decoder_sparse_step": 1},
-    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+    "qwen2_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                  "shared_expert_intermediate_size": 32, "decoder_sparse_step": 1},
+    "qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
                   "decoder_sparse_step": 1},
     "gemma": {"hidden_activation": "gelu_pytorch_tanh"}, "gemma2": {"hidden_activation": "gelu_pytorch_tanh"},
     "gemma3_text": {"hidden_activation": "gelu_pytorch_tanh", "sliding_window": 4},
     "phi3": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}, "phi": {},
-    "gpt2": {"n_inner": 64}, "gptj": {"rotary_dim": 4, "n_inner": 64}, "gpt_neox": {},
-    "bloom": {}, "falcon": {"new_decoder_architecture": True, "num_kv_heads": 2},
+    "gpt2": {"n_inner": 32}, "gptj": {"rotary_dim": 4, "n_inner": 32}, "gpt_neox": {},
+    "bloom": {}, "falcon": {"new_decoder_architecture": True, "num_kv_heads": 1},
     "mpt": {"expansion_ratio": 2}, "olmo": {}, "olmo2": {}, "cohere": {}, "starcoder2": {},
     "smollm3": {"pad_token_id": 0}, "stablelm": {}, "granite": {},
 }
@@ -37,11 +37,13 @@ MOE = ("mixtral", "qwen2_moe", "qwen3_moe")
 ENCODERS = {"bert": {}, "siglip_vision_model": {"image_size": 32, "patch_size": 8, "num_channels": 3},
             "whisper": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 3,
                         "num_mel_bins": 16, "max_source_positions": 16, "encoder_layers": 2,
-                        "encoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_layers": 1,
-                        "decoder_attention_heads": 4, "decoder_ffn_dim": 64, "d_model": 32}}
-VOCAB = 128
-SIZES = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             head_dim=8, intermediate_size=64, max_position_embeddings=256)
+                        "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_layers": 1,
+                        "decoder_attention_heads": 2, "decoder_ffn_dim": 32, "d_model": 16}}
+# Small enough that every export lives in tests/models/matrix (a few MB in all), with every
+# form still there: grouped KV heads (2 on 1), partial rotary dims (head_dim 8), 2 layers.
+VOCAB = 64
+SIZES = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+             head_dim=8, intermediate_size=32, max_position_embeddings=256)
 EXPORTERS = ("ts", "dynamo")
 
 
@@ -214,6 +216,19 @@ def export(out, cell):
     return export_from(out, cell, 2) + f"; exported from a batch of 2 (from 1: {first})"
 
 
+def strip_debug(g):
+    """Drops the exporter's debugging records (dynamo's stack traces, FX nodes and scopes
+    on every node and value: three quarters of a tiny file) from g and its subgraphs; the
+    model's own metadata_props, where tl writes, stay."""
+    for m in [g, *g.input, *g.output, *g.value_info, *g.initializer, *g.node]:
+        if hasattr(m, "metadata_props"):
+            del m.metadata_props[:]
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                strip_debug(sub)
+
+
 def export_from(out, cell, B):
     import numpy as np
     from export_dynamo import save_set  # the test_data_set_* layout, shared
@@ -225,6 +240,8 @@ def export_from(out, cell, B):
     path = os.path.join(d, "model.onnx")
     data, ins = export_file(path, arch, exporter, variant, B)
     mp = onnx.load(path)
+    strip_debug(mp.graph)
+    onnx.save(mp, path)
     onnx.checker.check_model(mp)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     real_in = [i.name for i in sess.get_inputs()]  # an exporter drops the inputs a model ignores

@@ -83,11 +83,13 @@ cat "$work"/*/row >>"$rows" 2>/dev/null
 
 Written by \`scripts/support_matrix.sh\` ($TITLE). The exports come from
 \`scripts/export_matrix.py\` (run on the GPU machine: transformers 5.17, torch 2.11, ONNX
-Runtime 1.30): each architecture from a tiny random config, through both of PyTorch's ONNX
-exporters (TorchScript, opset 17; dynamo, opset 20), with a cache (\`past\`) and without,
-exported as a user would (an example of one sequence; an export that fails so is retried
-from two, and its status says so), two data sets each (batch 1 and 2) with ONNX Runtime's
-outputs. A cell is "pass" or the stage's one error line:
+Runtime 1.30): each architecture from a tiny random config (hidden 16, 2 layers, 2 query
+heads on 1 KV head of 8, vocabulary 64; the exporter's debugging records, such as dynamo's
+stack traces, dropped), through both of PyTorch's ONNX exporters (TorchScript, opset 17;
+dynamo, opset 20), with a cache (\`past\`) and without, exported as a user would (an
+example of one sequence; an export that fails so is retried from two, and its status says
+so), two data sets each (batch 1 and 2) with ONNX Runtime's outputs. A cell is "pass" or
+the stage's one error line:
 
 - **tl-shape exact**: tl-shape succeeds and invents no symbol;
 - **check**: \`tl-run --check\` against ONNX Runtime's outputs (atol 1e-4, rtol 1e-3);
@@ -101,7 +103,8 @@ outputs. A cell is "pass" or the stage's one error line:
   GEMVs are an approximation of their own (docs/tl-run.md).
 
 An export that failed (the exporter's error, or ONNX Runtime's on the export) counts as
-five failing cells. CI runs the same script over the exports in \`tests/models/matrix\`.
+five failing cells. CI runs the same script over every export that exported, all of them in
+\`tests/models/matrix\`.
 
 EOF
   fi

@@ -212,8 +212,7 @@ Tensor evaluateOnHost(const onnx::NodeProto& node, const std::vector<const Tenso
     const auto indices = need(1).toInt64();
     const int64_t rank = static_cast<int64_t>(data.dims.size());
     const int64_t axis = axisOf(node, rank, 0);
-    int64_t inner = 1;
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= data.dims[d];
+    const int64_t inner = elementsAfter(data.dims, static_cast<size_t>(axis));
     const int64_t len = data.dims[axis], count = static_cast<int64_t>(indices.size());
     return gatherBytes(data, outDims, [&](int64_t o) {
       const int64_t r = o % inner, k = (o / inner) % count, q = o / inner / count;
@@ -226,8 +225,7 @@ Tensor evaluateOnHost(const onnx::NodeProto& node, const std::vector<const Tenso
   if (op == "Concat") {
     const int64_t rank = static_cast<int64_t>(outDims.size());
     const int64_t axis = axisOf(node, rank, 0);
-    int64_t inner = 1;
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= outDims[d];
+    const int64_t inner = elementsAfter(outDims, static_cast<size_t>(axis));
     Tensor out = blank(outDims, outType);
     const size_t w = width(outType);
     int64_t outer = 1;

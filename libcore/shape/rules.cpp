@@ -670,9 +670,9 @@ void gatherRule(RuleContext& c) {
       indices.push_back(*i < 0 ? *i + n : *i);
     }
     if (indices.size() == c.value(1)->size()) {
-      int64_t outer = 1, inner = 1;
+      int64_t outer = 1;
       for (size_t j = 0; j < k; ++j) outer *= (*dataDims)[j];
-      for (size_t j = k + 1; j < dataDims->size(); ++j) inner *= (*dataDims)[j];
+      const int64_t inner = elementsAfter(*dataDims, k);
       std::vector<int64_t> src;
       for (int64_t o = 0; o < outer; ++o)
         for (auto i : indices)
@@ -887,8 +887,7 @@ void oneHotRule(RuleContext& c) {
   if (idx && onOff && onOff->size() == 2 && depth.isConst() && dims &&
       std::all_of(idx->begin(), idx->end(), [](const SymExpr& e) { return e.isConst(); })) {
     const int64_t d = *depth.constValue();
-    int64_t inner = 1;
-    for (size_t i = k + 1; i < dims->size(); ++i) inner *= (*dims)[i];
+    const int64_t inner = elementsAfter(*dims, k);
     value.emplace();
     for (int64_t o = 0; o < elementCount(*dims); ++o) {
       int64_t j = *(*idx)[static_cast<size_t>(o / (inner * d) * inner + o % inner)].constValue();

@@ -92,6 +92,12 @@ int64_t elementCount(const std::vector<int64_t>& dims) {
   return n;
 }
 
+int64_t elementsAfter(const std::vector<int64_t>& dims, size_t axis) {
+  int64_t n = 1;
+  for (size_t i = axis + 1; i < dims.size(); ++i) n *= dims[i];
+  return n;
+}
+
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];

@@ -32,6 +32,8 @@ DType dtypeFromOnnx(int32_t onnxType);  // throws tl::Error for numbers ONNX doe
 
 // Elements of a shape (1 for a scalar), and the row-major strides that walk it.
 int64_t elementCount(const std::vector<int64_t>& dims);
+// Elements of one step along axis: the product of the dims after it.
+int64_t elementsAfter(const std::vector<int64_t>& dims, size_t axis);
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& dims);
 // IEEE half <-> float: floatToHalf rounds to nearest even (as OpenCL's vstore_half),
 // overflowing to infinity; both keep subnormals, infinities and NaNs.

@@ -313,8 +313,7 @@ void ropeCache(const LowerNode& n, Launch& l, int64_t count) {
   int64_t total = count;
   for (auto [past, fresh, out] : {std::array<size_t, 3>{4, 3, 1}, std::array<size_t, 3>{5, 6, 2}}) {
     const Dims& o = n.shape(n.out(out));
-    int64_t inner = 1;
-    for (size_t i = axis + 1; i < o.size(); ++i) inner *= o[i];
+    const int64_t inner = elementsAfter(o, axis);
     if (fresh == 6) l.mem(n.in(fresh));
     l.mem(n.in(past)).mem(n.out(out)).i32(elementCount(o)).i32(inner).i32(o[axis]).i32(n.shape(n.in(past))[axis]);
     total += elementCount(o);

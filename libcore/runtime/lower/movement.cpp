@@ -112,8 +112,7 @@ void gatherOp(const LowerNode& n) {
   if (n.dtype(n.in(1)) != DType::Int64) throw Error("Gather indices must be int64", ExitCode::BadInput);
   const Dims& data = n.shape(n.in(0));
   size_t k = n.axis(n.attrInt("axis", 0), data.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < data.size(); ++i) inner *= data[i];
+  const int64_t inner = elementsAfter(data, k);
   const int64_t rows = inner ? elementCount(n.shape(n.out(0))) / inner : 0;  // (outer, index) pairs
   n.launch(std::string("gather_") + sizeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
@@ -153,8 +152,7 @@ void oneHotOp(const LowerNode& n) {
   if (n.dtype(n.in(0)) != DType::Int64) throw Error("OneHot indices must be int64", ExitCode::BadInput);
   const Dims& o = n.shape(n.out(0));
   const size_t k = n.axis(n.attrInt("axis", -1), o.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+  const int64_t inner = elementsAfter(o, k);
   const int64_t c = elementCount(o);
   n.launch(std::string("one_hot_") + sizeSuffix(n.dtype(n.out(0))))
       .mem(n.in(0))
@@ -239,8 +237,7 @@ void triluOp(const LowerNode& n) {
 void concatOp(const LowerNode& n) {
   const Dims& o = n.shape(n.out(0));
   const size_t k = n.axis(n.attrInt("axis", 0), o.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+  const int64_t inner = elementsAfter(o, k);
   const int64_t outer = elementCount(o) / std::max<int64_t>(o[k] * inner, 1);
   std::vector<std::string> ins;
   for (int i = 0; i < n.proto.input_size(); ++i)
@@ -272,8 +269,7 @@ void concatPairOp(const LowerNode& n) {
   int64_t total = 0;
   for (size_t j = 0; j < 2; ++j) {
     const Dims& o = n.shape(n.out(j));
-    int64_t inner = 1;
-    for (size_t i = k + 1; i < o.size(); ++i) inner *= o[i];
+    const int64_t inner = elementsAfter(o, k);
     const int64_t count = elementCount(o);
     l.mem(n.in(2 * j)).mem(n.in(2 * j + 1)).mem(n.out(j)).i32(count).i32(inner).i32(o[k]).i32(n.shape(n.in(2 * j))[k]);
     total += count;

@@ -41,8 +41,7 @@ std::pair<Launch, Geometry> rowLaunch(const LowerNode& n, const Variant<RowCase>
 void softmaxOp(const LowerNode& n) {
   const Dims& d = n.shape(n.in(0));
   size_t k = n.axis(n.attrInt("axis", -1), d.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t inner = elementsAfter(d, k);
   int64_t rows = elementCount(d) / std::max<int64_t>(d[k], 1);
   auto [l, g] = rowLaunch(n, kSoftmax, rows);
   l.mem(n.in(0)).mem(n.out(0)).i32(rows).i32(d[k]).i32(inner).i32(n.proto.op_type() == "LogSoftmax" ? 1 : 0).run(g);

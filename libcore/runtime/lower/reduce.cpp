@@ -37,8 +37,7 @@ void reduceOp(const LowerNode& n) {
 void argExtremeOp(const LowerNode& n) {
   const Dims& d = n.shape(n.in(0));
   const size_t k = n.axis(n.attrInt("axis", 0), d.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t inner = elementsAfter(d, k);
   const int64_t count = elementCount(n.shape(n.out(0)));
   if (d[k] == 0) throw Error(n.proto.op_type() + " over an empty axis", ExitCode::BadInput);
   n.launch(lowerCase(n.proto.op_type()) + "_" + typeSuffix(n.dtype(n.in(0))))
@@ -56,8 +55,7 @@ void cumSumOp(const LowerNode& n) {
   const Dims& d = n.shape(n.in(0));
   if (d.empty()) throw Error("CumSum of a scalar: ONNX asks for rank 1 or more", ExitCode::BadInput);
   const size_t k = n.axis(n.ex.value(n.in(1)).at(0), d.size());
-  int64_t inner = 1;
-  for (size_t i = k + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t inner = elementsAfter(d, k);
   const int64_t lines = elementCount(d) / std::max<int64_t>(d[k], 1);
   n.launch(std::string("cumsum_") + typeSuffix(n.dtype(n.in(0))))
       .mem(n.in(0))
@@ -77,8 +75,7 @@ void topKOp(const LowerNode& n) {
   const size_t a = n.axis(n.attrInt("axis", -1), d.size());
   const int64_t k = n.shape(n.out(0))[a];
   if (k > d[a]) throw Error("TopK's k of " + std::to_string(k) + " is over its axis of " + std::to_string(d[a]), ExitCode::BadInput);
-  int64_t inner = 1;
-  for (size_t i = a + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t inner = elementsAfter(d, a);
   const int64_t lines = d[a] && k ? elementCount(d) / d[a] : 0;
   n.launch("topk_f32")
       .mem(n.in(0))
