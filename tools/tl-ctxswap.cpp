@@ -25,6 +25,7 @@
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 #include "lm/loaded_lm.h"
+#include "sample/sampling_flags.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
                 "  serve      hold contexts for the apps that call it, on a Unix socket (owner-only)\n"
                 "  new        make a context (--system PROMPT); prints its id\n"
                 "  call       ID PROMPT [-n N]: append the prompt, stream N tokens of reply (greedy,\n"
-                "             or --temperature, --top-k, --top-p, --min-p, --seed)\n"
+                "             or --temperature, --top-k, --top-p, --mirostat, --fsd-alpha, ...: call --help)\n"
                 "  del        ID: delete a context; ls: this app's contexts; stats: the service's memory\n"
                 "Contexts belong to the user who made them (the socket's peer credentials) and the\n"
                 "--app name given, and survive a crash of the service: they are in --swap-dir.\n\n"
@@ -198,11 +199,7 @@ int main(int argc, char** argv) {
   callVerb->add_option("prompt", prompt, "the text to append")->required();
   callVerb->add_option("-n", generate, "tokens to generate")->check(CLI::NonNegativeNumber)->capture_default_str();
   tl::SamplingOptions sampling;
-  callVerb->add_option("--temperature", sampling.temperature, "sample at this temperature (0: greedy)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  callVerb->add_option("--top-k", sampling.topK, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  callVerb->add_option("--top-p", sampling.topP, "keep the most likely tokens up to this mass")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  callVerb->add_option("--min-p", sampling.minP, "drop tokens below min-p times the top probability")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  callVerb->add_option("--seed", sampling.seed, "the sampler's seed")->capture_default_str();
+  tl::addSamplingFlags(*callVerb, sampling);
   auto* delVerb = app.add_subcommand("del", "delete a context")->fallthrough();
   client(delVerb);
   delVerb->add_option("id", callId, "the context")->required();
@@ -239,16 +236,10 @@ int main(int argc, char** argv) {
     }
     if (callVerb->parsed()) {
       std::string reply;
-      ask(tl::JsonWriter()
-              .str("verb", "call")
-              .num("id", callId)
-              .str("prompt", prompt)
-              .num("n", generate)
-              .real("temperature", sampling.temperature)
-              .num("top_k", sampling.topK)
-              .real("top_p", sampling.topP)
-              .real("min_p", sampling.minP)
-              .num("seed", static_cast<int64_t>(sampling.seed)),
+      tl::JsonWriter call;
+      call.str("verb", "call").num("id", callId).str("prompt", prompt).num("n", generate);
+      tl::writeSampling(call, sampling);
+      ask(call,
           [&](const tl::JsonLine& l) {  // a tokenizer's service sends text, a byte model's the bytes as tokens
             std::string piece;
             if (auto t = l.strings.find("text"); t != l.strings.end()) piece = t->second;

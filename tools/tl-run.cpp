@@ -33,6 +33,7 @@
 #include "lm/causal_lm.h"
 #include "lm/perplexity.h"
 #include "sample/sampler.h"
+#include "sample/sampling_flags.h"
 #include "onnx/model_io.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
@@ -85,6 +86,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
                     " new ones exceeds the context of " + std::to_string(limit) +
                     (limit == context ? " (--context)" : " (the model's position table)"));
   tl::Sampler sampler(opt);
+  sampler.prime(prompt);
   std::unique_ptr<tl::TextStream> stream;
   if (tokenizer) {  // the prompt's text (special tokens left out), then each token's as it comes
     stream = std::make_unique<tl::TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
@@ -99,7 +101,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   if (explain) printExplain(ex, "prefill");
   auto t1 = std::chrono::steady_clock::now();
   // Greedy steps pick their token on the device; sampling reads the logits.
-  const bool greedy = opt.temperature <= 0;
+  const bool greedy = opt.greedy();
   int64_t next = sampler.sample(logits), made = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (std::count(reply.stops.begin(), reply.stops.end(), next)) break;
@@ -296,12 +298,7 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens, "prompt as token ids, e.g. 1,2,3 (any model)");
   app.add_option("-n", n, "tokens to generate")->capture_default_str();
   app.add_option("--context", context, "longest sequence (prompt + generated) allowed")->capture_default_str();
-  app.add_option("--temperature", sampling.temperature, "0: greedy; > 0: sample")->capture_default_str();
-  app.add_option("--top-k", sampling.topK, "keep the k most likely tokens (0: off)")->capture_default_str();
-  app.add_option("--top-p", sampling.topP, "keep the smallest set with this probability mass")->capture_default_str();
-  app.add_option("--min-p", sampling.minP, "drop tokens below min-p times the top probability")->capture_default_str();
-  app.add_option("--typical", sampling.typical, "locally typical sampling mass (1: off)")->capture_default_str();
-  app.add_option("--seed", sampling.seed, "random seed for sampling")->capture_default_str();
+  tl::addSamplingFlags(app, sampling);
   app.add_option("--perplexity", perplexityFile,
                  "score FILE: -log2 p of its tokens in --window windows, per UTF-8 byte (and per token) through the\n"
                  "tokenizer (--tokenizer, or tokenizer.json beside the model), else bytes as tokens");
@@ -361,6 +358,7 @@ int main(int argc, char** argv) {
     if (chat && (!gen || prompt.empty())) throw tl::Error("--chat goes with --generate --prompt TEXT", tl::ExitCode::Usage);
     if (app.count("--system") && !chat) throw tl::Error("--system goes with --chat", tl::ExitCode::Usage);
     if (n < 0) throw tl::Error("-n must be >= 0", tl::ExitCode::Usage);
+    if (gen) (void)tl::Sampler(sampling);  // its settings refused before the model loads
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
     tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);

@@ -139,6 +139,7 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   std::vector<double> mass = c.mass;
   int64_t heads = c.heads;
   Sampler sampler(sampling);
+  sampler.prime(all);
   // The rows after the last whole chunk, then the prompt's, in one run.
   ContextRun run = runContext(ex_, lm_, all, past.tokens, static_cast<int64_t>(all.size()) - past.tokens, past, wanted);
   for (int64_t i = 0; i < generate; ++i) {

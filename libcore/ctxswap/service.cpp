@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "cli/error.h"
 #include "text/tokenizer.h"
@@ -53,7 +54,51 @@ std::string counts(const std::map<int, int64_t>& byBits) {
   return s;
 }
 
+// The service's member for a setting: its flag's name with '_' for '-'.
+std::string memberName(const char* flag) {
+  std::string k = flag;
+  for (char& c : k)
+    if (c == '-') c = '_';
+  return k;
+}
+
 }  // namespace
+
+void writeSampling(JsonWriter& w, const SamplingOptions& s) {
+  for (const auto& setting : samplingSettings()) {
+    const std::string k = memberName(setting.name);
+    std::visit(
+        [&](auto member) {
+          if constexpr (std::is_same_v<decltype(s.*member), const float&>) w.real(k, s.*member);
+          else w.num(k, static_cast<int64_t>(s.*member));
+        },
+        setting.member);
+  }
+}
+
+SamplingOptions readSampling(const JsonLine& r) {
+  SamplingOptions s;
+  for (const auto& setting : samplingSettings()) {
+    const std::string k = memberName(setting.name);
+    if (!r.has(k)) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(s.*member)>;
+          if constexpr (std::is_same_v<T, float>) {
+            if (!r.ints.count(k) && !r.reals.count(k)) throw Error("'" + k + "' must be a number");
+            s.*member = static_cast<float>(r.number(k, 0));
+          } else {
+            auto it = r.ints.find(k);
+            if (it == r.ints.end()) throw Error("'" + k + "' must be an integer");
+            if (std::is_unsigned_v<T> && it->second < 0) throw Error("'" + k + "' must not be negative");
+            s.*member = static_cast<T>(it->second);
+          }
+        },
+        setting.member);
+  }
+  (void)Sampler(s);  // refused here, before the call loads its context
+  return s;
+}
 
 void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& owner, const std::string& line,
             const std::function<void(const std::string&)>& send) {
@@ -70,7 +115,7 @@ void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& 
       return fallback;
     };
     const std::string verb = text("verb"), app = owner + "/app:" + text("app");
-    for (const auto& k : {"id", "n", "top_k", "seed"})
+    for (const auto& k : {"id", "n", "seed"})
       if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
     // A text's tokens: the tokenizer's (its special tokens only for a context's start), else bytes.
     const auto tokens = [&](const std::string& t, bool start) {
@@ -81,14 +126,7 @@ void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& 
     if (verb == "new") {
       send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, tokens(text("system"), true)))).line());
     } else if (verb == "call") {
-      SamplingOptions s;
-      s.temperature = static_cast<float>(r.number("temperature", 0));
-      s.topK = static_cast<int>(number("top_k", false, 0));
-      s.topP = static_cast<float>(r.number("top_p", 1));
-      s.minP = static_cast<float>(r.number("min_p", 0));
-      s.seed = static_cast<uint64_t>(number("seed", false, 0));
-      if (s.temperature < 0 || s.topK < 0 || !(s.topP > 0 && s.topP <= 1) || s.minP < 0 || s.minP > 1)
-        throw Error("sampling needs temperature >= 0, top_k >= 0, 0 < top_p <= 1 and 0 <= min_p <= 1");
+      const SamplingOptions s = readSampling(r);
       const auto prompt = tokens(text("prompt"), false);
       std::unique_ptr<TextStream> stream;  // the reply's text, the prompt its context
       if (tokenizer) stream = std::make_unique<TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);

@@ -19,7 +19,8 @@ class Tokenizer;
 // owner, so two apps of one user keep their contexts apart:
 //   {"verb":"new","system":TEXT}                -> {"id":N}
 //   {"verb":"call","id":N,"prompt":TEXT,"n":K}  -> {"token":T} for each token, then
-//     (optional: "temperature", "top_k", "top_p", "min_p", "seed": sampler.h; greedy by default)
+//     (optional: the sampling settings, samplingSettings' names with '_' for '-': "temperature",
+//     "top_k", "mirostat_tau", "fsd_alpha", "seed", ...: sampler.h; greedy by default)
 //                                                 {"done":true,"switch_us":X,"in_memory":A,"read":B,"recomputed":C}
 //   {"verb":"del","id":N}                       -> {"deleted":N}
 //   {"verb":"ls"}                               -> {"id":N,"tokens":T,"memory":"8:3 4:2","disk":"8:5"} a context
@@ -33,6 +34,12 @@ class Tokenizer;
 // either way. Any error is one line, {"error":MESSAGE}, and the service goes on.
 void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& owner, const std::string& line,
             const std::function<void(const std::string&)>& send);
+
+// A call's sampling settings as members of a request, and back (absent members: defaults).
+// readSampling throws tl::Error for a member of the wrong kind (a fraction where a count
+// goes) or a value the Sampler refuses.
+void writeSampling(JsonWriter& w, const SamplingOptions& s);
+SamplingOptions readSampling(const JsonLine& r);
 
 // Serves on `socketPath` until `stop` is true: the socket is created owner-only (0600); a
 // live service already there is an error, a stale socket file is replaced and removed at

@@ -232,7 +232,9 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   EXPECT_NE(sampled[0], sampled[3]);
   EXPECT_NE(sampled[2], sampled[3]);
   EXPECT_EQ(sampled[0].size(), 25u);
-  expectOneLineError(s.run("call " + id + " x --temperature 0.5 --top-p 0"), 1, "0 < top_p <= 1");
+  expectOneLineError(s.run("call " + id + " x --temperature 0.5 --top-p 0"), 1, "--top-p must be in (0, 1]");
+  expectOneLineError(s.run("call " + id + " x --temperature 1 --mirostat 2 --mirostat-tau 0"), 1,
+                     "--mirostat-tau must be above 0");
   EXPECT_EQ(s.run("ls --app other").out.find(id + "\t"), std::string::npos);
   r = s.run("stats");
   EXPECT_NE(r.out.find("budget\t1048576"), std::string::npos) << r.out;
@@ -241,10 +243,13 @@ TEST(TlCtxswapService, VerbsAndErrorsThroughTheSocket) {
   request(s.socket, "{\"verb\":", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
   request(s.socket, "{\"verb\":\"fly\"}", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
   request(s.socket, "{\"verb\":\"call\",\"id\":-4}", [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
-  ASSERT_EQ(errors.size(), 3u);
+  request(s.socket, "{\"verb\":\"call\",\"id\":" + id + ",\"prompt\":\"x\",\"fsd_n\":2.5}",
+          [&](const JsonLine& l) { errors.push_back(l.strings.at("error")); });
+  ASSERT_EQ(errors.size(), 4u);
   EXPECT_NE(errors[0].find("malformed request"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("unknown verb 'fly'"), std::string::npos) << errors[1];
   EXPECT_NE(errors[2].find("must not be negative"), std::string::npos) << errors[2];
+  EXPECT_NE(errors[3].find("'fsd_n' must be an integer"), std::string::npos) << errors[3];
   EXPECT_EQ(s.run("del " + id).exitCode, 0);
   expectOneLineError(s.run("call " + id + " x"), 1, "does not exist");
   EXPECT_EQ(s.run("new").exitCode, 0) << "the service goes on";
