@@ -432,6 +432,12 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
 #endif
       }
     }
+    // Every row sees the new keys as the cache holds them, as a later step would read them:
+    // a step of S rows gives each row what S steps of one would (speculative checks).
+    for (int j = 0; j < S; ++j) {
+      kv_round(fk + j * ATT_CPUQ_MAX_D, D);
+      kv_round(fv + j * ATT_CPUQ_MAX_D, Dv);
+    }
   } else {
     for (int d = 0; d < D; ++d) qv[d] = qr[d];
   }

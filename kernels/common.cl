@@ -68,7 +68,9 @@ inline float rope_pos_at(__global const float* x, int i, int d, int rot, float p
 // a block's start: KV_AT(p, e) is element e's place (e a multiple of 32 for q8: a row's
 // start); KV_LD(p, i) element i of p, KV_LDn(o, p) elements n o .. n o + n - 1 of p (within
 // a block for q8). KV_ST stores one element (fp32, fp16 rounded to nearest even); a q8
-// cache is written a block at a time (kv_q8_store).
+// cache is written a block at a time (kv_q8_store). kv_round gives a kernel that uses a
+// new key or value before it is read back what the read would give, so that a row sees
+// every key as the cache holds it, whether written by this launch or an earlier one.
 #if defined(TL_KV_HALF)
 #define KV_T half
 #define KV_AT(p, e) ((p) + (e))
@@ -96,6 +98,13 @@ inline float4 kv_half4(uint2 u) {
 #endif
 #define KV_ST(x, i, p) vstore_half((x), (i), (p))
 #define KV_ST8(x, i, p) vstore_half8((x), 0, (p) + (i))
+inline void kv_round(float* x, int n) {
+  for (int i = 0; i < n; ++i) {
+    ushort h;
+    vstore_half(x[i], 0, (half*)&h);
+    x[i] = vload_half(0, (const half*)&h);
+  }
+}
 #elif defined(TL_KV_Q8)
 #define KV_T char
 #define KV_Q8_BLOCK 36
@@ -122,6 +131,15 @@ inline void kv_q8_store(const float* x, long e, __global char* p) {
   for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[j]));
   for (int j = 0; j < 32; ++j) kv_q8_put(x[j], amax, e + j, p);
 }
+// n values (whole blocks) in private memory rounded to what the cache would give back.
+inline void kv_round(float* x, int n) {
+  for (int b = 0; b < n; b += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[b + j]));
+    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 32; ++j) x[b + j] = (float)(char)clamp(convert_int_rte(x[b + j] * inv), -127, 127) * scale;
+  }
+}
 #else
 #define KV_T float
 #define KV_AT(p, e) ((p) + (e))
@@ -131,6 +149,7 @@ inline void kv_q8_store(const float* x, long e, __global char* p) {
 #define KV_LD16(o, p) vload16((o), (p))
 #define KV_ST(x, i, p) ((p)[i] = (x))
 #define KV_ST8(x, i, p) vstore8((x), 0, (p) + (i))
+inline void kv_round(float* x, int n) {}
 #endif
 
 // Work-group reductions of the GPU family: RED_WG items per group (run1d's 64).

@@ -32,6 +32,8 @@
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "lm/perplexity.h"
+#include "lm/loaded_lm.h"
+#include "lm/speculative.h"
 #include "sample/sampler.h"
 #include "sample/sampling_flags.h"
 #include "onnx/model_io.h"
@@ -78,7 +80,7 @@ struct Reply {
 
 void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, int64_t n, int64_t context,
               const tl::SamplingOptions& opt, bool profile, bool explain, const tl::Tokenizer* tokenizer,
-              const Reply& reply) {
+              const Reply& reply, tl::Drafter* drafter, int64_t draftMax) {
   if (prompt.empty()) throw tl::Error("the prompt is empty", tl::ExitCode::Usage);
   const int64_t limit = lm.positionLimit() ? std::min(context, lm.positionLimit()) : context;
   if (static_cast<int64_t>(prompt.size()) + n > limit)
@@ -103,7 +105,16 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   // Greedy steps pick their token on the device; sampling reads the logits.
   const bool greedy = opt.greedy();
   int64_t next = sampler.sample(logits), made = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  tl::SpeculativeStats spec;
+  if (drafter) {
+    spec = tl::generateSpeculative(lm, *drafter, prompt, next, n, draftMax, [&](int64_t t) {
+      if (std::count(reply.stops.begin(), reply.stops.end(), t)) return false;
+      emit(t, lm.vocab(), stream.get());
+      ++made;
+      return true;
+    });
+  }
+  for (int64_t i = 0; i < n && !drafter; ++i) {
     if (std::count(reply.stops.begin(), reply.stops.end(), next)) break;
     emit(next, lm.vocab(), stream.get());
     ++made;
@@ -125,6 +136,11 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f tok/s); decode: %lld tokens in %.1f ms (%.1f tok/s)%s\n",
                prompt.size(), prefill * 1e3, prompt.size() / prefill, static_cast<long long>(made), decode * 1e3,
                made > 1 ? (made - 1) / decode : 0.0, lm.hasCache() ? "" : " [no cache: each step re-runs the sequence]");
+  if (drafter)
+    std::fprintf(stderr, "speculative: %lld steps of %lld drafts, %lld of %lld drafted tokens taken (%.1f%%), %.2f tokens a step\n",
+                 static_cast<long long>(spec.steps), static_cast<long long>(draftMax), static_cast<long long>(spec.accepted),
+                 static_cast<long long>(spec.drafted), spec.drafted ? 100.0 * spec.accepted / spec.drafted : 0.0,
+                 spec.steps ? double(made - 1) / spec.steps : 0.0);
 }
 
 void perplexity(tl::CausalLm& lm, const std::string& path, int64_t window, const tl::Tokenizer* tokenizer) {
@@ -299,6 +315,19 @@ int main(int argc, char** argv) {
   app.add_option("-n", n, "tokens to generate")->capture_default_str();
   app.add_option("--context", context, "longest sequence (prompt + generated) allowed")->capture_default_str();
   tl::addSamplingFlags(app, sampling);
+  std::string draftPath;
+  bool lookup = false;
+  int64_t draftMax = 3;
+  app.add_option("--draft", draftPath,
+                 "speculative decoding with a draft model: a smaller or lower-bit model of the same vocabulary (a\n"
+                 "q3h quantization of this one), planned by tl-plan like it; greedy output stays the model's own");
+  app.add_flag("--prompt-lookup", lookup,
+               "speculative decoding with drafts from the text itself: what followed the last 1-3 tokens where\n"
+               "they came before (no second model)");
+  app.add_option("--draft-max", draftMax,
+                 "tokens a speculative step drafts (1-3), checked in one step of up to 4 rows: the rows the\n"
+                 "decode kernels take, so that each row's logits are what a step of one would give")
+      ->capture_default_str();
   app.add_option("--perplexity", perplexityFile,
                  "score FILE: -log2 p of its tokens in --window windows, per UTF-8 byte (and per token) through the\n"
                  "tokenizer (--tokenizer, or tokenizer.json beside the model), else bytes as tokens");
@@ -359,6 +388,18 @@ int main(int argc, char** argv) {
     if (app.count("--system") && !chat) throw tl::Error("--system goes with --chat", tl::ExitCode::Usage);
     if (n < 0) throw tl::Error("-n must be >= 0", tl::ExitCode::Usage);
     if (gen) (void)tl::Sampler(sampling);  // its settings refused before the model loads
+    const bool speculative = !draftPath.empty() || lookup;
+    if (!draftPath.empty() && lookup) throw tl::Error("give one of --draft MODEL, --prompt-lookup", tl::ExitCode::Usage);
+    if (speculative && !gen) throw tl::Error("--draft and --prompt-lookup go with --generate", tl::ExitCode::Usage);
+    if (speculative && !sampling.greedy())
+      throw tl::Error("speculative decoding (--draft, --prompt-lookup) decodes greedily: sampling through it is not built yet",
+                      tl::ExitCode::Usage);
+    // A check of more rows takes the prefill kernels (tiled GEMMs, A rounded per 128), whose
+    // rounding differs from decoding's, and greedy output could leave the model's own.
+    if (speculative && (draftMax < 1 || draftMax > 3))
+      throw tl::Error("--draft-max must be 1 to 3: a check of more than 4 rows takes the prefill kernels, whose rounding "
+                      "differs from decoding's",
+                      tl::ExitCode::Usage);
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
     tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);
@@ -403,7 +444,20 @@ int main(int argc, char** argv) {
                         "model (vocab 256); or give --tokens",
                         tl::ExitCode::Usage);
       }
-      return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr, reply);
+      std::unique_ptr<tl::LoadedLm> draftLm;
+      std::unique_ptr<tl::Drafter> drafter;
+      if (!draftPath.empty()) {
+        tool.blame(draftPath);
+        draftLm = std::make_unique<tl::LoadedLm>(draftPath, device);
+        tl::setGemmChoice(draftLm->device, gemm);
+        draftLm->device.setTaskChains(!noChains);
+        drafter = std::make_unique<tl::DraftModel>(draftLm->lm, lm);
+        tool.blame(tool.input());
+      } else if (lookup) {
+        drafter = std::make_unique<tl::PromptLookup>();
+      }
+      return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr, reply, drafter.get(),
+                      draftMax);
     }
     // fp16 caches round every key and value (2^-11 relative), 8-bit ones to 1/254 of their
     // block's largest, and the rounding grows through the layers: bytellama's logits move by

@@ -94,6 +94,23 @@ void CausalLm::reset() {
   history_.clear();
 }
 
+bool CausalLm::canRewind() const { return hasCache() && ex_.cacheStrides(kvInputs_[0]) != nullptr; }
+
+void CausalLm::rewind(int64_t length) {
+  if (!canRewind())
+    throw Error("going back over consumed tokens needs tl-plan's in-place KV caches (run the model through tl-plan)");
+  if (length < 0 || length > length_)
+    throw Error("cannot go back to " + std::to_string(length) + " tokens: " + std::to_string(length_) + " consumed");
+  ex_.rewindCaches(length);
+  length_ = length;
+}
+
+int64_t CausalLm::capacity() const {
+  const int64_t cache = ex_.cacheCapacity();
+  if (!cache || !positionLimit_) return std::max(cache, positionLimit_);
+  return std::min(cache, positionLimit_);
+}
+
 std::vector<std::pair<std::string, std::vector<int64_t>>> CausalLm::inputShapes(int64_t tokens, int64_t past) const {
   const int64_t n = hasCache() ? tokens : past + tokens;
   if (!hasCache()) past = 0;

@@ -33,6 +33,14 @@ class CausalLm {
   // can take; 0 when it has none (rotary models).
   int64_t positionLimit() const { return positionLimit_; }
   void reset();
+  // Whether the model's caches are tl-plan's in-place ones, which rewind() takes back.
+  bool canRewind() const;
+  // Forgets the tokens after the first `length` consumed (a speculative step's drafts the
+  // model did not take); the next step follows token length - 1. Throws where !canRewind().
+  void rewind(int64_t length);
+  // The longest sequence the model takes: its caches' capacity (tl-plan's --max-seq) or
+  // its position table, whichever binds; 0 where neither does.
+  int64_t capacity() const;
   // The cache pairs (past_key_values.K.*, present.K.*), in input order.
   const std::vector<std::string>& cacheInputs() const { return kvInputs_; }
   const std::vector<std::string>& cacheOutputs() const { return kvOutputs_; }

@@ -183,6 +183,13 @@ class Executor {
   // An in-place KV cache tensor's element strides between batches, heads and tokens
   // (tl.plan.kv: its input and output are one buffer); nullptr for any other tensor.
   const std::vector<int64_t>* cacheStrides(const std::string& tensor) const;
+  // The in-place caches' capacity in tokens (the plan's --max-seq; 0 without them).
+  int64_t cacheCapacity() const { return kv_.empty() ? 0 : kvCapacity_; }
+  // Takes the in-place caches back to their first `rows` tokens (speculative decoding drops
+  // the drafted tokens the model did not take): the rows after are stale, hidden from the
+  // next run as a bucket's padding is, and overwritten as it appends. Throws without
+  // in-place caches, or for more rows than they hold.
+  void rewindCaches(int64_t rows);
   // The in-place caches' element (tl-plan --kv-type; the kernels that read or write a cache
   // were built for it, kernel_library.h), and the bytes of n elements of a head row.
   KvType kvType() const { return kernels_.kvType(); }

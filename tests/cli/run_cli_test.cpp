@@ -79,6 +79,55 @@ TEST(TlRunCli, ExplainNamesEachLaunchsVariant) {
   EXPECT_TRUE(std::regex_search(last, std::regex("tl\\.MatMul +gemv_rows8_f32 +[0-9x]+/[0-9x]+ +CPU decode"))) << last;
 }
 
+// Speculative decoding keeps greedy output the model's own: bytellama e0m4, fused and
+// planned (fp16 caches, and 8-bit ones), 500 tokens after 300 of held-out Python, the
+// same bytes with prompt lookup and with a q3h draft as without (a step's rows see their
+// new keys as the cache holds them, as later steps would). Drafts are proposed and taken.
+TEST(TlRunCli, SpeculativeDecodingKeepsGreedyOutput) {
+  const auto dir = test::tempDir("run_speculative");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const auto build = [&](const std::string& scheme, const std::string& plan, const std::string& out) {
+    const std::string q = (dir / (out + ".q.onnx")).string(), f = (dir / (out + ".f.onnx")).string();
+    const std::string p = (dir / (out + ".onnx")).string();
+    EXPECT_EQ(runTool("tl-quant", model + " --scheme " + scheme + " -o " + q).exitCode, 0);
+    EXPECT_EQ(runTool("tl-fuse", q + " -o " + f).exitCode, 0);
+    EXPECT_EQ(runTool("tl-plan", f + " --max-seq 1024 " + plan + " -o " + p).exitCode, 0);
+    return std::make_pair(f, p);
+  };
+  const auto [fused, target] = build("e0m4", "--pad 64", "t");
+  const auto draft = build("q3h", "", "d").second, q8 = build("e0m4", "--kv-type q8", "q8").second;
+  const std::string text = test::readFile(test::sharedModels() / "bytellama-heldout.txt").substr(0, 300);
+  std::string ids;
+  for (unsigned char c : text) ids += (ids.empty() ? "" : ",") + std::to_string(c);
+  for (const auto& [planned, n, how] : {std::tuple{target, 500, std::string(" --prompt-lookup")},
+                                        std::tuple{target, 200, " --draft " + draft + " --draft-max 3"},
+                                        std::tuple{q8, 200, std::string(" --prompt-lookup --draft-max 2")}}) {
+    const std::string run = planned + " --generate -n " + std::to_string(n) + " --tokens " + ids;
+    const auto plain = runTool("tl-run", run);
+    ASSERT_EQ(plain.exitCode, 0) << plain.err;
+    ASSERT_EQ(plain.out.size(), 300u + n + 1) << plain.out;
+    {
+      const auto r = runTool("tl-run", run + how);
+      ASSERT_EQ(r.exitCode, 0) << how << ": " << r.err;
+      EXPECT_EQ(r.out, plain.out) << how;
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(r.err, m, std::regex("speculative: ([0-9]+) steps of [0-9]+ drafts, ([0-9]+) of ([0-9]+) drafted"))) << r.err;
+      EXPECT_GT(std::stoi(m[2]), 0) << how << ": " << r.err;
+      EXPECT_LT(std::stoi(m[1]), n) << how << ": fewer steps than tokens";
+    }
+  }
+  // What cannot work is one line: a draft of another vocabulary, or one (or a model) without
+  // tl-plan's caches to go back over, exit 1; sampling through it, exit 2.
+  const std::string other = test::writeVocabModel(test::sharedModels() / "llama-past/model.onnx", dir / "other", 300).string();
+  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + other), "vocabulary has 300 tokens");
+  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + fused), "run it through tl-plan");
+  expectOneLineError(runTool("tl-run", fused + " --generate --prompt 'def ' --prompt-lookup"), "in-place KV caches");
+  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --temperature 1"),
+                     "decodes greedily", 2);
+  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --draft-max 4"),
+                     "--draft-max must be 1 to 3", 2);
+}
+
 TEST(TlRunCli, FailingComparisonExitsOne) {
   auto r = runTool("tl-run", kLlama + "/model.onnx --check " + kLlama + " --atol 0 --rtol 0");
   EXPECT_EQ(r.exitCode, 1);

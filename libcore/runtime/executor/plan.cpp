@@ -176,6 +176,13 @@ const std::vector<int64_t>* Executor::cacheStrides(const std::string& tensor) co
   return k == kvOf_.end() ? nullptr : &kv_[k->second].strides;
 }
 
+void Executor::rewindCaches(int64_t rows) {
+  if (kv_.empty()) throw Error("the model has no in-place KV caches to rewind (tl-plan makes them)");
+  if (rows < 0 || rows > kvRows_)
+    throw Error("cannot rewind the caches to " + std::to_string(rows) + " tokens: they hold " + std::to_string(kvRows_));
+  kvRows_ = rows;
+}
+
 
 namespace {
 
