@@ -113,16 +113,13 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
       ++made;
       return true;
     });
-  }
-  for (int64_t i = 0; i < n && !drafter; ++i) {
-    if (std::count(reply.stops.begin(), reply.stops.end(), next)) break;
-    emit(next, lm.vocab(), stream.get());
-    ++made;
-    if (i + 1 == n) break;
-    if (greedy) {
-      next = lm.stepGreedy({next});
-    } else {
-      next = sampler.sample(lm.step({next}));
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::count(reply.stops.begin(), reply.stops.end(), next)) break;
+      emit(next, lm.vocab(), stream.get());
+      ++made;
+      if (i + 1 == n) break;
+      next = greedy ? lm.stepGreedy({next}) : sampler.sample(lm.step({next}));
     }
   }
   const double decode = tl::secondsSince(t1);

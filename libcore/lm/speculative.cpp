@@ -1,9 +1,9 @@
 #include "lm/speculative.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "cli/error.h"
+#include "sample/sampler.h"
 
 namespace tl {
 
@@ -77,9 +77,7 @@ SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, std::vector
     std::vector<int64_t> choice(feed.size());
     for (size_t i = 0; i < feed.size(); ++i) {
       const float* row = logits.data() + static_cast<int64_t>(i) * vocab;
-      for (int64_t v = 0; v < vocab; ++v)
-        if (std::isnan(row[v]) || row[v] == INFINITY)
-          throw Error("the logits are not numbers (token " + std::to_string(v) + "): the model's output is broken");
+      checkLogits(row, vocab);
       choice[i] = std::max_element(row, row + vocab) - row;  // the first maximum, as the device's argmax
     }
     size_t j = 0;

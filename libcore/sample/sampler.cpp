@@ -152,12 +152,7 @@ void Sampler::prime(const std::vector<int64_t>& tokens) {
 
 int64_t Sampler::sample(const std::vector<float>& logits) {
   if (logits.empty()) throw Error("no logits to sample from");
-  // NaN fails every comparison and +inf makes every probability NaN: either would draw a
-  // token silently, with no meaning.
-  for (size_t i = 0; i < logits.size(); ++i)
-    if (std::isnan(logits[i]) || logits[i] == INFINITY)
-      throw Error("the logits are not numbers (token " + std::to_string(i) + ": " + (std::isnan(logits[i]) ? "nan" : "inf") +
-                  "): the model's output is broken");
+  checkLogits(logits.data(), static_cast<int64_t>(logits.size()));
   int64_t next;
   if (opt_.fsdAlpha > 0) {
     const bool sampleNow = made_ < opt_.fsdRandom && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < 0.5;
@@ -269,6 +264,15 @@ int64_t mirostatK(const std::vector<double>& l, int64_t vocab, double mu) {
   const double k = std::pow(ratio * std::pow(2.0, mu), 1 / s);
   if (!(k < double(vocab))) return vocab;
   return std::max<int64_t>(static_cast<int64_t>(k), 1);
+}
+
+void checkLogits(const float* logits, int64_t vocab) {
+  // NaN fails every comparison and +inf makes every probability NaN: either would choose a
+  // token silently, with no meaning.
+  for (int64_t i = 0; i < vocab; ++i)
+    if (std::isnan(logits[i]) || logits[i] == INFINITY)
+      throw Error("the logits are not numbers (token " + std::to_string(i) + ": " + (std::isnan(logits[i]) ? "nan" : "inf") +
+                  "): the model's output is broken");
 }
 
 double negLog2Prob(const float* logits, int64_t vocab, int64_t token) {

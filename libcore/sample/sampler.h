@@ -96,6 +96,10 @@ size_t tailFreeKeep(const std::vector<double>& sortedProbs, double z);
 // e = s - 1, within [1, N].
 int64_t mirostatK(const std::vector<double>& sortedScaledLogits, int64_t vocab, double mu);
 
+// Throws tl::Error naming the first logit that is no number (NaN, +inf): a broken model's,
+// from which no token may be chosen (-inf, a masked token, is a number).
+void checkLogits(const float* logits, int64_t vocab);
+
 // -log2 of the softmax probability of `token`, computed stably.
 double negLog2Prob(const float* logits, int64_t vocab, int64_t token);
 
