@@ -21,9 +21,10 @@ inline int att_hidden(int s, int t, int off, int causal, __global const uchar* k
   return kmb == 8 ? ((__global const long*)km)[e] == 0 : kmb == 4 ? ((__global const int*)km)[e] == 0 : km[e] == 0;
 }
 
-// Where query row 0 sits: T - S keys before it, or an in-place cache's true length (the
-// keys past it and the new rows are padding: tl-plan --pad).
-#define ATT_OFFSET (kv_rows ? kv_rows[0] : T - S)
+// Where query row 0 of batch row b sits: T - S keys before it, or an in-place cache's true
+// length for that row (each batch row its own sequence; the keys past it and the new rows
+// are padding: tl-plan --pad, or a longer row's).
+#define ATT_OFFSET (kv_rows ? kv_rows[b] : T - S)
 
 // A score as the unfused graph computes it: scaled, soft-capped, plus the float mask, plus
 // mask_value where a recognized mask hides the key.

@@ -119,25 +119,31 @@ inline void kv_round(float* x, int n) {
 // Value x of element e of a block whose largest magnitude is amax: its code, and the
 // block's scale where e is the block's first (the stores that hold a block's values
 // spread over items: gemm.cl's RoPE stores).
+inline char kv_q8_code(float x, float amax) {
+  return (char)clamp(convert_int_rte(x * (amax > 0.0f ? 127.0f / amax : 0.0f)), -127, 127);
+}
 inline void kv_q8_put(float x, float amax, long e, __global char* p) {
   __global char* b = KV_AT(p, e);
   if ((e & 31) == 0) *(__global float*)b = amax / 127.0f;
-  b[4 + (e & 31)] = (char)clamp(convert_int_rte(x * (amax > 0.0f ? 127.0f / amax : 0.0f)), -127, 127);
+  b[4 + (e & 31)] = kv_q8_code(x, amax);
+}
+// The largest magnitude of 32 values: their block's scale times 127.
+inline float kv_q8_amax(const float* x) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[j]));
+  return amax;
 }
 // 32 values x into the block at element e (e % 32 == 0) of cache p: the scale from their
 // largest magnitude, codes rounded to nearest even (the host's encodeKvRows does the same).
 inline void kv_q8_store(const float* x, long e, __global char* p) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[j]));
+  const float amax = kv_q8_amax(x);
   for (int j = 0; j < 32; ++j) kv_q8_put(x[j], amax, e + j, p);
 }
 // n values (whole blocks) in private memory rounded to what the cache would give back.
 inline void kv_round(float* x, int n) {
   for (int b = 0; b < n; b += 32) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(x[b + j]));
-    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < 32; ++j) x[b + j] = (float)(char)clamp(convert_int_rte(x[b + j] * inv), -127, 127) * scale;
+    const float amax = kv_q8_amax(x + b);
+    for (int j = 0; j < 32; ++j) x[b + j] = (float)kv_q8_code(x[b + j], amax) * (amax / 127.0f);
   }
 }
 #else

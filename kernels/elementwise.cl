@@ -209,10 +209,11 @@ __kernel void rope_cache_f32(__global const float* x, __global const float* cosv
 }
 
 // Element j of new rows x [B, H, N, D] (contiguous), at its place in an in-place cache
-// (tl-plan): token rows0 + i of head h of batch b, through the cache's strides.
-inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, int rows0) {
+// (tl-plan): token kv_rows[b] + i of head h of batch row b (each row its own sequence, with
+// its own length), through the cache's strides.
+inline long kv_at(int j, int H, int N, int D, int sb, int sh, int st, __global const int* kv_rows) {
   const int d = j % D, i = j / D % N, h = j / (D * N) % H, b = j / (D * N * H);
-  return (long)b * sb + (long)h * sh + (long)(rows0 + i) * st + d;
+  return (long)b * sb + (long)h * sh + (long)(kv_rows[b] + i) * st + d;
 }
 
 // Dims d0 and d0 + mid of a head row (x[i], x[i + mid]) rotated by their (cos, sin) t0
@@ -241,10 +242,10 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
                           __global KV_T* vc, int n3, int H3, int N3, int D3, int vsb, int vsh, int vst,
                           __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
   int i = get_global_id(0);
-  const int H = dims.s5, S = dims.s6, mid = rot / 2, W = D - mid, rows = n / (H * D) * W, rows0 = kv_rows[0];
+  const int H = dims.s5, S = dims.s6, mid = rot / 2, W = D - mid, rows = n / (H * D) * W;
   const int h0 = get_global_id(1), HS = get_global_size(1);
   if (i < rows) {
-    const int j = i % W, s = i / W % S, b = i / (W * S), pair = j < mid, d = pair ? j : j + mid;
+    const int j = i % W, s = i / W % S, b = i / (W * S), pair = j < mid, d = pair ? j : j + mid, rows0 = kv_rows[b];
     const int perHead = cs.s5 || ss.s5 || cs2.s5 || ss2.s5;
     float2 t0 = 0.0f, t1 = 0.0f;
     if (pair && !perHead) {  // q is [B, H, S, D] (dims' last four): the tables' offsets of (b, 0, s, d)
@@ -287,7 +288,7 @@ __kernel void rope_kv_f32(__global const float* x, __global const float* cosv, _
     }
 #endif
   } else if ((i -= rows) < n3 / H3) {
-    const int d = i % D3, s = i / D3 % N3, b = i / (D3 * N3);
+    const int d = i % D3, s = i / D3 % N3, b = i / (D3 * N3), rows0 = kv_rows[b];
 #define ROPE_KV_V(h, d) x3[bshd & 4 ? ((b * N3 + s) * H3 + (h)) * D3 + (d) : ((b * H3 + (h)) * N3 + s) * D3 + (d)]
 #ifdef TL_KV_Q8
     for (int h = h0; h < H3 && d % 32 == 0; h += HS) {  // a block's first dim writes it
@@ -339,10 +340,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void rope_kv_cpu_f32(
     int rot, int8 dims, int8 cs, int8 ss, __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global KV_T* kc,
     int n2, int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3, __global KV_T* vc, int n3, int H3,
     int N3, int D3, int vsb, int vsh, int vst, __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
-  const int H = dims.s5, S = dims.s6, mid = rot / 2, rows0 = kv_rows[0];
+  const int H = dims.s5, S = dims.s6, mid = rot / 2;
   const int first = (int)get_group_id(0) * ROPE_CPU_TOKENS, tokens = n / (H * D);
   for (int t = first; t < min(first + ROPE_CPU_TOKENS, tokens); ++t) {
-    const int s = t % S, b = t / S;
+    const int s = t % S, b = t / S, rows0 = kv_rows[b];
     float c0[ROPE_CPU_MID], s0[ROPE_CPU_MID], c1[ROPE_CPU_MID], s1[ROPE_CPU_MID];
     const int co = b * cs.s4 + s * cs.s6, so = b * ss.s4 + s * ss.s6;
     for (int d = 0; d < mid; ++d) {
@@ -383,11 +384,11 @@ __kernel void kv_append_f32(__global const float* x0, __global KV_T* c0, int n0,
   __global const float* x = i < n0 ? x0 + i : x1 + (i - n0);
   float y[32];
   for (int u = 0; u < 32 && i < n0 + n1; ++u) y[u] = x[u];
-  if (i < n0) kv_q8_store(y, kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0]), c0);
-  else if ((i -= n0) < n1) kv_q8_store(y, kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0]), c1);
+  if (i < n0) kv_q8_store(y, kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows), c0);
+  else if ((i -= n0) < n1) kv_q8_store(y, kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows), c1);
 #else
-  if (i < n0) KV_ST(x0[i], kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows[0]), c0);
-  else if ((i -= n0) < n1) KV_ST(x1[i], kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows[0]), c1);
+  if (i < n0) KV_ST(x0[i], kv_at(i, H0, N0, D0, sb0, sh0, st0, kv_rows), c0);
+  else if ((i -= n0) < n1) KV_ST(x1[i], kv_at(i, H1, N1, D1, sb1, sh1, st1, kv_rows), c1);
 #endif
 }
 

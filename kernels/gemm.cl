@@ -105,7 +105,7 @@ inline float8 f32_column8(__global const float* w, int N) {
 // q, N1 of k, the rest v; heads of D, every dim rotary) rotated where rotary (the cos and
 // sin as rope_kv_f32 reads them: tables through the strides rcs and rss of q's [B, H, S,
 // D], or positions) and stored where tl.RoPE over in-place caches puts them: q [B, H, seq,
-// D] into QR, the k and v rows into their caches after kv_rows[0] tokens. Row m is token
+// D] into QR, the k and v rows into their caches after kv_rows[b] tokens. Row m is token
 // (m / seq, m % seq). The tiles pair columns as for a GLU: pair p of N / 2 is column
 // p / R * 2R + p % R and, up, its partner R on (R = D / 2), so that an item holds both
 // dims of a rotated pair. rope_kv_f32's launch is then gone: a prefill layer launches as
@@ -142,22 +142,22 @@ inline float2 rope_pair_q(int m, int n, float lo, float hi, int Hq, int Hk, __gl
   return v;
 }
 // Where column n (of k or v: its head at least Hq) of row m goes in its cache (k's or v's
-// strides; rows0: the tokens already there).
-#define ROPE_CACHE_AT(m, n, rows0)                                                            \
+// strides; kv[b]: the tokens already there in batch row b, each row its own sequence).
+#define ROPE_CACHE_AT(m, n, kv)                                                               \
   ((n) / D < Hq + Hk                                                                          \
-       ? (long)((m) / seq) * ksb + (long)((n) / D - Hq) * ksh + (long)((rows0) + (m) % seq) * kst + (n) % D \
-       : (long)((m) / seq) * vsb + (long)((n) / D - Hq - Hk) * vsh + (long)((rows0) + (m) % seq) * vst + (n) % D)
+       ? (long)((m) / seq) * ksb + (long)((n) / D - Hq) * ksh + (long)((kv)[(m) / seq] + (m) % seq) * kst + (n) % D \
+       : (long)((m) / seq) * vsb + (long)((n) / D - Hq - Hk) * vsh + (long)((kv)[(m) / seq] + (m) % seq) * vst + (n) % D)
 #ifndef TL_KV_Q8  // (8-bit caches take whole blocks of 32: ROPE_Q8_TILE below)
 // Column n's (a pair's first) and its partner's sums lo and hi of row m, bias added, stored.
 inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __global float* QR,
                             __global const float* cosv, __global const float* sinv, int8 rcs, int8 rss, int seq,
                             int D, __global KV_T* kc, int ksb, int ksh, int kst, __global KV_T* vc, int vsb, int vsh,
-                            int vst, int rows0, RopeTrig tg) {
+                            int vst, __global const int* kv_rows, RopeTrig tg) {
   const int Hq = N0 / D, Hk = N1 / D;
   const float2 y = rope_pair_q(m, n, lo, hi, Hq, Hk, QR, cosv, sinv, rcs, rss, seq, D, tg);
   if (n / D < Hq) return;
   __global KV_T* cache = n / D < Hq + Hk ? kc : vc;
-  const long at = ROPE_CACHE_AT(m, n, rows0);
+  const long at = ROPE_CACHE_AT(m, n, kv_rows);
   KV_ST(y.x, at, cache);
   KV_ST(y.y, at + D / 2, cache);
 }
@@ -168,7 +168,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     const int n_ = rope_column(p, 0, N, D / 2);                                               \
     if (n_ >= 0)                                                                              \
       rope_pair_store(m, n_, (lo) + BIAS(n_), (hi) + BIAS(n_ + D / 2), N0, N1, QR, cosv, sinv, rcs, rss, seq, D, kc, \
-                      ksb, ksh, kst, vc, vsb, vsh, vst, kv_rows[0], ROPE_TRIG);               \
+                      ksb, ksh, kst, vc, vsb, vsh, vst, kv_rows, ROPE_TRIG);                  \
   }
 #define NO_PAIR(m, p, lo, hi)
 #ifdef TL_KV_Q8
@@ -204,7 +204,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
       const int head = n / D, first = ty * 16 + tx / G8 * G8;                                 \
       if (n < 0 || m >= M || head < Hq) continue;                                             \
       __global KV_T* cache = head < Hq + Hk ? kc : vc;                                        \
-      const long at = ROPE_CACHE_AT(m, n, rows0);                                             \
+      const long at = ROPE_CACHE_AT(m, n, kv_rows);                                           \
       _Pragma("unroll") for (int h = 0; h < 2; ++h) {                                        \
         float amax = 0.0f;                                                                    \
         for (int u = 0; u < G8; ++u) amax = fmax(amax, red[2 * (first + u) + h]);             \
@@ -214,7 +214,6 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
   }
 #define ROPE_Q8_TAIL(BM, BN)                                                                  \
   {                                                                                           \
-    const int rows0 = kv_rows[0];                                                             \
     barrier(CLK_LOCAL_MEM_FENCE); /* (red: the last slice's products may still read it) */    \
     ROPE_Q8_TILE(BM, BN)                                                                      \
   }
@@ -253,7 +252,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
 // first pair its scale (kv_q8_store's rounding). q's pairs go to QR rotated at once.
 #define MMA_ROPE_STORE(BM, BN, SC)                                                            \
   {                                                                                           \
-    const int R = D / 2, Hq = N0 / D, Hk = N1 / D, rows0 = kv_rows[0];                        \
+    const int R = D / 2, Hq = N0 / D, Hk = N1 / D;                                            \
     __local uint* bmax = (__local uint*)As; /* [BM][BN / 64 blocks][first, second] */         \
     barrier(CLK_LOCAL_MEM_FENCE); /* (the last products may still read As) */                 \
     for (int e = tid; e < BM * BN / 32; e += GEMM_WG) bmax[e] = 0;                            \
@@ -279,7 +278,7 @@ inline void rope_pair_store(int m, int n, float lo, float hi, int N0, int N1, __
     const int n = rope_column(c0 + lp, 0, N, R);                                              \
     if (n < 0 || n / D < Hq) continue;                                                        \
     __global KV_T* cache = n / D < Hq + Hk ? kc : vc;                                         \
-    const long at = ROPE_CACHE_AT(m, n, rows0);                                               \
+    const long at = ROPE_CACHE_AT(m, n, kv_rows);                                             \
     kv_q8_put(lo, as_float(MMA_Q8_BLOCK(BN)[0]), at, cache);                                  \
     kv_q8_put(hi, as_float(MMA_Q8_BLOCK(BN)[1]), at + R, cache);                              \
   }
@@ -1407,7 +1406,7 @@ QGEMV_CPU(qgemv_cpu_q3h, Q3H_LOAD, Q3H_LEVELS8)
         vstore16(hi_, 0, q_ + R_);                                                            \
       } else {                                                                                \
         __global KV_T* cache_ = h_ < Hq + Hk ? kc : vc;                                       \
-        const long at_ = ROPE_CACHE_AT(m, n0_, kv_rows[0]);                                   \
+        const long at_ = ROPE_CACHE_AT(m, n0_, kv_rows);                                      \
         KV_ST8(lo_.lo, at_, cache_);                                                          \
         KV_ST8(lo_.hi, at_ + 8, cache_);                                                      \
         KV_ST8(hi_.lo, at_ + R_, cache_);                                                     \

@@ -190,6 +190,20 @@ class Executor {
   // next run as a bucket's padding is, and overwritten as it appends. Throws without
   // in-place caches, or for more rows than they hold.
   void rewindCaches(int64_t rows);
+  // Batch rows as sequences of their own (lm/batch.h): the tokens each of the next run's
+  // batch rows holds in the in-place caches (rows.size() rows, at most the caches' batch,
+  // each at most their capacity). A run appends after each row's own length and puts each
+  // row's causal mask there (kernels read kv_rows[b]); the longest row binds the caches'
+  // length, the keys of a shorter row past its own are padding, hidden. A run whose caches
+  // are given as data sets every row to their length.
+  void setCacheRows(const std::vector<int64_t>& rows);
+  // Each batch row's tokens in the caches after the last run (or setCacheRows).
+  const std::vector<int64_t>& cacheRows() const { return kvLens_; }
+  // The batch rows the in-place caches hold (tl-plan's --batch; 0 without them).
+  int64_t cacheBatch() const { return kv_.empty() ? 0 : kv_[0].B; }
+  // Copies the first `rows` tokens of batch row `from` of every in-place cache into row
+  // `to` (a sequence moving to another row), through the host.
+  void copyCacheRow(int64_t from, int64_t to, int64_t rows);
   // The in-place caches' element (tl-plan --kv-type; the kernels that read or write a cache
   // were built for it, kernel_library.h), and the bytes of n elements of a head row.
   KvType kvType() const { return kernels_.kvType(); }
@@ -403,7 +417,9 @@ class Executor {
   static KvType planKvType(const Model& model);
   bool kvSequenceFirst_ = true;
   std::vector<std::string> kvMasks_;  // inputs padded with zeros to a bucket
-  int64_t kvRows_ = 0;                // tokens in the caches after the last run
+  int64_t kvRows_ = 0;                // tokens in the caches after the last run: the longest row's
+  std::vector<int64_t> kvLens_{0};    // ... each batch row's (kv_rows, uploaded each run)
+  void uploadCacheRows(uint8_t* at) const;  // kvLens_ as the int32s the kernels read
   int64_t kvBatch_ = 1;               // the batch rows the caches hold (at most the plan's)
   void useKvPlan(const std::unordered_map<std::string, std::string>& meta, int64_t batch);
   void writeCache(const KvCache& c, const Tensor& t);

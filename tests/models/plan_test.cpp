@@ -23,6 +23,7 @@
 #include "plan/kv_cache.h"
 #include "plan/memory_plan.h"
 #include "quant/quantize_model.h"
+#include "lm/batch.h"
 #include "lm/causal_lm.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
@@ -511,7 +512,8 @@ namespace {
 // bytellama (e0m4 where `quantized`) fused and planned with its caches in place, decode
 // lengths in buckets of `pad`.
 Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quantized = false,
-                       const std::vector<std::string>& passes = {}, std::optional<KvType> type = std::nullopt) {
+                       const std::vector<std::string>& passes = {}, std::optional<KvType> type = std::nullopt,
+                       int64_t batch = 1) {
   Model model = loadModel((test::sourceDir() / "models/bytellama-past/model.onnx").string());
   if (quantized) quantizeModel(model, QuantOptions{}, false);
   runFusePasses(model, passes);
@@ -521,6 +523,7 @@ Model inPlaceBytellama(int64_t pad, KvLayout layout, int64_t maxSeq, bool quanti
   ShapeAnalysis analysis = inferShapes(model, graph);
   PlanOptions opt;
   opt.maxSeq = maxSeq;
+  opt.batch = batch;
   for (const auto& p : kv.pairs) opt.outside.insert(p.present);
   annotatePlan(model.proto, planMemory(graph, analysis, opt));
   annotateKvPlan(model.proto, kv);
@@ -694,6 +697,67 @@ TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
     for (bool gpu : {false, true}) {
       EXPECT_EQ(greedy(eight, 300, gpu), want) << (gpu ? "gpu" : "cpu");
       EXPECT_EQ(chunked(appended, gpu), wantChunked) << (gpu ? "gpu" : "cpu") << ", tl.KvAppend, the prompt in two chunks";
+    }
+  }
+}
+
+// Batched decoding (lm/batch.h): seven prompts through five batch rows, joining as rows
+// free up and leaving after their own lengths, each sequence picking its greedy token
+// from its logits, get the tokens each gets alone (CausalLm, batch 1), byte for byte: in
+// the CPU family with A in fp32 and rounded to int8, both cache layouts, fp16 and 8-bit
+// caches (copyCacheRow moves rows in each). Five rows: past the 4 that any run's rows
+// take as decode GEMVs.
+TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
+  const std::vector<std::string> prompts{"def ", "import os\n", "class Tree:\n    def ", "for i in range(",
+                                         "x = [", "# read the file\nwith open(", "    return "};
+  auto lengths = [](size_t i) { return static_cast<int64_t>(20 + 9 * i); };
+  auto argmax = [](const std::vector<float>& v) {
+    return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+  for (auto [layout, type] : {std::pair{KvLayout::Sequence, KvType::F16}, {KvLayout::Heads, KvType::F16},
+                              {KvLayout::Sequence, KvType::Q8}}) {
+    Model alone = inPlaceBytellama(64, layout, 400, true, {}, type);
+    Model batched = inPlaceBytellama(64, layout, 400, true, {}, type, 5);
+    for (bool int8 : {false, true}) {
+      std::vector<std::vector<int64_t>> want;
+      {
+        Decoder d(alone, false, false);
+        d.device.setInt8Activations(int8);
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          d.lm.reset();
+          std::vector<int64_t> out{d.lm.stepGreedy(byteTokens(prompts[i]))};
+          while (static_cast<int64_t>(out.size()) < lengths(i)) out.push_back(d.lm.stepGreedy({out.back()}));
+          want.push_back(out);
+        }
+      }
+      Decoder d(batched, false, false);
+      d.device.setInt8Activations(int8);
+      BatchDecoder batch(d.ex, d.lm);
+      ASSERT_EQ(batch.capacity(), 5);
+      std::vector<std::vector<int64_t>> got(prompts.size());
+      std::map<int64_t, size_t> running;  // id -> prompt
+      size_t joined = 0;
+      while (joined < prompts.size() || !running.empty()) {
+        while (joined < prompts.size() && batch.active() < batch.capacity()) {
+          std::vector<float> logits;
+          running[batch.join(byteTokens(prompts[joined]), &logits)] = joined;
+          got[joined++].push_back(argmax(logits));
+        }
+        std::map<int64_t, int64_t> next;
+        for (auto [id, i] : running) next[id] = got[i].back();
+        for (const auto& [id, logits] : batch.step(next)) got[running[id]].push_back(argmax(logits));
+        for (auto it = running.begin(); it != running.end();) {
+          if (static_cast<int64_t>(got[it->second].size()) < lengths(it->second)) {
+            ++it;
+            continue;
+          }
+          batch.leave(it->first);
+          it = running.erase(it);
+        }
+      }
+      for (size_t i = 0; i < prompts.size(); ++i)
+        EXPECT_EQ(got[i], want[i]) << "prompt " << i << (layout == KvLayout::Heads ? ", heads first" : "")
+                                   << (type == KvType::Q8 ? ", q8" : "") << (int8 ? ", int8 A" : "");
     }
   }
 }

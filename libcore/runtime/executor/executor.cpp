@@ -383,8 +383,10 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
     if (hostRun_.empty() || !hostInputs_.count(name) || deviceReads_.count(name)) stageUpload(name, t->bytes.data(), t->bytes.size());
   }
   if (!kv_.empty()) {
-    const int32_t rows = static_cast<int32_t>(std::max<int64_t>(kvPast, 0));
-    stageUpload(kKvRows, &rows, sizeof rows);
+    if (!kvCarried) kvLens_.assign(static_cast<size_t>(kvBatch_), std::max<int64_t>(kvPast, 0));
+    std::vector<uint8_t> rows(kvLens_.size() * sizeof(int32_t));
+    uploadCacheRows(rows.data());
+    stageUpload(kKvRows, rows.data(), rows.size());
   }
   for (const auto& name : hostUploads_) stageUpload(name, hostValues_.at(name).bytes.data(), hostValues_.at(name).bytes.size());
   // Folded tensors that kernels read go up with them, before any kernel (a write between
@@ -398,7 +400,10 @@ void Executor::enqueue(const std::vector<Tensor>& inputs, const std::vector<Carr
   copyFedToken();
   for (size_t i : runNodes_) lowerOrReplay(i);
   recordReplay(inputs, carried, kvPast, kvTotal, kvCarried ? bucketOf(kvTotal) : kvTotal);
-  if (kvPast >= 0) kvRows_ = kvTotal;
+  if (kvPast >= 0) {
+    for (auto& rows : kvLens_) rows += kvTotal - kvPast;
+    kvRows_ = kvTotal;
+  }
   enqueueSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 

@@ -168,10 +168,7 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
     if (r.isMask[i]) padRows(t.bytes, dtypeBits(t.dtype) / 8, total, r.bucket, at);
     else std::memcpy(at, t.bytes.data(), t.bytes.size());
   }
-  if (!kv_.empty()) {
-    const int32_t rows = static_cast<int32_t>(past);
-    std::memcpy(arenaHost_.data() + r.offsets.back(), &rows, sizeof rows);
-  }
+  if (!kv_.empty()) uploadCacheRows(arenaHost_.data() + r.offsets.back());
   for (const auto& [from, to] : r.writes) writeUploads(from, to);
   copyFedToken();
   releaseEvents();
@@ -213,7 +210,10 @@ bool Executor::tryReplay(const std::vector<Tensor>& inputs, const std::vector<Ca
       enqueueSite(node, recordings_[node].sites[site]);
     }
   }
-  if (!kv_.empty()) kvRows_ = total;
+  if (!kv_.empty()) {
+    for (auto& rows : kvLens_) rows += r.fresh;
+    kvRows_ = total;
+  }
   ++replays_;
   return true;
 }

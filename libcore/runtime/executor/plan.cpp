@@ -181,6 +181,27 @@ void Executor::rewindCaches(int64_t rows) {
   if (rows < 0 || rows > kvRows_)
     throw Error("cannot rewind the caches to " + std::to_string(rows) + " tokens: they hold " + std::to_string(kvRows_));
   kvRows_ = rows;
+  for (auto& r : kvLens_) r = std::min(r, rows);
+}
+
+void Executor::setCacheRows(const std::vector<int64_t>& rows) {
+  if (kv_.empty()) throw Error("the model has no in-place KV caches (tl-plan makes them)");
+  if (rows.empty() || static_cast<int64_t>(rows.size()) > kv_[0].B)
+    throw Error(std::to_string(rows.size()) + " batch rows: the caches hold " + std::to_string(kv_[0].B) +
+                " (the batch tl-plan was run for)");
+  for (int64_t r : rows)
+    if (r < 0 || r > kvCapacity_)
+      throw Error("a batch row of " + std::to_string(r) + " tokens: the caches hold " + std::to_string(kvCapacity_));
+  kvLens_ = rows;
+  kvBatch_ = static_cast<int64_t>(rows.size());
+  kvRows_ = *std::max_element(rows.begin(), rows.end());
+}
+
+void Executor::uploadCacheRows(uint8_t* at) const {
+  for (size_t b = 0; b < kvLens_.size(); ++b) {
+    const int32_t rows = static_cast<int32_t>(kvLens_[b]);
+    std::memcpy(at + b * sizeof rows, &rows, sizeof rows);
+  }
 }
 
 
@@ -261,6 +282,38 @@ std::vector<uint8_t> Executor::readCache(const KvCache& c, int64_t rows) {
   if (kvSequenceFirst_) swapTokensAndHeads(block.data(), held.data(), kvBatch_ * c.H, rows, row, false);
   decodeKvRows(kvType(), held.data(), count, c.D, reinterpret_cast<float*>(out.data()));  // to the graph's fp32
   return out;
+}
+
+void Executor::copyCacheRow(int64_t from, int64_t to, int64_t rows) {
+  if (kv_.empty()) throw Error("the model has no in-place KV caches (tl-plan makes them)");
+  const int64_t B = kv_[0].B;
+  if (from < 0 || to < 0 || from >= B || to >= B || rows < 0 || rows > kvCapacity_)
+    throw Error("cannot copy " + std::to_string(rows) + " tokens of batch row " + std::to_string(from) + " to row " +
+                std::to_string(to) + ": the caches hold " + std::to_string(B) + " rows of " + std::to_string(kvCapacity_));
+  if (from == to || !rows) return;
+  for (const KvCache& c : kv_) {
+    const size_t row = tl::kvBytes(kvType(), c.D);
+    const CacheRect r = cacheRect(1, c.H, c.B, kvCapacity_, rows, kvSequenceFirst_, row);
+    // Batch row b's first byte: sequence first, b's heads along a token's row; heads first,
+    // its slices.
+    auto origin = [&](int64_t b, size_t* o) {
+      o[0] = kvSequenceFirst_ ? static_cast<size_t>(b * c.H) * row : 0;
+      o[1] = 0;
+      o[2] = kvSequenceFirst_ ? 0 : static_cast<size_t>(b * c.H);
+    };
+    size_t src[3], dst[3];
+    const size_t host[3] = {0, 0, 0};
+    origin(from, src);
+    origin(to, dst);
+    std::vector<uint8_t> bytes(static_cast<size_t>(c.H * rows) * row);
+    clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, src, host, r.region, r.bufferRow, r.bufferSlice,
+                                    r.hostRow, r.hostSlice, bytes.data(), 0, nullptr, nullptr),
+            "clEnqueueReadBufferRect", "cache '" + c.present + "'");
+    clCheck(clEnqueueWriteBufferRect(device_.queue(), c.mem, CL_TRUE, dst, host, r.region, r.bufferRow, r.bufferSlice,
+                                     r.hostRow, r.hostSlice, bytes.data(), 0, nullptr, nullptr),
+            "clEnqueueWriteBufferRect", "cache '" + c.past + "'");
+  }
+  synced();
 }
 
 }  // namespace tl

@@ -276,6 +276,10 @@ struct QCase {
   bool kvQ8 = false;  // the plan's caches are 8-bit (Executor::kvType)
   int glu = 0;
   int64_t M = 0, N = 0, K = 0, G = 0, rowBytes = 0, computeUnits = 0;
+  int64_t seq = 0;  // A's rows per batch row: 1 at a decode step of a batch of sequences
+  // CPUs: rows a decode GEMV takes (each row's sums as a row alone has them, so that a
+  // sequence decoded in a batch gets the tokens it would alone: lm/batch.h).
+  bool cpuDecode() const { return !gpu && (M <= 4 || seq == 1); }
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
   bool gemv() const { return gpu && M <= 4 && G % 8 == 0; }
   // ... reading 16-level codes 32 at a time (e0m4, int4).
@@ -295,7 +299,7 @@ struct QCase {
   // and Llama-2-7B's gate/up and 7B's QKV 9-38% faster, fewer groups slower).
   bool int8Gemv16() const { return int8Gemv() && N / 16 >= 4 * computeUnits; }
   // Prefill through kernels/gemm.cl's tiles and tasks.
-  bool tiled() const { return M > 4 && coded(); }
+  bool tiled() const { return M > 4 && coded() && (gpu || seq != 1); }
   // What gemm.cl's kernels read: chunks of 8 codes that share a scale, code rows its
   // whole-word loads may read (dequant.cl's LOAD).
   bool coded() const {
@@ -461,7 +465,7 @@ template <Scheme S> bool gemm128Rope(const QCase& c) { return c.rope && gemm128<
 template <Scheme S> bool gemm64Rope(const QCase& c) { return c.rope && gemm64<S>(c); }
 template <Scheme S> bool cpuGemm(const QCase& c) { return c.scheme == S && !c.gpu && c.tiled(); }
 template <Scheme S> bool cpuGemmRope(const QCase& c) { return c.rope && cpuGemm<S>(c) && c.ropeRows(); }
-template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4 && c.coded(); }
+template <Scheme S> bool cpuGemv(const QCase& c) { return c.scheme == S && c.cpuDecode() && c.coded(); }
 // 16-level codes through int8 activations (kernels/gemm.cl's QGEMV_CPU_I8: built where
 // the CPU has AVX2), up to K = 8192: on this machine's PoCL (tl-bench --kernels, e0m4)
 // 256 x 768 12.5 -> 7.5 µs, 256 x 1376 20.8 -> 12.3, 4096 x 4096 443 -> 246-267, 4096 x
@@ -472,7 +476,7 @@ template <Scheme S> bool cpuI8Gemv(const QCase& c) {
   return cpuGemv<S>(c) && c.int8 && c.K % 16 == 0 && c.G % 64 == 0 && c.K <= kCpuI8MaxK;
 }
 template <Scheme S> bool tiles(const QCase& c) { return c.scheme == S && c.gpu; }
-template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && !c.gpu && c.M <= 4; }  // fewer registers: faster decode
+template <Scheme S> bool cols4(const QCase& c) { return c.scheme == S && c.cpuDecode(); }  // fewer registers: faster decode
 template <Scheme S> bool cols8(const QCase& c) { return c.scheme == S && !c.gpu; }
 
 constexpr auto E0m4 = Scheme::E0m4, Int4 = Scheme::Int4, Q8 = Scheme::Q8, Q3h = Scheme::Q3h, W4a8 = Scheme::W4a8,
@@ -663,6 +667,8 @@ QCase caseOf(const LowerNode& n, Scheme scheme, int64_t K, int64_t N, int64_t G,
   QCase c{scheme};
   c.K = K, c.N = N, c.G = G, c.rowBytes = rowBytes;
   c.M = elementCount(n.shape(n.in(0))) / std::max<int64_t>(c.K, 1);
+  const Dims& a = n.shape(n.in(0));
+  c.seq = a.size() >= 3 ? a[a.size() - 2] : c.M;
   c.gpu = n.gpu();
   c.glu = gluKind(n.proto);
   c.norm = !matmulOptional(n.proto, MatMulInput::NormScale).empty();

@@ -1,0 +1,114 @@
+#include "lm/batch.h"
+
+#include <algorithm>
+
+#include "cli/error.h"
+
+namespace tl {
+
+BatchDecoder::BatchDecoder(Executor& ex, CausalLm& lm) : ex_(ex), lm_(lm) {
+  if (!lm.canRewind())
+    throw Error("batched decoding needs tl-plan's in-place KV caches (run the model through tl-plan --batch N)");
+  std::vector<std::string> missing;
+  for (const char* name : {"attention_mask", "position_ids"}) {
+    bool found = false;
+    for (const auto& in : ex.graph().proto().input()) found = found || in.name() == name;
+    if (!found) missing.push_back(name);
+  }
+  if (!missing.empty())
+    throw Error("batched decoding needs the model's input '" + missing[0] +
+                "': each sequence in a batch has its own mask and positions");
+  rows_ = ex.cacheBatch();
+}
+
+int64_t BatchDecoder::length(int64_t id) const {
+  auto it = length_.find(id);
+  if (it == length_.end()) throw Error("no sequence " + std::to_string(id) + " in the batch");
+  return it->second;
+}
+
+int64_t BatchDecoder::join(const std::function<void()>& prefill) {
+  if (active() == rows_)
+    throw Error("the batch is full: " + std::to_string(rows_) + " sequences (tl-plan --batch sets how many)");
+  if (!order_.empty()) {  // row 0's sequence moves to the first free row
+    ex_.copyCacheRow(0, active(), length_.at(order_[0]));
+    order_.push_back(order_[0]);
+  } else {
+    order_.push_back(0);
+  }
+  const int64_t id = next_++;
+  order_[0] = id;
+  length_[id] = 0;
+  try {
+    prefill();
+  } catch (...) {
+    leave(id);
+    throw;
+  }
+  length_[id] = ex_.cacheRows().at(0);
+  return id;
+}
+
+int64_t BatchDecoder::join(const std::vector<int64_t>& prompt, std::vector<float>* logits) {
+  return join([&] {
+    lm_.reset();
+    std::vector<float> out = lm_.step(prompt);
+    if (logits) *logits = std::move(out);
+  });
+}
+
+void BatchDecoder::leave(int64_t id) {
+  const auto at = std::find(order_.begin(), order_.end(), id);
+  if (at == order_.end()) throw Error("no sequence " + std::to_string(id) + " in the batch");
+  const int64_t row = at - order_.begin(), last = active() - 1;
+  if (row != last) {  // the last row's sequence fills the gap
+    ex_.copyCacheRow(last, row, length_.at(order_[static_cast<size_t>(last)]));
+    order_[static_cast<size_t>(row)] = order_[static_cast<size_t>(last)];
+  }
+  order_.pop_back();
+  length_.erase(id);
+}
+
+std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t, int64_t>& next) {
+  const int64_t n = active();
+  if (n == 0) throw Error("no sequence in the batch to step");
+  if (static_cast<int64_t>(next.size()) != n) throw Error("a batched step takes a token for every sequence in the batch");
+  std::vector<int64_t> ids, lens, positions;
+  int64_t longest = 0;
+  for (int64_t id : order_) {
+    auto t = next.find(id);
+    if (t == next.end()) throw Error("a batched step takes a token for every sequence in the batch (none for " + std::to_string(id) + ")");
+    if (t->second < 0 || t->second >= lm_.vocab())
+      throw Error("token " + std::to_string(t->second) + " is outside the vocabulary of " + std::to_string(lm_.vocab()));
+    const int64_t len = length_.at(id);
+    if (len + 1 > ex_.cacheCapacity())
+      throw Error("sequence " + std::to_string(id) + " holds " + std::to_string(len) + " tokens, the caches' capacity (tl-plan --max-seq)");
+    ids.push_back(t->second);
+    lens.push_back(len);
+    positions.push_back(len);
+    longest = std::max(longest, len);
+  }
+  // Row b's keys: its own len + 1; the rest of the longest row's length is padding.
+  std::vector<int64_t> mask(static_cast<size_t>(n * (longest + 1)), 0);
+  for (int64_t b = 0; b < n; ++b)
+    std::fill_n(mask.begin() + b * (longest + 1), lens[static_cast<size_t>(b)] + 1, 1);
+  std::vector<Tensor> inputs{makeTensor("input_ids", DType::Int64, {n, 1}, ids.data()),
+                             makeTensor("attention_mask", DType::Int64, {n, longest + 1}, mask.data()),
+                             makeTensor("position_ids", DType::Int64, {n, 1}, positions.data())};
+  std::vector<Executor::Carry> carried;
+  for (size_t i = 0; i < lm_.cacheInputs().size(); ++i) carried.push_back({lm_.cacheInputs()[i], lm_.cacheOutputs()[i]});
+  ex_.setCacheRows(lens);
+  ex_.keepLastRows("logits", 0);
+  ex_.enqueue(inputs, carried);
+  const std::vector<float> logits = ex_.readFloats("logits", 0, n * lm_.vocab());
+  std::map<int64_t, std::vector<float>> out;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t id = order_[static_cast<size_t>(b)];
+    ++length_[id];
+    auto from = logits.begin() + b * lm_.vocab();
+    out[id].assign(from, from + lm_.vocab());
+  }
+  return out;
+}
+
+}  // namespace tl
