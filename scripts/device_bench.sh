@@ -61,7 +61,13 @@
 #                                            them on an H200; the machine goes back after 30 held); DURING=
 #                                            SCRIPT runs SCRIPT while the models are made (the GPU idle; its
 #                                            output in $W/out/during.log); reports in $W/out
-#   scripts/device_bench.sh poll [SECONDS]    waits for `closing` (up to SECONDS, default 540), prints its
+#   scripts/device_bench.sh batched NAMES    (a fresh machine, first call, under setsid: see poll) llama.cpp's
+#                                            CUDA build beside each model exported, e0m4, fused and planned
+#                                            --batch 16 (--max-seq 1024); then tl-bench -p '' -n 128 -d 128
+#                                            -b 1,4,16 of each with llama.cpp CUDA Q4_0 beside (llama-bench's
+#                                            one sequence, llama-batched-bench's 4 and 16), and a 16-sequence
+#                                            step's --profile; reports in $W/out
+#   scripts/device_bench.sh poll [SECONDS]    waits for `closing` or `batched` (up to SECONDS, default 540), prints its
 #                                            log's new lines and packs $W/out into $OUT/closing-out.tar.gz
 #   scripts/device_bench.sh kvcheck          fp16 and q8 against fp32 KV caches (tl-plan --kv-type): every *-past
 #                                            model of devdata/models (q8: bytellama's alone, heads of 32) fused and
@@ -344,6 +350,27 @@ LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_l
       $B/tl-bench --kernels --schemes e0m4 --gemm-rows 1024 --kernel-runs 10 --device NVIDIA \
         -o "$W/out/kernels-7b-shapes.md" 2>/dev/null || true
     fi
+    touch "$W/closing.done"
+    ;;
+  batched)
+    L=devdata/llamacpp
+    mkdir -p "$W/out"
+    bash $L/device.sh build "$PWD/$L" > "$W/llamacpp-build.log" 2>&1 &
+    for m in $(echo "$2" | tr , ' '); do
+      ( "$0" export "$m" && fuse_and_plan "$m" &&
+        $B/tl-plan "$W/$m-e0m4-fused/model.onnx" --max-seq 1024 --pad 64 --align 512 --batch 16 -o "$W/$m-e0m4-b16.onnx" &&
+        echo "prepared $m" ) > "$W/prep-$m.log" 2>&1 &
+    done
+    wait
+    tail -n 3 "$W"/prep-*.log "$W/llamacpp-build.log"
+    for m in $(echo "$2" | tr , ' '); do
+      llamacpp_peer "$m"
+      GGUF_PY=/root/lc/gguf-py $B/tl-bench "$W/$m-e0m4-b16.onnx" --name "$m" -p '' -n 128 -d 128 -b 1,4,16 -r "$R" \
+        --device NVIDIA --peer "$peer" -o "$W/out/$m-batched.md" 2> "$W/bench.log" || tail -5 "$W/bench.log"
+      grep "^| " "$W/out/$m-batched.md" || true
+      $B/tl-bench "$W/$m-e0m4-b16.onnx" --name "$m" -p '' -n 16 -d 128 -b 16 -r 1 --device NVIDIA --profile \
+        2> "$W/out/$m-batched-profile.txt" > /dev/null || true
+    done
     touch "$W/closing.done"
     ;;
   poll)

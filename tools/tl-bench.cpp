@@ -3,6 +3,7 @@
 //
 //   tl-bench model.onnx                              pp128..pp2048 and tg128, 5 repetitions, md
 //   tl-bench model.onnx -p 128,1024 -n 128 -d 0,1024 -r 3 -o json
+//   tl-bench planned.onnx -p '' -n 128 -d 128 -b 1,4,16   16 sequences at once (tl-plan --batch 16)
 //   tl-bench model.onnx --peer 'node scripts/bench_ort.mjs model.onnx'   peers' rows beside tl's
 //   tl-bench model.onnx --bind batch=1,N=77          a model that is not an LM: latency per forward
 //   tl-bench --probe                                 the device alone: bandwidth, peak, launch, round trip
@@ -77,10 +78,11 @@ int main(int argc, char** argv) {
                 "and % of the probe's bandwidth; GFLOP/s and % of its fp32 peak; kernels, device and\n"
                 "host ms per step. docs/tl-bench.md says how to read a row.\n\n"
                 "  tl-bench model.onnx [-p 128,512 -n 128 -d 0,1024 -r 5] [-o md|csv|json|jsonl|FILE]\n"
+                "  tl-bench planned.onnx -p '' -n 128 -d 128 -b 1,4,16   (16 sequences at once: tl-plan --batch 16)\n"
                 "  tl-bench model.onnx --peer 'node scripts/bench_ort.mjs model.onnx'\n"
                 "  tl-bench model.onnx --bind batch=1,N=77     (not an LM: latency per forward)\n"
                 "  tl-bench --probe | --kernels [--plot roofline.svg]\n");
-  std::string device, prompts = "128,512,1024,2048", gens = "128", depths = "0", format, bind, plot, name;
+  std::string device, prompts = "128,512,1024,2048", gens = "128", depths = "0", batches = "1", format, bind, plot, name;
   std::string schemes = "e0m4,int4,w4a8,q8,q3h", kernelShapes = tl::kDefaultKernelShapes;
   std::vector<std::string> peers, models;
   int reps = 5, kernelRuns = 20;
@@ -91,6 +93,11 @@ int main(int argc, char** argv) {
   app.add_option("-p,--n-prompt", prompts, "prefill tests: prompt lengths, comma-separated ('' for none)")->capture_default_str();
   app.add_option("-n,--n-gen", gens, "decode tests: tokens to generate, comma-separated ('' for none)")->capture_default_str();
   app.add_option("-d,--n-depth", depths, "run each test after contexts of these lengths")->capture_default_str();
+  app.add_option("-b,--batch", batches,
+                 "decode tests of this many sequences at once, comma-separated, each with its own context (-d), "
+                 "as llama-batched-bench's parallel sequences: t/s is theirs together. Needs a plan of at least the "
+                 "largest (tl-plan --batch N)")
+      ->capture_default_str();
   app.add_option("-r,--repetitions", reps, "timed repetitions of each test")->capture_default_str();
   app.add_option("-m,--model", models, "another model to run the same tests on (rows side by side); repeatable");
   app.add_option("--format", format, "md, csv, json or jsonl (default: from -o, else md)");
@@ -190,7 +197,8 @@ int main(int argc, char** argv) {
       s.analysis = tl::inferShapes(s.model, *s.graph);
       s.lm = s.analysis.tensors.count("input_ids") && s.analysis.tensors.count("logits") && bind.empty();
       if (s.lm && tests.empty()) {
-        tests = tl::makeTests(tl::parseIntList("-p", prompts), tl::parseIntList("-n", gens), tl::parseIntList("-d", depths));
+        tests = tl::makeTests(tl::parseIntList("-p", prompts), tl::parseIntList("-n", gens), tl::parseIntList("-d", depths),
+                              tl::parseIntList("-b", batches));
         if (tests.empty()) throw tl::Error("no tests: -p and -n are both empty", tl::ExitCode::Usage);
       }
       if (!s.lm && !peers.empty()) throw tl::Error("--peer runs language-model tests; this model is timed per forward");
@@ -258,14 +266,17 @@ int main(int argc, char** argv) {
     }
     std::string peerError;
     if (!peers.empty()) {
-      std::vector<int64_t> p, n, d;
+      std::vector<int64_t> p, n, d, b;
       for (const auto& t : tests) {
         if (t.prompt && std::find(p.begin(), p.end(), t.prompt) == p.end()) p.push_back(t.prompt);
         if (t.gen && std::find(n.begin(), n.end(), t.gen) == n.end()) n.push_back(t.gen);
         if (std::find(d.begin(), d.end(), t.depth) == d.end()) d.push_back(t.depth);
+        if (t.gen && std::find(b.begin(), b.end(), t.batch) == b.end()) b.push_back(t.batch);
       }
-      const std::string args =
-          "-p '" + join(p) + "' -n '" + join(n) + "' -d " + join(d) + " -r " + std::to_string(reps) + " -o jsonl";
+      // -b only where a test batches, so that peers of one sequence need not know it.
+      const bool batched = std::any_of(b.begin(), b.end(), [](int64_t x) { return x > 1; });
+      const std::string args = "-p '" + join(p) + "' -n '" + join(n) + "' -d " + join(d) + (batched ? " -b " + join(b) : "") +
+                               " -r " + std::to_string(reps) + " -o jsonl";
       for (const auto& cmd : peers) {
         std::vector<tl::BenchRow> got;
         try {

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "bench/model_cost.h"
 #include "bench/timing.h"
 #include "cli/error.h"
+#include "lm/batch.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -46,7 +49,7 @@ void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
   // In-place caches hold the plan's element; others the graph's dtype.
   const bool inPlace = !lm.cacheInputs().empty() && ex.cacheStrides(lm.cacheInputs()[0]);
   const double element = inPlace ? kvElementBytes(ex.kvType()) : 0.0;
-  const BenchTest t{row.prompt, row.gen, row.depth};
+  const BenchTest t{row.prompt, row.gen, row.depth, row.batch};
   row.weightBytes = modelWeightBytes(graph, analysis);
   RunCost c;
   double tokens = 0;
@@ -65,7 +68,8 @@ void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
     tokens = 2;
   }
   row.flopsPerToken = c.flops / tokens;
-  row.bytesPerToken = c.bytes() / tokens;
+  // A batch's step reads the weights once for all its sequences' tokens.
+  row.bytesPerToken = (c.weightBytes / static_cast<double>(row.batch) + c.cacheReadBytes + c.cacheWrittenBytes) / tokens;
 }
 
 // The schedule every test follows: a warm-up, a profiled run (device time and commands
@@ -106,21 +110,25 @@ void addMemory(BenchRow& row, const Executor::MemoryUse& m) {
 
 std::string BenchTest::name() const {
   std::string s = prompt > 0 ? "pp" + std::to_string(prompt) : "tg" + std::to_string(gen);
-  return depth > 0 ? s + "@d" + std::to_string(depth) : s;
+  if (depth > 0) s += "@d" + std::to_string(depth);
+  return batch > 1 ? s + "x" + std::to_string(batch) : s;
 }
 
 std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
-                                 const std::vector<int64_t>& depths) {
+                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches) {
   for (auto p : prompts)
     if (p < 1) throw Error("-p " + std::to_string(p) + ": a prefill test needs at least 1 token");
   for (auto n : gens)
     if (n < 1) throw Error("-n " + std::to_string(n) + ": a decode test needs at least 1 token");
   for (auto d : depths)
     if (d < 0) throw Error("-d " + std::to_string(d) + ": a depth cannot be negative");
+  for (auto b : batches)
+    if (b < 1) throw Error("-b " + std::to_string(b) + ": a batch is at least 1 sequence");
   std::vector<BenchTest> out;
   for (auto d : depths.empty() ? std::vector<int64_t>{0} : depths) {
     for (auto p : prompts) out.push_back({p, 0, d});
-    for (auto n : gens) out.push_back({0, n, d});
+    for (auto n : gens)
+      for (auto b : batches.empty() ? std::vector<int64_t>{1} : batches) out.push_back({0, n, d, b});
   }
   return out;
 }
@@ -166,12 +174,45 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
       }
       return secondsSince(t0);
     };
+    std::unique_ptr<BatchDecoder> batch;
+    std::vector<std::vector<int64_t>> contexts;  // a sequence's each
+    if (t.batch > 1) {
+      batch = std::make_unique<BatchDecoder>(ex, lm);
+      if (batch->capacity() < t.batch)
+        throw Error(t.name() + " decodes " + std::to_string(t.batch) + " sequences at once; the model's plan holds " +
+                    std::to_string(batch->capacity()) + " (tl-plan --batch " + std::to_string(t.batch) + ")");
+      for (int64_t s = 0; s < t.batch; ++s) {
+        contexts.push_back(context);
+        for (auto& x : contexts.back()) x = pick(rng);
+      }
+    }
+    // ... of a batch: every sequence's context joins (untimed), then the steps of all.
+    auto batched = [&](StepTotals* totals) {
+      std::map<int64_t, int64_t> next;
+      for (const auto& c : contexts) {
+        std::vector<float> logits;
+        const int64_t id = batch->join(c, &logits);
+        next[id] = argmax(logits);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < t.gen; ++i) {
+        for (const auto& [id, logits] : batch->step(next)) next[id] = argmax(logits);
+        if (totals) addProfile(ex, *totals);
+      }
+      const double s = secondsSince(t0);
+      for (const auto& [id, token] : next) batch->leave(id);
+      return s;
+    };
     BenchRow row;
     row.test = t.name();
     row.prompt = t.prompt;
     row.gen = t.gen;
     row.depth = t.depth;
-    measure(ex, t.name(), steps, static_cast<double>(tokens), once, opt, row);
+    row.batch = t.batch;
+    if (batch)
+      measure(ex, t.name(), steps, static_cast<double>(tokens * t.batch), batched, opt, row);
+    else
+      measure(ex, t.name(), steps, static_cast<double>(tokens), once, opt, row);
     addCost(row, lm, ex);
     std::vector<std::string> cache = lm.cacheInputs();
     cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());

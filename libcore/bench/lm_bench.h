@@ -22,21 +22,26 @@
 
 namespace tl {
 
+// A decode test of batch B (llama-batched-bench's parallel sequences): B sequences, each
+// with its own context of `depth` tokens (or one), decoded together (lm/batch.h), their
+// tokens counted together (t/s: the aggregate; a sequence's is t/s / B).
 struct BenchTest {
   int64_t prompt = 0, gen = 0, depth = 0;  // exactly one of prompt, gen is > 0
-  std::string name() const;                // pp512, tg128, tg128@d1024
+  int64_t batch = 1;                       // sequences at once (decode tests)
+  std::string name() const;                // pp512, tg128, tg128@d1024, tg128@d128x16
 };
 
-// Every prompt length and every generation length, each at every depth, in that order.
-// Throws tl::Error (bad input) for a length under 1 or a negative depth.
+// Every prompt length and every generation length (each at every batch), each at every
+// depth, in that order. Throws tl::Error (bad input) for a length or batch under 1 or a
+// negative depth.
 std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
-                                 const std::vector<int64_t>& depths);
+                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches = {1});
 
 constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
 
 struct BenchRow {
   std::string model, engine, device, test;
-  int64_t prompt = 0, gen = 0, depth = 0;
+  int64_t prompt = 0, gen = 0, depth = 0, batch = 1;
   std::string bind;                 // forward rows: the binding
   std::vector<double> samplesTs;    // tokens (forwards) per second, one per repetition
   double weightBytes = kUnknown;    // the model's weights on the device

@@ -147,7 +147,7 @@ Table rowsTable(const BenchReport& r) {
   t.keys = {"model", "engine", "test", "t_s", "weight_bytes", "bytes_per_token", "gbs", "bw_pct", "gflops",
             "peak_pct", "kernels_per_step", "device_ms_per_step", "host_ms_per_step", "enqueue_ms_per_step", "own_ms_per_step", "kv_bytes", "activation_bytes",
             "device", "n_prompt", "n_gen",
-            "n_depth", "bind", "reps", "avg_ts", "stddev_ts", "samples_ts", "flops_per_token", "bw_ceiling_gbs",
+            "n_depth", "n_batch", "bind", "reps", "avg_ts", "stddev_ts", "samples_ts", "flops_per_token", "bw_ceiling_gbs",
             "fp32_peak_gflops"};
   t.headers = {"model", "engine", "test", "t/s", "weights", "bytes/token", "GB/s", "% BW", "GFLOP/s", "% peak",
                "kernels/step", "device ms/step", "host ms/step", "enqueue ms/step", "tl ms/step", "KV", "activations"};
@@ -157,14 +157,16 @@ Table rowsTable(const BenchReport& r) {
     const double ts = mean(row.samplesTs), sd = stddev(row.samplesTs);
     const double gbs = row.bytesPerToken * ts / 1e9, gflops = row.flopsPerToken * ts / 1e9;
     const Cell test{row.bind.empty() ? row.test : row.test + "@" + row.bind, quote(row.test)};
-    t.rows.push_back({text(row.model), text(row.engine), test,
-                      {fmt::format("{:.2f} ± {:.2f}", ts, sd), jsonNumber(ts)}, bytes(row.weightBytes),
+    // A batch's rate is its sequences' together; the md cell adds one sequence's.
+    const std::string rate = row.batch > 1 ? fmt::format("{:.2f} ± {:.2f} ({:.2f} a sequence)", ts, sd, ts / static_cast<double>(row.batch))
+                                           : fmt::format("{:.2f} ± {:.2f}", ts, sd);
+    t.rows.push_back({text(row.model), text(row.engine), test, {rate, jsonNumber(ts)}, bytes(row.weightBytes),
                       bytes(row.bytesPerToken), number(gbs, 1), number(100 * ratio(gbs, bw), 1), number(gflops, 1),
                       number(100 * ratio(gflops, peak), 1), number(row.kernelsPerStep, 0),
                       number(row.deviceMsPerStep, 3), number(row.hostMsPerStep, 3),
                       number(row.enqueueMsPerStep, 3), number(row.ownMsPerStep, 3), bytes(row.kvBytes),
                       bytes(row.activationBytes), text(row.device),
-                      integer(row.prompt), integer(row.gen), integer(row.depth), text(row.bind),
+                      integer(row.prompt), integer(row.gen), integer(row.depth), integer(row.batch), text(row.bind),
                       integer(static_cast<int64_t>(row.samplesTs.size())), number(ts, 3), number(sd, 3),
                       array(row.samplesTs), number(row.flopsPerToken, 0), number(bw, 1), number(peak, 1)});
   }
@@ -394,14 +396,18 @@ std::vector<BenchRow> parseRows(const std::string& jsonl, const std::string& sou
     row.gen = static_cast<int64_t>(need("n_gen", JsonValue::Number).number);
     row.depth = static_cast<int64_t>(need("n_depth", JsonValue::Number).number);
     row.samplesTs = need("samples_ts", JsonValue::Array).array;
-    if ((row.prompt > 0) == (row.gen > 0) || row.depth < 0 || row.samplesTs.empty())
-      throw Error(where + "a row is one test: n_prompt or n_gen above 0, a depth, and at least one sample");
+    if (auto it = o.find("n_batch"); it != o.end() && it->second.kind == JsonValue::Number)
+      row.batch = static_cast<int64_t>(it->second.number);
+    if ((row.prompt > 0) == (row.gen > 0) || row.depth < 0 || row.samplesTs.empty() || row.batch < 1 ||
+        (row.batch > 1 && row.prompt > 0))
+      throw Error(where + "a row is one test: n_prompt or n_gen above 0, a depth, at least one sample, and a batch "
+                  "(n_batch, absent: 1) of at least 1, above 1 for n_gen only");
     if (auto it = o.find("device"); it != o.end() && it->second.kind == JsonValue::String) row.device = it->second.string;
     if (auto it = o.find("model"); it != o.end() && it->second.kind == JsonValue::String) row.model = it->second.string;
     // A peer that runs another precision says what it moves.
     if (auto it = o.find("weight_bytes"); it != o.end() && it->second.kind == JsonValue::Number) row.weightBytes = it->second.number;
     if (auto it = o.find("bytes_per_token"); it != o.end() && it->second.kind == JsonValue::Number) row.bytesPerToken = it->second.number;
-    row.test = BenchTest{row.prompt, row.gen, row.depth}.name();
+    row.test = BenchTest{row.prompt, row.gen, row.depth, row.batch}.name();
     rows.push_back(std::move(row));
   }
   return rows;

@@ -225,3 +225,32 @@ TEST_F(TlBenchCli, KernelTableAtGivenShapes) {
 
 }  // namespace
 }  // namespace tl
+
+namespace tl {
+namespace {
+
+// -b: decode tests of several sequences at once (lm/batch.h), on a plan of that batch:
+// each batch a row of its own (tgNxB), its tokens all the sequences' (n_batch); a batch
+// the plan does not hold, or a batch under 1, is one line.
+TEST(TlBenchBatch, BatchedRowsAndTheirRefusals) {
+  const auto dir = test::tempDir("bench_batch");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const std::string fused = (dir / "fused.onnx").string(), planned = (dir / "planned.onnx").string();
+  ASSERT_EQ(runTool("tl-fuse", model + " -o " + fused).exitCode, 0);
+  ASSERT_EQ(runTool("tl-plan", fused + " --max-seq 64 --pad 16 --batch 2 -o " + planned).exitCode, 0);
+  auto r = runTool("tl-bench", planned + " -p '' -n 4 -d 3 -b 1,2 -r 1 -o jsonl");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(textField(rows[0], "test"), "tg4@d3");
+  EXPECT_EQ(field(rows[0], "n_batch"), 1);
+  EXPECT_EQ(textField(rows[1], "test"), "tg4@d3x2");
+  EXPECT_EQ(field(rows[1], "n_batch"), 2);
+  EXPECT_GT(field(rows[1], "avg_ts"), 0);
+  expectOneLineError(runTool("tl-bench", planned + " -p '' -n 4 -b 3 -r 1"), "the model's plan holds 2 (tl-plan --batch 3)");
+  expectOneLineError(runTool("tl-bench", fused + " -p '' -n 4 -b 2 -r 1"), "in-place KV caches");
+  expectOneLineError(runTool("tl-bench", planned + " -p '' -n 4 -b 0 -r 1"), "-b 0: a batch is at least 1 sequence");
+}
+
+}  // namespace
+}  // namespace tl
