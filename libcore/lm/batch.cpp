@@ -9,14 +9,8 @@ namespace tl {
 BatchDecoder::BatchDecoder(Executor& ex, CausalLm& lm) : ex_(ex), lm_(lm) {
   if (!lm.canRewind())
     throw Error("batched decoding needs tl-plan's in-place KV caches (run the model through tl-plan --batch N)");
-  std::vector<std::string> missing;
-  for (const char* name : {"attention_mask", "position_ids"}) {
-    bool found = false;
-    for (const auto& in : ex.graph().proto().input()) found = found || in.name() == name;
-    if (!found) missing.push_back(name);
-  }
-  if (!missing.empty())
-    throw Error("batched decoding needs the model's input '" + missing[0] +
+  if (!lm.hasMask() || !lm.hasPositions())
+    throw Error(std::string("batched decoding needs the model's input '") + (lm.hasMask() ? "position_ids" : "attention_mask") +
                 "': each sequence in a batch has its own mask and positions");
   rows_ = ex.cacheBatch();
 }
@@ -73,7 +67,7 @@ std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t,
   const int64_t n = active();
   if (n == 0) throw Error("no sequence in the batch to step");
   if (static_cast<int64_t>(next.size()) != n) throw Error("a batched step takes a token for every sequence in the batch");
-  std::vector<int64_t> ids, lens, positions;
+  std::vector<int64_t> ids, lens;  // (a row's new token sits at its length: lens are its position ids too)
   int64_t longest = 0;
   for (int64_t id : order_) {
     auto t = next.find(id);
@@ -85,7 +79,6 @@ std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t,
       throw Error("sequence " + std::to_string(id) + " holds " + std::to_string(len) + " tokens, the caches' capacity (tl-plan --max-seq)");
     ids.push_back(t->second);
     lens.push_back(len);
-    positions.push_back(len);
     longest = std::max(longest, len);
   }
   // Row b's keys: its own len + 1; the rest of the longest row's length is padding.
@@ -94,7 +87,7 @@ std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t,
     std::fill_n(mask.begin() + b * (longest + 1), lens[static_cast<size_t>(b)] + 1, 1);
   std::vector<Tensor> inputs{makeTensor("input_ids", DType::Int64, {n, 1}, ids.data()),
                              makeTensor("attention_mask", DType::Int64, {n, longest + 1}, mask.data()),
-                             makeTensor("position_ids", DType::Int64, {n, 1}, positions.data())};
+                             makeTensor("position_ids", DType::Int64, {n, 1}, lens.data())};
   std::vector<Executor::Carry> carried;
   for (size_t i = 0; i < lm_.cacheInputs().size(); ++i) carried.push_back({lm_.cacheInputs()[i], lm_.cacheOutputs()[i]});
   ex_.setCacheRows(lens);

@@ -27,6 +27,8 @@ class CausalLm {
   CausalLm(Executor& executor, const Graph& graph, const ShapeAnalysis& analysis);
 
   bool hasCache() const { return !kvInputs_.empty(); }
+  bool hasMask() const { return hasMask_; }            // an attention_mask input
+  bool hasPositions() const { return hasPositions_; }  // a position_ids input
   int64_t vocab() const { return vocab_; }
   int64_t length() const { return length_; }  // tokens consumed so far
   // Rows of the model's learned position table (gpt2's wpe), the longest sequence it
