@@ -250,7 +250,8 @@ CUMSUM(cumsum_i32, int)
 CUMSUM(cumsum_i64, long)
 
 // The first largest of x[offset .. offset + n) into *out, by one work-group of 256: a
-// greedy decode step's next token without reading the logits back. A row with nothing
+// greedy decode step's next token without reading the logits back. Work-group r takes the
+// r-th such row, x[offset + r n ..), into out[r]: a batched step's rows. A row with nothing
 // above -inf gives 0 (the first element, as std::max_element). A logit that is no number
 // (NaN or +inf) gives -1 - its index instead, the first such: the host refuses it
 // (Executor::argmax), where NaN would silently never win.
@@ -259,10 +260,12 @@ void argmax_row_f32(__global const float* x, long offset, int n, __global long* 
   __local float best_v[256];
   __local int best_i[256], bad_i[256];
   const int lid = get_local_id(0);
+  x += offset + (long)get_group_id(0) * n;
+  out += get_group_id(0);
   float best = -INFINITY;
   int at = n, bad = n;
   for (int j = lid; j < n; j += 256) {
-    const float v = x[offset + j];
+    const float v = x[j];
     if (bad == n && (isnan(v) || v == INFINITY)) bad = j;
     if (v > best) {
       best = v;

@@ -195,9 +195,13 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
         next[id] = argmax(logits);
       }
       const auto t0 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < t.gen; ++i) {
-        for (const auto& [id, logits] : batch->step(next)) next[id] = argmax(logits);
-        if (totals) addProfile(ex, *totals);
+      if (totals) {
+        for (int64_t i = 0; i < t.gen; ++i) {
+          for (const auto& [id, logits] : batch->step(next)) next[id] = argmax(logits);
+          addProfile(ex, *totals);
+        }
+      } else {
+        batch->generateGreedy(next, t.gen);  // as one sequence's: each step enqueued while the last one runs
       }
       const double s = secondsSince(t0);
       for (const auto& [id, token] : next) batch->leave(id);

@@ -63,21 +63,28 @@ void BatchDecoder::leave(int64_t id) {
   length_.erase(id);
 }
 
-std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t, int64_t>& next) {
-  const int64_t n = active();
-  if (n == 0) throw Error("no sequence in the batch to step");
-  if (static_cast<int64_t>(next.size()) != n) throw Error("a batched step takes a token for every sequence in the batch");
-  std::vector<int64_t> ids, lens;  // (a row's new token sits at its length: lens are its position ids too)
-  int64_t longest = 0;
+std::vector<int64_t> BatchDecoder::rowTokens(const std::map<int64_t, int64_t>& next) const {
+  if (order_.empty()) throw Error("no sequence in the batch to step");
+  if (next.size() != order_.size()) throw Error("a batched step takes a token for every sequence in the batch");
+  std::vector<int64_t> ids;
   for (int64_t id : order_) {
     auto t = next.find(id);
     if (t == next.end()) throw Error("a batched step takes a token for every sequence in the batch (none for " + std::to_string(id) + ")");
     if (t->second < 0 || t->second >= lm_.vocab())
       throw Error("token " + std::to_string(t->second) + " is outside the vocabulary of " + std::to_string(lm_.vocab()));
+    ids.push_back(t->second);
+  }
+  return ids;
+}
+
+int64_t BatchDecoder::enqueueStep(const std::vector<int64_t>& ids) {
+  const int64_t n = active();
+  std::vector<int64_t> lens;  // (a row's new token sits at its length: lens are its position ids too)
+  int64_t longest = 0;
+  for (int64_t id : order_) {
     const int64_t len = length_.at(id);
     if (len + 1 > ex_.cacheCapacity())
       throw Error("sequence " + std::to_string(id) + " holds " + std::to_string(len) + " tokens, the caches' capacity (tl-plan --max-seq)");
-    ids.push_back(t->second);
     lens.push_back(len);
     longest = std::max(longest, len);
   }
@@ -93,14 +100,38 @@ std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t,
   ex_.setCacheRows(lens);
   ex_.keepLastRows("logits", 0);
   ex_.enqueue(inputs, carried);
+  for (int64_t id : order_) ++length_[id];
+  return n;
+}
+
+std::map<int64_t, std::vector<float>> BatchDecoder::step(const std::map<int64_t, int64_t>& next) {
+  const int64_t n = enqueueStep(rowTokens(next));
   const std::vector<float> logits = ex_.readFloats("logits", 0, n * lm_.vocab());
   std::map<int64_t, std::vector<float>> out;
   for (int64_t b = 0; b < n; ++b) {
-    const int64_t id = order_[static_cast<size_t>(b)];
-    ++length_[id];
     auto from = logits.begin() + b * lm_.vocab();
-    out[id].assign(from, from + lm_.vocab());
+    out[order_[static_cast<size_t>(b)]].assign(from, from + lm_.vocab());
   }
+  return out;
+}
+
+std::map<int64_t, std::vector<int64_t>> BatchDecoder::generateGreedy(const std::map<int64_t, int64_t>& next, int64_t n) {
+  std::vector<int64_t> ids = rowTokens(next);
+  const int64_t rows = active();
+  std::map<int64_t, std::vector<int64_t>> out;
+  auto collect = [&](const std::vector<int64_t>& tokens) {
+    for (int64_t b = 0; b < rows; ++b) out[order_[static_cast<size_t>(b)]].push_back(tokens[static_cast<size_t>(b)]);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) {
+      ex_.feedToken("input_ids", static_cast<int>((i - 1) % 2));
+      std::fill(ids.begin(), ids.end(), 0);  // placeholders: the device puts step i - 1's tokens there
+    }
+    enqueueStep(ids);
+    ex_.argmaxToSlot("logits", 0, lm_.vocab(), static_cast<int>(i % 2), rows);
+    if (i > 0) collect(ex_.tokensAt(static_cast<int>((i - 1) % 2)));
+  }
+  if (n > 0) collect(ex_.tokensAt(static_cast<int>((n - 1) % 2)));
   return out;
 }
 

@@ -42,6 +42,12 @@ class BatchDecoder {
   // One step of every active sequence: next[id] is the token it takes. Returns each
   // sequence's logits for the token after ([vocab] each, by id).
   std::map<int64_t, std::vector<float>> step(const std::map<int64_t, int64_t>& next);
+  // `n` greedy steps of every active sequence, the first taking next[id]: each sequence's
+  // n tokens, the argmax of its logits after each step (the first of equals), as n step()s
+  // would give. The argmax is taken on the device and fed to the next step there, which is
+  // enqueued before the host reads the last step's tokens (Executor::feedToken): the
+  // device never waits for the host, as in CausalLm::generateGreedy.
+  std::map<int64_t, std::vector<int64_t>> generateGreedy(const std::map<int64_t, int64_t>& next, int64_t n);
 
  private:
   Executor& ex_;
@@ -50,6 +56,10 @@ class BatchDecoder {
   int64_t next_ = 1;
   std::vector<int64_t> order_;             // the id in each batch row
   std::map<int64_t, int64_t> length_;      // id -> tokens
+  // Enqueues a step of every row; ids[b] is row b's token (a placeholder where the device
+  // feeds it). Returns the rows.
+  int64_t enqueueStep(const std::vector<int64_t>& ids);
+  std::vector<int64_t> rowTokens(const std::map<int64_t, int64_t>& next) const;  // next in row order
 };
 
 }  // namespace tl

@@ -192,9 +192,9 @@ std::vector<int64_t> CausalLm::generateGreedy(int64_t first, int64_t n) {
       enqueueStep({0}, 1);  // a placeholder: the device puts step i - 1's token there
     }
     ex_.argmaxToSlot("logits", 0, vocab_, static_cast<int>(i % 2));
-    if (i > 0) out.push_back(ex_.tokenAt(static_cast<int>((i - 1) % 2)));
+    if (i > 0) out.push_back(ex_.tokensAt(static_cast<int>((i - 1) % 2)).front());
   }
-  if (n > 0) out.push_back(ex_.tokenAt(static_cast<int>((n - 1) % 2)));
+  if (n > 0) out.push_back(ex_.tokensAt(static_cast<int>((n - 1) % 2)).front());
   return out;
 }
 

@@ -80,17 +80,19 @@ class Executor {
   // The index of the largest of `count` floats of a tensor from `offset` (the first of
   // equals), found on the device: a greedy decode step reads back 8 bytes, not the logits
   // (blocking: the run's one sync). Floats that are no number (NaN, +inf) are refused,
-  // naming the first, as the sampler refuses them (tokenAt likewise).
+  // naming the first, as the sampler refuses them (tokensAt likewise).
   int64_t argmax(const std::string& tensor, int64_t offset, int64_t count);
-  // Greedy decoding without a wait per token (CausalLm::generateGreedy). argmaxToSlot
-  // enqueues argmax()'s kernel into one of two device slots, and a read of the slot that
-  // does not wait; feedToken makes the next run's one-token input that slot's token, copied
-  // on the device after the run's uploads, so the run can be enqueued before the host knows
-  // the token; tokenAt waits for a slot's read. A replayed run fed so does not wait for the
-  // run before it: the host enqueues a step while the device runs the last one.
-  void argmaxToSlot(const std::string& tensor, int64_t offset, int64_t count, int slot);
+  // Greedy decoding without a wait per token (CausalLm::generateGreedy, BatchDecoder's
+  // generateGreedy). argmaxToSlot enqueues argmax()'s kernel over `rows` rows of `count`
+  // floats each (a batched step's rows, one token each) into one of two device slots, and a
+  // read of the slot that does not wait; feedToken makes the next run's input of as many
+  // tokens that slot's tokens, copied on the device after the run's uploads, so the run can
+  // be enqueued before the host knows them; tokensAt waits for a slot's read. A replayed run
+  // fed so does not wait for the run before it: the host enqueues a step while the device
+  // runs the last one.
+  void argmaxToSlot(const std::string& tensor, int64_t offset, int64_t count, int slot, int64_t rows = 1);
   void feedToken(const std::string& input, int slot);
-  int64_t tokenAt(int slot);
+  std::vector<int64_t> tokensAt(int slot);
 
   // A node's cost at the last run's shapes (ops/op_table.h's opCost).
   OpCost nodeCost(size_t node) const;
@@ -376,9 +378,10 @@ class Executor {
   };
   std::vector<ExtraEvent> extraEvents_;
   cl_mem argmaxOut_ = nullptr;  // argmax()'s one result
-  void enqueueArgmax(const std::string& tensor, int64_t offset, int64_t count, cl_mem out);
+  void enqueueArgmax(const std::string& tensor, int64_t offset, int64_t count, cl_mem out, int64_t rows = 1);
   cl_mem tokenSlots_[2] = {nullptr, nullptr};  // argmaxToSlot's results
-  cl_long tokenHost_[2] = {0, 0};
+  size_t slotCapacity_[2] = {0, 0};  // (tokens)
+  std::vector<cl_long> tokenHost_[2];  // a slot's last argmax: as many as its rows
   cl_event tokenRead_[2] = {nullptr, nullptr};
   std::string fedInput_;  // feedToken's, for the next run (fedSlot_ -1: none)
   int fedSlot_ = -1;

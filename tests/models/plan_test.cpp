@@ -706,7 +706,8 @@ TEST(KvInPlace, EightBitCachesKeepTheGreedyTokens) {
 // from its logits, get the tokens each gets alone (CausalLm, batch 1), byte for byte: in
 // the CPU family with A in fp32 and rounded to int8, both cache layouts, fp16 and 8-bit
 // caches (copyCacheRow moves rows in each). Five rows: past the 4 that any run's rows
-// take as decode GEMVs.
+// take as decode GEMVs. Again through generateGreedy between joins and leaves (the
+// argmax on the device, fed to the next step there, each step enqueued ahead).
 TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
   const std::vector<std::string> prompts{"def ", "import os\n", "class Tree:\n    def ", "for i in range(",
                                          "x = [", "# read the file\nwith open(", "    return "};
@@ -730,34 +731,46 @@ TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
           want.push_back(out);
         }
       }
-      Decoder d(batched, false, false);
-      d.device.setInt8Activations(int8);
-      BatchDecoder batch(d.ex, d.lm);
-      ASSERT_EQ(batch.capacity(), 5);
-      std::vector<std::vector<int64_t>> got(prompts.size());
-      std::map<int64_t, size_t> running;  // id -> prompt
-      size_t joined = 0;
-      while (joined < prompts.size() || !running.empty()) {
-        while (joined < prompts.size() && batch.active() < batch.capacity()) {
-          std::vector<float> logits;
-          running[batch.join(byteTokens(prompts[joined]), &logits)] = joined;
-          got[joined++].push_back(argmax(logits));
-        }
-        std::map<int64_t, int64_t> next;
-        for (auto [id, i] : running) next[id] = got[i].back();
-        for (const auto& [id, logits] : batch.step(next)) got[running[id]].push_back(argmax(logits));
-        for (auto it = running.begin(); it != running.end();) {
-          if (static_cast<int64_t>(got[it->second].size()) < lengths(it->second)) {
-            ++it;
-            continue;
+      for (bool pipelined : {false, true}) {
+        Decoder d(batched, false, false);
+        d.device.setInt8Activations(int8);
+        BatchDecoder batch(d.ex, d.lm);
+        ASSERT_EQ(batch.capacity(), 5);
+        std::vector<std::vector<int64_t>> got(prompts.size());
+        std::map<int64_t, size_t> running;  // id -> prompt
+        size_t joined = 0;
+        while (joined < prompts.size() || !running.empty()) {
+          while (joined < prompts.size() && batch.active() < batch.capacity()) {
+            std::vector<float> logits;
+            running[batch.join(byteTokens(prompts[joined]), &logits)] = joined;
+            got[joined++].push_back(argmax(logits));
           }
-          batch.leave(it->first);
-          it = running.erase(it);
+          std::map<int64_t, int64_t> next;
+          int64_t steps = lengths(prompts.size());  // until the first sequence is done
+          for (auto [id, i] : running) {
+            next[id] = got[i].back();
+            steps = std::min(steps, lengths(i) - static_cast<int64_t>(got[i].size()));
+          }
+          if (pipelined) {
+            for (const auto& [id, tokens] : batch.generateGreedy(next, steps))
+              got[running[id]].insert(got[running[id]].end(), tokens.begin(), tokens.end());
+          } else {
+            for (const auto& [id, logits] : batch.step(next)) got[running[id]].push_back(argmax(logits));
+          }
+          for (auto it = running.begin(); it != running.end();) {
+            if (static_cast<int64_t>(got[it->second].size()) < lengths(it->second)) {
+              ++it;
+              continue;
+            }
+            batch.leave(it->first);
+            it = running.erase(it);
+          }
         }
+        for (size_t i = 0; i < prompts.size(); ++i)
+          EXPECT_EQ(got[i], want[i]) << "prompt " << i << (layout == KvLayout::Heads ? ", heads first" : "")
+                                     << (type == KvType::Q8 ? ", q8" : "") << (int8 ? ", int8 A" : "")
+                                     << (pipelined ? ", generateGreedy" : "");
       }
-      for (size_t i = 0; i < prompts.size(); ++i)
-        EXPECT_EQ(got[i], want[i]) << "prompt " << i << (layout == KvLayout::Heads ? ", heads first" : "")
-                                   << (type == KvType::Q8 ? ", q8" : "") << (int8 ? ", int8 A" : "");
     }
   }
 }

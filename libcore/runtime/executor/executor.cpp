@@ -421,9 +421,10 @@ std::vector<float> Executor::readFloats(const std::string& tensor, int64_t offse
 }
 
 
-void Executor::enqueueArgmax(const std::string& tensor, int64_t offset, int64_t n, cl_mem out) {
+void Executor::enqueueArgmax(const std::string& tensor, int64_t offset, int64_t n, cl_mem out, int64_t rows) {
   if (analysis_.at(tensor).dtype != DType::Float) throw Error("tensor '" + tensor + "' is not float32");
-  if (n < 1 || offset < 0 || offset + n > elementCount(shape(tensor))) throw Error("argmax past the end of '" + tensor + "'");
+  if (n < 1 || rows < 1 || offset < 0 || offset + rows * n > elementCount(shape(tensor)))
+    throw Error("argmax past the end of '" + tensor + "'");
   cl_kernel k = kernels_.get("argmax_row_f32");
   const cl_mem in = buffer(tensor);
   const cl_long off = offset;
@@ -432,9 +433,9 @@ void Executor::enqueueArgmax(const std::string& tensor, int64_t offset, int64_t 
   clCheck(clSetKernelArg(k, 1, sizeof off, &off), "clSetKernelArg", "argmax");
   clCheck(clSetKernelArg(k, 2, sizeof count, &count), "clSetKernelArg", "argmax");
   clCheck(clSetKernelArg(k, 3, sizeof out, &out), "clSetKernelArg", "argmax");
-  const size_t items = 256;
+  const size_t items = 256, global = items * static_cast<size_t>(rows);
   cl_event e = nullptr;
-  clCheck(clEnqueueNDRangeKernel(device_.queue(), k, 1, nullptr, &items, &items, 0, nullptr,
+  clCheck(clEnqueueNDRangeKernel(device_.queue(), k, 1, nullptr, &global, &items, 0, nullptr,
                                  device_.profiling() ? &e : nullptr),
           "clEnqueueNDRangeKernel", "kernel argmax_row_f32, tensor '" + tensor + "'");
   if (e) extraEvents_.push_back({tensor, "ArgMax", e});
@@ -454,15 +455,20 @@ int64_t Executor::argmax(const std::string& tensor, int64_t offset, int64_t n) {
 }
 
 
-void Executor::argmaxToSlot(const std::string& tensor, int64_t offset, int64_t n, int slot) {
+void Executor::argmaxToSlot(const std::string& tensor, int64_t offset, int64_t n, int slot, int64_t rows) {
   if (slot < 0 || slot > 1) throw Error("token slot " + std::to_string(slot) + " is not 0 or 1");
-  if (tokenRead_[slot]) tokenAt(slot);  // its last read lands in tokenHost_ first
+  if (tokenRead_[slot]) tokensAt(slot);  // its last read lands in tokenHost_ first
   cl_int err = CL_SUCCESS;
-  if (!tokenSlots_[slot]) tokenSlots_[slot] = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, sizeof(cl_long), nullptr, &err);
-  clCheck(err, "clCreateBuffer", "token slot");
-  enqueueArgmax(tensor, offset, n, tokenSlots_[slot]);
-  clCheck(clEnqueueReadBuffer(device_.queue(), tokenSlots_[slot], CL_FALSE, 0, sizeof(cl_long), &tokenHost_[slot], 0, nullptr,
-                              &tokenRead_[slot]),
+  if (slotCapacity_[slot] < static_cast<size_t>(rows)) {
+    if (tokenSlots_[slot]) clReleaseMemObject(tokenSlots_[slot]);
+    tokenSlots_[slot] = clCreateBuffer(device_.context(), CL_MEM_READ_WRITE, rows * sizeof(cl_long), nullptr, &err);
+    clCheck(err, "clCreateBuffer", "token slot");
+    slotCapacity_[slot] = static_cast<size_t>(rows);
+  }
+  enqueueArgmax(tensor, offset, n, tokenSlots_[slot], rows);
+  tokenHost_[slot].resize(static_cast<size_t>(rows));
+  clCheck(clEnqueueReadBuffer(device_.queue(), tokenSlots_[slot], CL_FALSE, 0, rows * sizeof(cl_long), tokenHost_[slot].data(),
+                              0, nullptr, &tokenRead_[slot]),
           "clEnqueueReadBuffer", "argmax of '" + tensor + "'");
 }
 
@@ -475,13 +481,15 @@ void Executor::feedToken(const std::string& input, int slot) {
 }
 
 
-int64_t Executor::tokenAt(int slot) {
+std::vector<int64_t> Executor::tokensAt(int slot) {
   if (slot < 0 || slot > 1 || !tokenRead_[slot]) throw Error("token slot " + std::to_string(slot) + " has no read under way");
   clCheck(clWaitForEvents(1, &tokenRead_[slot]), "clWaitForEvents", "a token's read");
   clReleaseEvent(tokenRead_[slot]);
   tokenRead_[slot] = nullptr;
   ++syncs_;
-  return checkedToken(tokenHost_[slot]);
+  std::vector<int64_t> out;
+  for (cl_long t : tokenHost_[slot]) out.push_back(checkedToken(t));
+  return out;
 }
 
 // argmax_row_f32 gives -1 - i where x[i] is NaN or +inf (kernels/reduce.cl).

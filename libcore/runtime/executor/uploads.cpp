@@ -131,13 +131,15 @@ void Executor::copyFedToken() {
   const std::string input = fedInput_;
   const int slot = fedSlot_;
   fedSlot_ = -1;
+  const size_t tokens = tokenHost_[slot].size();  // (the slot's last argmax's rows)
   if (!analysis_.tensors.count(input) || analysis_.at(input).cls != TensorClass::Input ||
-      analysis_.at(input).dtype != DType::Int64 || elementCount(shape(input)) != 1)
-    throw Error("input '" + input + "' is not one int64 token: it cannot take a token from the device");
+      analysis_.at(input).dtype != DType::Int64 || elementCount(shape(input)) != static_cast<int64_t>(tokens))
+    throw Error("input '" + input + "' is not " + std::to_string(tokens) + " int64 token" + (tokens == 1 ? "" : "s") +
+                ": it cannot take the device's tokens");
   for (size_t i : hostRun_)
     for (const auto& in : graph_.node(i).input())
       if (in == input) throw Error("input '" + input + "' is read on the host: it cannot take a token from the device");
-  clCheck(timed([&] { return clEnqueueCopyBuffer(device_.queue(), tokenSlots_[slot], buffer(input), 0, 0, sizeof(cl_long), 0, nullptr, nullptr); }),
+  clCheck(timed([&] { return clEnqueueCopyBuffer(device_.queue(), tokenSlots_[slot], buffer(input), 0, 0, tokens * sizeof(cl_long), 0, nullptr, nullptr); }),
           "clEnqueueCopyBuffer", "the token fed to '" + input + "'");
 }
 
