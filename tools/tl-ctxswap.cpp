@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
                 "  sweep      traces of 2, 4, 8, ... contexts under one budget: the most each policy\n"
                 "             serves with a mean switch within --bound-ms, and a plot (--plot)\n\n"
                 "  tl-ctxswap serve --model m.onnx --budget 256MiB --swap-dir ~/.tl-ctxswap &\n"
+                "  tl-ctxswap serve --model planned.onnx --policy vllm-sq --max-batch 8 &   (tl-plan --batch 8)\n"
                 "  id=$(tl-ctxswap new --system '# notes'); tl-ctxswap call $id 'def fib(' -n 64\n"
                 "  tl-ctxswap trace --texts a.txt --pattern markov --contexts 8 --calls 200 -o t.trace\n"
                 "  tl-ctxswap calibrate --model m.onnx -o costs.txt\n"
@@ -190,6 +191,10 @@ int main(int argc, char** argv) {
   serveVerb->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
   serveVerb->add_option("--max-contexts", sopt.maxContextsPerOwner, "contexts an app may hold")->check(CLI::PositiveNumber)->capture_default_str();
   serveVerb->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
+  int64_t maxBatch = 0;
+  serveVerb->add_option("--max-batch", maxBatch,
+                        "decode up to N calls together, one run a step (a model planned with tl-plan --batch N, a\n"
+                        "policy other than llms); default: one call at a time");
   auto* newVerb = app.add_subcommand("new", "make a context; prints its id")->fallthrough();
   client(newVerb);
   newVerb->add_option("--system", system, "the context's first text");
@@ -280,17 +285,20 @@ int main(int argc, char** argv) {
                         "tokens: it needs a byte-level model (vocab 256)");
       if (tok) tl::checkTokenizerFits(*tok, e.lm.vocab());
       sopt.policy = tl::parsePolicy(servePolicy);
+      if (serveVerb->count("--max-batch")) tl::checkBatchable(e.ex, e.lm, sopt.policy, maxBatch);  // before calibrating
       sopt.budget = tl::parseByteSize("--budget", budget);
       sopt.swapDir = swapDir;
       sopt.costs = loadCosts(e);
       tl::ContextStore store(e.ex, e.lm, e.fingerprint, sopt);
+      if (serveVerb->count("--max-batch")) store.enableBatch(maxBatch);
       for (const auto& n : store.recoveryNotes()) std::cerr << "tl-ctxswap: skipped " << n << "\n";
       std::signal(SIGTERM, onStopSignal);
       std::signal(SIGINT, onStopSignal);
       // A file-size limit (`ulimit -f`, a quota) then fails the write (EFBIG), which the
       // store survives like a full disk, instead of killing the service.
       std::signal(SIGXFSZ, SIG_IGN);
-      std::cerr << "tl-ctxswap: serving " << store.contexts() << " contexts on " << socket << "\n";
+      std::cerr << "tl-ctxswap: serving " << store.contexts() << " contexts on " << socket
+                << (maxBatch ? ", up to " + std::to_string(maxBatch) + " calls a step" : std::string()) << "\n";
       tool.blame(socket);
       tl::serve(store, tok ? &*tok : nullptr, socket, stopServing);
       return;

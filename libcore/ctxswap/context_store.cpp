@@ -101,6 +101,9 @@ uint64_t ContextStore::create(const std::string& owner, const std::vector<int64_
 
 void ContextStore::remove(uint64_t id, const std::string& owner) {
   Context& c = owned(id, owner);
+  for (const auto* calls : {&queued_, &running_})
+    for (const Running& r : *calls)
+      if (r.id == id) throw Error("context " + std::to_string(id) + " has a call under way");
   std::error_code ec;
   for (size_t i = 0; i < c.chunks.size(); ++i) {
     if (c.chunks[i].held) memory_.release({id, static_cast<uint32_t>(i)});
@@ -110,9 +113,7 @@ void ContextStore::remove(uint64_t id, const std::string& owner) {
   contexts_.erase(id);
 }
 
-CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
-                              const std::function<void(int64_t)>& onToken, const SamplingOptions& sampling) {
-  Context& c = owned(id, owner);
+void ContextStore::checkCall(const Context& c, const std::vector<int64_t>& prompt, int64_t generate) const {
   if (generate < 0) throw Error("-n must be at least 0", ExitCode::Usage);
   if (prompt.empty() && c.tokens.empty()) throw Error("a call on an empty context needs a prompt");
   for (int64_t t : prompt)
@@ -120,6 +121,12 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   const size_t total = c.tokens.size() + prompt.size() + static_cast<size_t>(generate);
   if (static_cast<int64_t>(total) > opt_.maxTokens)
     throw Error("the context would hold " + std::to_string(total) + " tokens, over the " + std::to_string(opt_.maxTokens) + " allowed");
+}
+
+CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
+                              const std::function<void(int64_t)>& onToken, const SamplingOptions& sampling) {
+  Context& c = owned(id, owner);
+  checkCall(c, prompt, generate);
   memory_.lock(id);
   struct Unlock {
     ChunkMemory& m;
@@ -161,6 +168,163 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   keep(id, c, past);
   writeRecord(id, c);
   return r;
+}
+
+void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch) {
+  if (maxBatch < 1) throw Error("--max-batch " + std::to_string(maxBatch) + ": at least 1 call at a time");
+  if (!lm.canRewind() || ex.cacheBatch() < maxBatch)
+    throw Error("--max-batch " + std::to_string(maxBatch) + " decodes calls together in tl-plan's in-place KV caches, a batch row each: " +
+                (lm.canRewind() ? "the model's plan holds " + std::to_string(ex.cacheBatch()) : std::string("the model has none")) +
+                " (tl-plan --batch " + std::to_string(maxBatch) + ")");
+  if (policy == Policy::Llms)
+    throw Error("--max-batch: the llms policy reads each call's attention probabilities step by step, one call at a time "
+                "(--policy vllm-s, vllm-sq, swap or lmk batch)");
+}
+
+void ContextStore::enableBatch(int64_t maxBatch) {
+  checkBatchable(ex_, lm_, opt_.policy, maxBatch);
+  batch_ = std::make_unique<BatchDecoder>(ex_, lm_);
+  maxBatch_ = maxBatch;
+}
+
+uint64_t ContextStore::begin(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
+                             const SamplingOptions& sampling) {
+  if (!batch_) throw Error("batched calls need ContextStore::enableBatch");
+  checkCall(owned(id, owner), prompt, generate);
+  (void)Sampler(sampling);  // refused here, not when the call is admitted
+  Running r;
+  r.call = nextCall_++;
+  r.id = id;
+  r.owner = owner;
+  r.prompt = prompt;
+  r.generate = generate;
+  r.sampling = sampling;
+  queued_.push_back(std::move(r));
+  return queued_.back().call;
+}
+
+void ContextStore::admit(Running& r, std::vector<CallEvent>* events) {
+  Context& c = owned(r.id, r.owner);
+  checkCall(c, r.prompt, r.generate);  // (another call may have grown the context since begin)
+  memory_.lock(r.id);
+  r.locked = true;
+  const auto start = std::chrono::steady_clock::now();
+  r.past = ready(r.id, c, &r.result.load);
+  r.result.load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.all = c.tokens;
+  r.all.insert(r.all.end(), r.prompt.begin(), r.prompt.end());
+  r.sampler = std::make_unique<Sampler>(r.sampling);
+  r.sampler->prime(r.all);
+  // The rows after the last whole chunk, then the prompt's, in one run in batch row 0.
+  ContextRun run;
+  r.seq = batch_->join([&] {
+    run = runContext(ex_, lm_, r.all, r.past.tokens, static_cast<int64_t>(r.all.size()) - r.past.tokens, r.past, {"logits"});
+  });
+  appendRows(r.past, run.rows);
+  if (r.generate > 0) take(r, r.sampler->sample(lastLogits(run.wanted[0], lm_.vocab())), events);
+}
+
+void ContextStore::take(Running& r, int64_t token, std::vector<CallEvent>* events) {
+  r.result.reply.push_back(token);
+  r.all.push_back(token);
+  CallEvent e;
+  e.call = r.call;
+  e.token = token;
+  events->push_back(std::move(e));
+}
+
+void ContextStore::finish(Running& r) {
+  // Its rows after `past`: those its batch row took for the reply's tokens it was fed.
+  const int64_t fed = batch_->length(r.seq) - r.past.tokens, row = batch_->row(r.seq);
+  if (fed > 0) {
+    ContextKv rows = emptyContextKv(lm_);
+    rows.tokens = fed;
+    for (size_t i = 0; i < rows.caches.size(); ++i) rows.caches[i] = ex_.readCacheRow(lm_.cacheInputs().at(i), row, r.past.tokens, fed);
+    appendRows(r.past, rows);
+  }
+  batch_->leave(r.seq);
+  r.seq = 0;
+  Context& c = contexts_.at(r.id);
+  c.tokens = std::move(r.all);
+  keep(r.id, c, r.past);
+  writeRecord(r.id, c);
+  memory_.unlock(r.id);
+  r.locked = false;
+}
+
+void ContextStore::drop(Running& r) {
+  if (r.seq) {
+    try {
+      batch_->leave(r.seq);
+    } catch (const std::exception&) {  // (a device that failed the step fails this too: the batch is dropped whole)
+    }
+    r.seq = 0;
+  }
+  if (r.locked) memory_.unlock(r.id);
+  r.locked = false;
+}
+
+std::vector<ContextStore::CallEvent> ContextStore::advance() {
+  std::vector<CallEvent> events;
+  auto ended = [&](Running& r, const std::string& error) {
+    CallEvent e;
+    e.call = r.call;
+    e.done = true;
+    e.error = error;
+    if (error.empty()) e.result = r.result;
+    events.push_back(std::move(e));
+  };
+  for (auto it = queued_.begin(); it != queued_.end() && static_cast<int64_t>(running_.size()) < maxBatch_;) {
+    const uint64_t id = it->id;
+    if (std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.id == id; })) {
+      ++it;  // its context's call before it runs first
+      continue;
+    }
+    Running r = std::move(*it);
+    it = queued_.erase(it);
+    try {
+      admit(r, &events);
+      if (static_cast<int64_t>(r.result.reply.size()) < r.generate) {
+        running_.push_back(std::move(r));
+        continue;
+      }
+      finish(r);
+      ended(r, "");
+    } catch (const std::exception& e) {
+      drop(r);
+      ended(r, e.what());
+    }
+  }
+  if (running_.empty()) return events;
+  std::map<int64_t, int64_t> next;
+  for (const Running& r : running_) next[r.seq] = r.all.back();
+  std::map<int64_t, std::vector<float>> logits;
+  try {
+    logits = batch_->step(next);
+  } catch (const std::exception& e) {  // every running call ends with it; their contexts stay as they were
+    for (Running& r : running_) {
+      drop(r);
+      ended(r, e.what());
+    }
+    running_.clear();
+    return events;
+  }
+  for (auto it = running_.begin(); it != running_.end();) {
+    take(*it, it->sampler->sample(logits.at(it->seq)), &events);
+    if (static_cast<int64_t>(it->result.reply.size()) < it->generate) {
+      ++it;
+      continue;
+    }
+    try {
+      finish(*it);
+      ended(*it, "");
+    } catch (const std::exception& e) {
+      drop(*it);
+      ended(*it, e.what());
+    }
+    it = running_.erase(it);
+  }
+  return events;
 }
 
 ContextKv ContextStore::ready(uint64_t id, Context& c, SwitchStats* stats) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "ctxswap/chunk_memory.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/recompute.h"
+#include "lm/batch.h"
 #include "lm/causal_lm.h"
 #include "runtime/executor.h"
 #include "sample/sampler.h"
@@ -46,6 +48,11 @@ struct StoreOptions {
   LoadCosts costs;                    // the load split (llms) and where zstd pays (calibrate.h)
   int64_t maxContextsPerOwner = 16, maxTokens = 4096;
 };
+
+// Throws tl::Error, saying why, where a store over this model and policy cannot decode
+// `maxBatch` calls together (ContextStore::enableBatch): fewer than 1, a model without
+// tl-plan's in-place caches of that many batch rows, the llms policy.
+void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch);
 
 // What making a context ready for a call took (LLMS's context switch): its chunks found in
 // memory, read from files, recomputed, and the seconds until its rows were in place.
@@ -75,6 +82,32 @@ class ContextStore {
   CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
                   const std::function<void(int64_t)>& onToken = {}, const SamplingOptions& sampling = {});
   void remove(uint64_t id, const std::string& owner);
+
+  // Batched calls (serve --max-batch N, Inferflow 5): up to N calls decode together, one
+  // run a step over tl-plan's in-place caches, a batch row each (lm/batch.h). A call
+  // joins at the next step: its context made ready and its prompt run alone in batch row 0
+  // (as call() runs it); it leaves when done, its new rows read back from its row and kept
+  // as call() keeps them, so its reply is call()'s. A second call on a context waits for
+  // the first. Throws tl::Error for a model without in-place caches of N rows, and for the
+  // llms policy (its tolerance reads each step's attention probabilities).
+  void enableBatch(int64_t maxBatch);  // (checkBatchable first)
+  int64_t maxBatch() const { return batch_ ? maxBatch_ : 0; }
+  // Queues a call (checked as call() checks it, throwing before anything changes); returns
+  // its handle.
+  uint64_t begin(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
+                 const SamplingOptions& sampling = {});
+  // What advance() made: a call's next token, or its end (its result, or the error that
+  // ended it: its context is as before the call then).
+  struct CallEvent {
+    uint64_t call = 0;
+    int64_t token = -1;
+    bool done = false;
+    CallResult result;
+    std::string error;
+  };
+  // Admits queued calls while rows are free, then runs one step of every running call.
+  std::vector<CallEvent> advance();
+  bool busy() const { return !queued_.empty() || !running_.empty(); }
 
   struct Info {
     uint64_t id = 0;
@@ -119,6 +152,26 @@ class ContextStore {
   void writeRecord(uint64_t id, const Context& c);
   int storedBits() const;
 
+  // A batched call: its context's rows so far on the host (`past`), the rest in its batch row.
+  struct Running {
+    uint64_t call = 0, id = 0;
+    std::string owner;
+    std::vector<int64_t> prompt;
+    int64_t generate = 0;
+    SamplingOptions sampling;
+    int64_t seq = 0;  // its BatchDecoder id (0: not joined)
+    std::vector<int64_t> all;  // the context's tokens, the prompt's and the reply's so far
+    ContextKv past;            // its rows up to `kept` tokens; those after are in its batch row
+    CallResult result;
+    std::unique_ptr<Sampler> sampler;
+    bool locked = false;  // its context's chunks (ChunkMemory::lock)
+  };
+  void checkCall(const Context& c, const std::vector<int64_t>& prompt, int64_t generate) const;
+  void admit(Running& r, std::vector<CallEvent>* events);
+  void take(Running& r, int64_t token, std::vector<CallEvent>* events);  // its next token
+  void finish(Running& r);  // its rows read back and kept, it leaves the batch
+  void drop(Running& r);    // it leaves the batch, nothing kept
+
   Executor& ex_;
   CausalLm& lm_;
   uint64_t model_;
@@ -130,6 +183,10 @@ class ContextStore {
   size_t peak_ = 0;
   int64_t refused_ = 0;
   std::vector<std::string> notes_;
+  std::unique_ptr<BatchDecoder> batch_;
+  int64_t maxBatch_ = 0;
+  uint64_t nextCall_ = 1;
+  std::vector<Running> queued_, running_;
 };
 
 }  // namespace tl

@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <csignal>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <type_traits>
 
@@ -100,79 +102,109 @@ SamplingOptions readSampling(const JsonLine& r) {
   return s;
 }
 
+namespace {
+
+// A request line, parsed: its members, and the texts' tokens.
+struct Request {
+  JsonLine r;
+  std::string verb, app;
+  const Tokenizer* tokenizer;
+  Request(const std::string& owner, const std::string& line, const Tokenizer* t) : r(parseJsonLine(line)), tokenizer(t) {
+    verb = text("verb");
+    app = owner + "/app:" + text("app");
+    for (const auto& k : {"id", "n", "seed"})
+      if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
+  }
+  std::string text(const char* k) const {
+    auto it = r.strings.find(k);
+    return it == r.strings.end() ? std::string() : it->second;
+  }
+  int64_t number(const char* k, bool required, int64_t fallback) const {
+    auto it = r.ints.find(k);
+    if (it != r.ints.end()) return it->second;
+    if (required) throw Error(std::string("the request needs an integer '") + k + "'");
+    return fallback;
+  }
+  // A text's tokens: the tokenizer's (its special tokens only for a context's start), else bytes.
+  std::vector<int64_t> tokens(const std::string& t, bool start) const {
+    if (!tokenizer) return byteTokens(t);
+    const auto ids = tokenizer->encode(t, start);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  }
+};
+
+// A call's reply as lines: a token's (with the text it adds, through a tokenizer), the end's.
+struct ReplyLines {
+  std::unique_ptr<TextStream> stream;  // the reply's text, the prompt its context
+  ReplyLines(const Tokenizer* tokenizer, const std::vector<int64_t>& prompt) {
+    if (tokenizer) stream = std::make_unique<TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
+  }
+  std::string token(int64_t t) {
+    JsonWriter w;
+    w.num("token", t);
+    if (stream) w.str("text", stream->push(static_cast<int32_t>(t)));
+    return w.line();
+  }
+  std::string done(const CallResult& c) {
+    JsonWriter w;
+    if (stream) w.str("text", stream->finish());
+    return w.flag("done", true)
+        .num("switch_us", static_cast<int64_t>(c.load.seconds * 1e6 + 0.5))
+        .num("in_memory", c.load.inMemory)
+        .num("read", c.load.read)
+        .num("recomputed", c.load.recomputed)
+        .line();
+  }
+};
+
+std::string errorLine(const std::string& message) { return JsonWriter().str("error", message).line(); }
+
+// The verbs but a batched call: answered at once.
+void answerNow(ContextStore& store, const Request& q, const std::function<void(const std::string&)>& send) {
+  if (q.verb == "new") {
+    send(JsonWriter().num("id", static_cast<int64_t>(store.create(q.app, q.tokens(q.text("system"), true)))).line());
+  } else if (q.verb == "call") {
+    const SamplingOptions s = readSampling(q.r);
+    const auto prompt = q.tokens(q.text("prompt"), false);
+    ReplyLines reply(q.tokenizer, prompt);
+    const CallResult c = store.call(static_cast<uint64_t>(q.number("id", true, 0)), q.app, prompt, q.number("n", false, 16),
+                                    [&](int64_t t) { send(reply.token(t)); }, s);
+    send(reply.done(c));
+  } else if (q.verb == "del") {
+    const int64_t id = q.number("id", true, 0);
+    store.remove(static_cast<uint64_t>(id), q.app);
+    send(JsonWriter().num("deleted", id).line());
+  } else if (q.verb == "ls") {
+    for (const auto& i : store.list())
+      if (i.owner == q.app)
+        send(JsonWriter()
+                 .num("id", static_cast<int64_t>(i.id))
+                 .num("tokens", i.tokens)
+                 .str("memory", counts(i.inMemory))
+                 .str("disk", counts(i.onDisk))
+                 .line());
+    send(JsonWriter().flag("done", true).line());
+  } else if (q.verb == "stats") {
+    send(JsonWriter()
+             .num("contexts", store.contexts())
+             .num("memory", static_cast<int64_t>(store.memoryUsed()))
+             .num("budget", static_cast<int64_t>(store.budget()))
+             .num("peak", static_cast<int64_t>(store.peakMemory()))
+             .num("refused_writes", store.refusedWrites())
+             .line());
+  } else {
+    throw Error("unknown verb '" + q.verb + "' (new, call, del, ls, stats)");
+  }
+}
+
+}  // namespace
+
 void answer(ContextStore& store, const Tokenizer* tokenizer, const std::string& owner, const std::string& line,
             const std::function<void(const std::string&)>& send) {
   try {
-    const JsonLine r = parseJsonLine(line);
-    const auto text = [&](const char* k) {
-      auto it = r.strings.find(k);
-      return it == r.strings.end() ? std::string() : it->second;
-    };
-    const auto number = [&](const char* k, bool required, int64_t fallback) {
-      auto it = r.ints.find(k);
-      if (it != r.ints.end()) return it->second;
-      if (required) throw Error(std::string("the request needs an integer '") + k + "'");
-      return fallback;
-    };
-    const std::string verb = text("verb"), app = owner + "/app:" + text("app");
-    for (const auto& k : {"id", "n", "seed"})
-      if (r.ints.count(k) && r.ints.at(k) < 0) throw Error(std::string("'") + k + "' must not be negative");
-    // A text's tokens: the tokenizer's (its special tokens only for a context's start), else bytes.
-    const auto tokens = [&](const std::string& t, bool start) {
-      if (!tokenizer) return byteTokens(t);
-      const auto ids = tokenizer->encode(t, start);
-      return std::vector<int64_t>(ids.begin(), ids.end());
-    };
-    if (verb == "new") {
-      send(JsonWriter().num("id", static_cast<int64_t>(store.create(app, tokens(text("system"), true)))).line());
-    } else if (verb == "call") {
-      const SamplingOptions s = readSampling(r);
-      const auto prompt = tokens(text("prompt"), false);
-      std::unique_ptr<TextStream> stream;  // the reply's text, the prompt its context
-      if (tokenizer) stream = std::make_unique<TextStream>(*tokenizer, std::vector<int32_t>(prompt.begin(), prompt.end()), true);
-      const CallResult c = store.call(static_cast<uint64_t>(number("id", true, 0)), app, prompt, number("n", false, 16),
-                                      [&](int64_t t) {
-                                        JsonWriter w;
-                                        w.num("token", t);
-                                        if (stream) w.str("text", stream->push(static_cast<int32_t>(t)));
-                                        send(w.line());
-                                      },
-                                      s);
-      JsonWriter done;
-      if (stream) done.str("text", stream->finish());
-      send(done.flag("done", true)
-               .num("switch_us", static_cast<int64_t>(c.load.seconds * 1e6 + 0.5))
-               .num("in_memory", c.load.inMemory)
-               .num("read", c.load.read)
-               .num("recomputed", c.load.recomputed)
-               .line());
-    } else if (verb == "del") {
-      const int64_t id = number("id", true, 0);
-      store.remove(static_cast<uint64_t>(id), app);
-      send(JsonWriter().num("deleted", id).line());
-    } else if (verb == "ls") {
-      for (const auto& i : store.list())
-        if (i.owner == app)
-          send(JsonWriter()
-                   .num("id", static_cast<int64_t>(i.id))
-                   .num("tokens", i.tokens)
-                   .str("memory", counts(i.inMemory))
-                   .str("disk", counts(i.onDisk))
-                   .line());
-      send(JsonWriter().flag("done", true).line());
-    } else if (verb == "stats") {
-      send(JsonWriter()
-               .num("contexts", store.contexts())
-               .num("memory", static_cast<int64_t>(store.memoryUsed()))
-               .num("budget", static_cast<int64_t>(store.budget()))
-               .num("peak", static_cast<int64_t>(store.peakMemory()))
-               .num("refused_writes", store.refusedWrites())
-               .line());
-    } else {
-      throw Error("unknown verb '" + verb + "' (new, call, del, ls, stats)");
-    }
+    answerNow(store, Request(owner, line, tokenizer), send);
   } catch (const std::exception& e) {  // tl::Error, and whatever else a request runs into: the service goes on
-    send(JsonWriter().str("error", e.what()).line());
+    send(errorLine(e.what()));
   }
 }
 
@@ -184,43 +216,93 @@ void serve(ContextStore& store, const Tokenizer* tokenizer, const std::string& s
       throw Error("a service is already listening there");
   }
   ::unlink(socketPath.c_str());  // a stale socket of a service that died
-  Fd listener{::socket(AF_UNIX, SOCK_STREAM, 0)};
+  Fd listener{::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0)};
   if (listener.fd < 0) throw Error(std::string("socket: ") + std::strerror(errno), ExitCode::BadInput);
   const mode_t old = ::umask(0177);  // the socket is created owner-only: no window with wider rights
   const int bound = ::bind(listener.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
   ::umask(old);
   if (bound != 0 || ::listen(listener.fd, 64) != 0)
     throw Error(std::string("cannot listen there: ") + std::strerror(errno));
+  // Connections whose request line is still coming (read without blocking, so that a slow
+  // client holds up no one), and the batched calls under way, by handle.
+  struct Reading {
+    std::unique_ptr<Fd> fd;
+    std::string owner, line;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  struct Calling {
+    std::unique_ptr<Fd> fd;
+    ReplyLines reply;
+  };
+  std::vector<Reading> reading;
+  std::map<uint64_t, Calling> calls;
+  const auto sendTo = [](int fd) { return [fd](const std::string& s) { writeAll(fd, s + "\n"); }; };
+  // A whole request line: answered, or (a batched call) queued in the store.
+  const auto dispatch = [&](Reading& c) {
+    const auto send = sendTo(c.fd->fd);
+    try {
+      const Request q(c.owner, c.line, tokenizer);
+      if (q.verb != "call" || !store.maxBatch()) return answerNow(store, q, send);
+      const SamplingOptions s = readSampling(q.r);
+      const auto prompt = q.tokens(q.text("prompt"), false);
+      const uint64_t h = store.begin(static_cast<uint64_t>(q.number("id", true, 0)), q.app, prompt, q.number("n", false, 16), s);
+      calls.emplace(h, Calling{std::move(c.fd), ReplyLines(tokenizer, prompt)});
+    } catch (const std::exception& e) {  // tl::Error, and whatever else a request runs into: the service goes on
+      send(errorLine(e.what()));
+    }
+  };
   while (!stop.load()) {
-    pollfd p{listener.fd, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    Fd client{::accept(listener.fd, nullptr, nullptr)};
-    if (client.fd < 0) continue;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(client.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
-    const timeval limit{10, 0};
-    ::setsockopt(client.fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    std::string line;
-    char buf[4096];
-    bool whole = false;
-    while (line.size() <= kMaxRequest) {
-      const ssize_t n = ::recv(client.fd, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-      if (const size_t nl = line.find('\n'); nl != std::string::npos) {
-        line.resize(nl);
-        whole = true;
-        break;
+    std::vector<pollfd> p{{listener.fd, POLLIN, 0}};
+    for (const auto& c : reading) p.push_back({c.fd->fd, POLLIN, 0});
+    ::poll(p.data(), p.size(), store.busy() ? 0 : 200);
+    for (int fd; (fd = ::accept(listener.fd, nullptr, nullptr)) >= 0;) {
+      std::unique_ptr<Fd> client(new Fd{fd});
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+      reading.push_back({std::move(client), "uid:" + std::to_string(cred.uid), "",
+                         std::chrono::steady_clock::now() + std::chrono::seconds(10)});
+    }
+    for (auto it = reading.begin(); it != reading.end();) {
+      char buf[4096];
+      bool closed = false, whole = false;
+      for (;;) {
+        const ssize_t n = ::recv(it->fd->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) closed = true;
+        if (n <= 0) break;
+        it->line.append(buf, static_cast<size_t>(n));
+        if (const size_t nl = it->line.find('\n'); nl != std::string::npos) {
+          it->line.resize(nl);
+          whole = true;
+          break;
+        }
+        if (it->line.size() > kMaxRequest) break;
       }
+      if (whole) {
+        dispatch(*it);
+      } else if (it->line.size() > kMaxRequest) {
+        sendTo(it->fd->fd)(errorLine("the request is over 1 MiB"));
+      } else if (closed || std::chrono::steady_clock::now() > it->deadline) {
+        sendTo(it->fd->fd)(errorLine("no request line (one JSON object, then a newline)"));
+      } else {
+        ++it;
+        continue;
+      }
+      it = reading.erase(it);
     }
-    const auto send = [&](const std::string& s) { writeAll(client.fd, s + "\n"); };
-    if (!whole) {
-      send(JsonWriter().str("error", line.size() > kMaxRequest ? "the request is over 1 MiB" : "no request line (one JSON object, then a newline)").line());
-      continue;
+    if (!store.busy()) continue;
+    for (auto& e : store.advance()) {
+      auto c = calls.find(e.call);
+      if (c == calls.end()) continue;
+      const auto send = sendTo(c->second.fd->fd);
+      if (!e.done) {
+        send(c->second.reply.token(e.token));
+        continue;
+      }
+      send(e.error.empty() ? c->second.reply.done(e.result) : errorLine(e.error));
+      calls.erase(c);
     }
-    answer(store, tokenizer, "uid:" + std::to_string(cred.uid), line, send);
   }
   ::unlink(socketPath.c_str());
 }

@@ -21,6 +21,12 @@ int64_t BatchDecoder::length(int64_t id) const {
   return it->second;
 }
 
+int64_t BatchDecoder::row(int64_t id) const {
+  const auto at = std::find(order_.begin(), order_.end(), id);
+  if (at == order_.end()) throw Error("no sequence " + std::to_string(id) + " in the batch");
+  return at - order_.begin();
+}
+
 int64_t BatchDecoder::join(const std::function<void()>& prefill) {
   if (active() == rows_)
     throw Error("the batch is full: " + std::to_string(rows_) + " sequences (tl-plan --batch sets how many)");
@@ -52,9 +58,7 @@ int64_t BatchDecoder::join(const std::vector<int64_t>& prompt, std::vector<float
 }
 
 void BatchDecoder::leave(int64_t id) {
-  const auto at = std::find(order_.begin(), order_.end(), id);
-  if (at == order_.end()) throw Error("no sequence " + std::to_string(id) + " in the batch");
-  const int64_t row = at - order_.begin(), last = active() - 1;
+  const int64_t row = this->row(id), last = active() - 1;
   if (row != last) {  // the last row's sequence fills the gap
     ex_.copyCacheRow(last, row, length_.at(order_[static_cast<size_t>(last)]));
     order_[static_cast<size_t>(row)] = order_[static_cast<size_t>(last)];

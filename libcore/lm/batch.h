@@ -29,6 +29,7 @@ class BatchDecoder {
   int64_t capacity() const { return rows_; }  // sequences at once: the caches' batch rows
   int64_t active() const { return static_cast<int64_t>(order_.size()); }
   int64_t length(int64_t id) const;  // tokens the sequence holds
+  int64_t row(int64_t id) const;     // the batch row it holds now (rows move as others join and leave)
 
   // Starts a sequence: `prefill` runs its first tokens through the CausalLm (or the
   // executor) as a lone sequence of batch 1, which writes batch row 0, and returns what

@@ -206,6 +206,10 @@ class Executor {
   // Copies the first `rows` tokens of batch row `from` of every in-place cache into row
   // `to` (a sequence moving to another row), through the host.
   void copyCacheRow(int64_t from, int64_t to, int64_t rows);
+  // Tokens [first, first + count) of batch row `row` of the in-place cache that input
+  // `cacheInput` names, as fp32 [heads, count, size] (a sequence's rows, for the host to
+  // keep: tl-ctxswap's batched calls).
+  std::vector<float> readCacheRow(const std::string& cacheInput, int64_t row, int64_t first, int64_t count);
   // The in-place caches' element (tl-plan --kv-type; the kernels that read or write a cache
   // were built for it, kernel_library.h), and the bytes of n elements of a head row.
   KvType kvType() const { return kernels_.kvType(); }
@@ -427,6 +431,7 @@ class Executor {
   void useKvPlan(const std::unordered_map<std::string, std::string>& meta, int64_t batch);
   void writeCache(const KvCache& c, const Tensor& t);
   std::vector<uint8_t> readCache(const KvCache& c, int64_t rows);
+  void rowOrigin(const KvCache& c, int64_t batchRow, int64_t first, size_t* origin) const;
   CacheTraffic traffic_;
   // Replay (issue 10's launch list): a run whose given inputs have the last run's shapes
   // (a key mask's length aside), the same carries and the same cache bucket binds what the

@@ -397,6 +397,47 @@ TEST(TlCtxswapService, SixteenClientsRunATrace) {
             << statsThrough(together.socket, "budget") << " budget\n";
 }
 
+// serve --max-batch (issue 31): six clients at once, two calls each, through a service
+// that decodes up to four calls together (a model planned --batch 4; the other two wait
+// for rows) under a budget that swaps: every reply equals the one the same service gives
+// when the calls come one at a time, and the peak KV stays within the budget. Refusals:
+// --max-batch 0, a model without in-place caches, a plan of fewer rows.
+TEST(TlCtxswapService, BatchedCallsEqualOneAtATime) {
+  const auto dir = test::tempDir("ctxswap-batch");
+  const std::string fused = (dir / "fused.onnx").string(), planned = (dir / "planned.onnx").string();
+  ASSERT_EQ(runTool("tl-fuse", kByte + " -o " + fused).exitCode, 0);
+  ASSERT_EQ(runTool("tl-plan", fused + " --max-seq 512 --pad 16 --batch 4 -o " + planned).exitCode, 0);
+  const std::string serve = "serve --policy vllm-sq --socket " + (dir / "x.sock").string() + " --swap-dir " + (dir / "x").string();
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + planned + " --max-batch 0"), 1, "--max-batch 0: at least 1");
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + fused + " --max-batch 2"), 1, "(tl-plan --batch 2)");
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + planned + " --max-batch 8"), 1,
+                     "the model's plan holds 4 (tl-plan --batch 8)");
+  const std::vector<std::string> batched = {"--policy", "vllm-sq", "--max-batch", "4"};
+  Service together(test::tempDir("ctxswap-batch-together"), "128KiB", batched, planned),
+      alone(test::tempDir("ctxswap-batch-alone"), "128KiB", batched, planned);
+  const std::vector<std::string> prompts = {"def ", "import os\n", "class Tree:\n    def ", "for i in range(", "x = [",
+                                            "# read the file\nwith open("};
+  const auto calls = [&](const std::string& socket, int client) {
+    const std::string app = "app" + std::to_string(client);
+    const int64_t id = newThrough(socket, app, "# client " + std::to_string(client));
+    return std::vector<std::vector<int64_t>>{callThrough(socket, app, id, prompts[client], 20 + 7 * client),
+                                             callThrough(socket, app, id, "\n    return ", 12)};
+  };
+  std::vector<std::vector<std::vector<int64_t>>> got(prompts.size()), want(prompts.size());
+  std::vector<std::thread> clients;
+  for (int i = 0; i < static_cast<int>(prompts.size()); ++i) clients.emplace_back([&, i] { got[i] = calls(together.socket, i); });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < static_cast<int>(prompts.size()); ++i) want[i] = calls(alone.socket, i);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(got[i].size(), 2u);
+    EXPECT_EQ(got[i][0].size(), 20 + 7 * i) << "client " << i;
+    EXPECT_EQ(got[i][1].size(), 12u) << "client " << i;
+    EXPECT_EQ(got[i], want[i]) << "client " << i;
+  }
+  EXPECT_LE(statsThrough(together.socket, "peak"), statsThrough(together.socket, "budget"));
+  EXPECT_GT(statsThrough(together.socket, "peak"), 0);
+}
+
 // A swap directory that refuses every write once the service runs (a file put where it
 // was: each write fails, as on a full disk) and a budget too small to keep the chunks:
 // the service goes on, counts the refused writes, recomputes what it could not keep, and

@@ -721,6 +721,22 @@ TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
     Model batched = inPlaceBytellama(64, layout, 400, true, {}, type, 5);
     for (bool int8 : {false, true}) {
       std::vector<std::vector<int64_t>> want;
+      std::vector<std::vector<std::vector<float>>> wantRows;  // each sequence's cache rows at its end
+      // A sequence's rows in batch row `row` (Executor::readCacheRow), all of them, and past its
+      // first 5 tokens, which must be those rows' tail.
+      auto rowsOf = [](Decoder& d, int64_t row, int64_t tokens) {
+        std::vector<std::vector<float>> out;
+        for (const auto& name : d.lm.cacheInputs()) {
+          out.push_back(d.ex.readCacheRow(name, row, 0, tokens));
+          const std::vector<float> tail = d.ex.readCacheRow(name, row, 5, tokens - 5);
+          const size_t heads = d.ex.shape(name)[1], size = out.back().size() / heads / static_cast<size_t>(tokens);
+          for (size_t h = 0; h < heads; ++h)
+            EXPECT_TRUE(std::equal(tail.begin() + h * (tokens - 5) * size, tail.begin() + (h + 1) * (tokens - 5) * size,
+                                   out.back().begin() + (h * tokens + 5) * size))
+                << name << ", head " << h;
+        }
+        return out;
+      };
       {
         Decoder d(alone, false, false);
         d.device.setInt8Activations(int8);
@@ -729,6 +745,7 @@ TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
           std::vector<int64_t> out{d.lm.stepGreedy(byteTokens(prompts[i]))};
           while (static_cast<int64_t>(out.size()) < lengths(i)) out.push_back(d.lm.stepGreedy({out.back()}));
           want.push_back(out);
+          wantRows.push_back(rowsOf(d, 0, d.lm.length()));
         }
       }
       for (bool pipelined : {false, true}) {
@@ -762,6 +779,8 @@ TEST(BatchDecode, EverySequenceGetsItsLoneGreedyTokens) {
               ++it;
               continue;
             }
+            EXPECT_EQ(rowsOf(d, batch.row(it->first), batch.length(it->first)), wantRows[it->second])
+                << "prompt " << it->second << "'s cache rows";
             batch.leave(it->first);
             it = running.erase(it);
           }

@@ -294,17 +294,10 @@ void Executor::copyCacheRow(int64_t from, int64_t to, int64_t rows) {
   for (const KvCache& c : kv_) {
     const size_t row = tl::kvBytes(kvType(), c.D);
     const CacheRect r = cacheRect(1, c.H, c.B, kvCapacity_, rows, kvSequenceFirst_, row);
-    // Batch row b's first byte: sequence first, b's heads along a token's row; heads first,
-    // its slices.
-    auto origin = [&](int64_t b, size_t* o) {
-      o[0] = kvSequenceFirst_ ? static_cast<size_t>(b * c.H) * row : 0;
-      o[1] = 0;
-      o[2] = kvSequenceFirst_ ? 0 : static_cast<size_t>(b * c.H);
-    };
     size_t src[3], dst[3];
     const size_t host[3] = {0, 0, 0};
-    origin(from, src);
-    origin(to, dst);
+    rowOrigin(c, from, 0, src);
+    rowOrigin(c, to, 0, dst);
     std::vector<uint8_t> bytes(static_cast<size_t>(c.H * rows) * row);
     clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, src, host, r.region, r.bufferRow, r.bufferSlice,
                                     r.hostRow, r.hostSlice, bytes.data(), 0, nullptr, nullptr),
@@ -314,6 +307,39 @@ void Executor::copyCacheRow(int64_t from, int64_t to, int64_t rows) {
             "clEnqueueWriteBufferRect", "cache '" + c.past + "'");
   }
   synced();
+}
+
+// Batch row b's token `first` in a cache's buffer, as a rectangle's origin (cacheRect of
+// one batch row): sequence first, b's heads along a token's row; heads first, its slices.
+void Executor::rowOrigin(const KvCache& c, int64_t b, int64_t first, size_t* o) const {
+  const size_t row = tl::kvBytes(kvType(), c.D);
+  o[0] = kvSequenceFirst_ ? static_cast<size_t>(b * c.H) * row : 0;
+  o[1] = static_cast<size_t>(first);
+  o[2] = kvSequenceFirst_ ? 0 : static_cast<size_t>(b * c.H);
+}
+
+std::vector<float> Executor::readCacheRow(const std::string& cacheInput, int64_t b, int64_t first, int64_t count) {
+  const auto k = kvOf_.find(cacheInput);
+  if (k == kvOf_.end()) throw Error("'" + cacheInput + "' is no in-place KV cache input (tl-plan makes them)");
+  const KvCache& c = kv_[k->second];
+  if (b < 0 || b >= c.B || first < 0 || count < 0 || first + count > kvCapacity_)
+    throw Error("cannot read tokens " + std::to_string(first) + ".." + std::to_string(first + count) + " of batch row " +
+                std::to_string(b) + ": the caches hold " + std::to_string(c.B) + " rows of " + std::to_string(kvCapacity_));
+  const size_t row = tl::kvBytes(kvType(), c.D), n = static_cast<size_t>(c.H * count);
+  std::vector<float> out(n * static_cast<size_t>(c.D));
+  if (!count) return out;
+  std::vector<uint8_t> held(n * row), block(held.size());
+  const CacheRect r = cacheRect(1, c.H, c.B, kvCapacity_, count, kvSequenceFirst_, row);
+  size_t at[3];
+  const size_t host[3] = {0, 0, 0};
+  rowOrigin(c, b, first, at);
+  clCheck(clEnqueueReadBufferRect(device_.queue(), c.mem, CL_TRUE, at, host, r.region, r.bufferRow, r.bufferSlice, r.hostRow,
+                                  r.hostSlice, kvSequenceFirst_ ? block.data() : held.data(), 0, nullptr, nullptr),
+          "clEnqueueReadBufferRect", "cache '" + c.present + "'");
+  synced();
+  if (kvSequenceFirst_) swapTokensAndHeads(block.data(), held.data(), c.H, count, row, false);
+  decodeKvRows(kvType(), held.data(), n, c.D, out.data());  // to the graph's fp32
+  return out;
 }
 
 }  // namespace tl
