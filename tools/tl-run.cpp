@@ -107,7 +107,7 @@ void generate(tl::CausalLm& lm, tl::Executor& ex, std::vector<int64_t> prompt, i
   int64_t next = sampler.sample(logits), made = 0;
   tl::SpeculativeStats spec;
   if (drafter) {
-    spec = tl::generateSpeculative(lm, *drafter, prompt, next, n, draftMax, [&](int64_t t) {
+    spec = tl::generateSpeculative(lm, *drafter, sampler, prompt, next, n, draftMax, [&](int64_t t) {
       if (std::count(reply.stops.begin(), reply.stops.end(), t)) return false;
       emit(t, lm.vocab(), stream.get());
       ++made;
@@ -388,9 +388,6 @@ int main(int argc, char** argv) {
     const bool speculative = !draftPath.empty() || lookup;
     if (!draftPath.empty() && lookup) throw tl::Error("give one of --draft MODEL, --prompt-lookup", tl::ExitCode::Usage);
     if (speculative && !gen) throw tl::Error("--draft and --prompt-lookup go with --generate", tl::ExitCode::Usage);
-    if (speculative && !sampling.greedy())
-      throw tl::Error("speculative decoding (--draft, --prompt-lookup) decodes greedily: sampling through it is not built yet",
-                      tl::ExitCode::Usage);
     // A check of more rows takes the prefill kernels (tiled GEMMs, A rounded per 128), whose
     // rounding differs from decoding's, and greedy output could leave the model's own.
     if (speculative && (draftMax < 1 || draftMax > 3))

@@ -48,8 +48,8 @@ std::vector<int64_t> DraftModel::propose(const std::vector<int64_t>& h, int64_t 
   return out;
 }
 
-SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, std::vector<int64_t> h, int64_t first, int64_t n,
-                                     int64_t k, const std::function<bool(int64_t)>& onToken) {
+SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, Sampler& sampler, std::vector<int64_t> h, int64_t first,
+                                     int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken) {
   if (k < 1) throw Error("a speculative step drafts at least 1 token", ExitCode::Usage);
   if (!lm.canRewind())
     throw Error("speculative decoding needs tl-plan's in-place KV caches, to go back over the drafts not taken "
@@ -73,24 +73,24 @@ SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, std::vector
     const int64_t base = lm.length();
     const std::vector<float> logits = lm.step(feed, true);
     ++stats.steps;
-    // Row i's choice follows feed[i]: draft[i] stays while it is that choice.
-    std::vector<int64_t> choice(feed.size());
-    for (size_t i = 0; i < feed.size(); ++i) {
-      const float* row = logits.data() + static_cast<int64_t>(i) * vocab;
-      checkLogits(row, vocab);
-      choice[i] = std::max_element(row, row + vocab) - row;  // the first maximum, as the device's argmax
-    }
+    // Row i's token follows feed[i], chosen by the sampler as a plain step's would be (its
+    // draws in the same order): draft[i] stays while it is that token, and the rows after
+    // a token that is not the draft are not read (nor drawn for).
+    std::vector<int64_t> chosen;
     size_t j = 0;
-    while (j < draft.size() && draft[j] == choice[j]) ++j;
+    for (;; ++j) {
+      const auto row = logits.begin() + static_cast<int64_t>(j) * vocab;
+      chosen.push_back(sampler.sample(std::vector<float>(row, row + vocab)));
+      if (j == draft.size() || chosen.back() != draft[j]) break;
+    }
     stats.accepted += static_cast<int64_t>(std::min(j, real));
     if (j < draft.size()) lm.rewind(base + 1 + static_cast<int64_t>(j));
     for (size_t i = 0; i <= j && made < n; ++i) {
-      const int64_t t = i < j ? draft[i] : choice[j];
-      h.push_back(t);
+      h.push_back(chosen[i]);
       ++made;
-      if (!onToken(t)) return stats;
+      if (!onToken(chosen[i])) return stats;
     }
-    next = choice[j];
+    next = chosen[j];
   }
   return stats;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lm/causal_lm.h"
+#include "sample/sampler.h"
 
 namespace tl {
 
@@ -54,12 +55,18 @@ struct SpeculativeStats {
   int64_t accepted = 0;  // of those, kept
 };
 
-// Greedy decoding with a drafter, after lm has consumed `history` (a prompt) and `first`
-// was chosen from its last logits: hands onToken first and then each token chosen, up to n
-// in all (onToken returning false stops), the tokens lm.stepGreedy's would be one at a
-// time. Every step feeds k + 1 tokens (a short draft filled out with its last token, which
-// the check keeps or drops like any draft), so that each step replays the one before.
-SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, std::vector<int64_t> history, int64_t first,
-                                     int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken);
+// Decoding with a drafter, after lm has consumed `history` (a prompt) and `first` was
+// chosen from its last logits (by `sampler`, which holds the history since): hands onToken
+// first and then each token chosen, up to n in all (onToken returning false stops). Each
+// row's token is the sampler's, drawn in order as plain decoding draws them, so the tokens
+// are plain decoding's (greedy: lm.stepGreedy's; sampled: the same text for a seed).
+// Leviathan et al.'s rule keeps a draft x with probability min(1, p(x) / q(x)) and else
+// draws from (p - q)+; for drafts that are certain (q(x) = 1: prompt lookup, a greedy draft
+// model) that is p(x), else p without x, which is what drawing from p and keeping the
+// draft where they agree does. Every step feeds k + 1 tokens (a short draft filled out
+// with its last token, which the check keeps or drops like any draft), so that each step
+// replays the one before.
+SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, Sampler& sampler, std::vector<int64_t> history,
+                                     int64_t first, int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken);
 
 }  // namespace tl

@@ -83,7 +83,7 @@ TEST(TlRunCli, ExplainNamesEachLaunchsVariant) {
 // planned (fp16 caches, and 8-bit ones), 500 tokens after 300 of held-out Python, the
 // same bytes with prompt lookup and with a q3h draft as without (a step's rows see their
 // new keys as the cache holds them, as later steps would). Drafts are proposed and taken.
-TEST(TlRunCli, SpeculativeDecodingKeepsGreedyOutput) {
+TEST(TlRunCli, SpeculativeDecodingKeepsPlainOutput) {
   const auto dir = test::tempDir("run_speculative");
   const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
   const auto build = [&](const std::string& scheme, const std::string& plan, const std::string& out) {
@@ -99,17 +99,24 @@ TEST(TlRunCli, SpeculativeDecodingKeepsGreedyOutput) {
   const std::string text = test::readFile(test::sharedModels() / "bytellama-heldout.txt").substr(0, 300);
   std::string ids;
   for (unsigned char c : text) ids += (ids.empty() ? "" : ",") + std::to_string(c);
-  for (const auto& [planned, n, how] : {std::tuple{target, 500, std::string(" --prompt-lookup")},
-                                        std::tuple{target, 200, " --draft " + draft + " --draft-max 3"},
-                                        std::tuple{q8, 200, std::string(" --prompt-lookup --draft-max 2")}}) {
-    const std::string run = planned + " --generate -n " + std::to_string(n) + " --tokens " + ids;
+  // Greedy, and sampled (the sampler's draws in plain decoding's order: the same text for a
+  // seed), with top-p, Mirostat 2 and randomized FSD.
+  for (const auto& [planned, n, how, sampling] :
+       {std::tuple{target, 500, std::string(" --prompt-lookup"), std::string()},
+        std::tuple{target, 200, " --draft " + draft + " --draft-max 3", std::string()},
+        std::tuple{q8, 200, std::string(" --prompt-lookup --draft-max 2"), std::string()},
+        std::tuple{target, 300, std::string(" --prompt-lookup"), std::string(" --temperature 0.7 --top-p 0.9 --seed 11")},
+        std::tuple{target, 200, " --draft " + draft, std::string(" --mirostat 2 --temperature 0.8 --seed 3")},
+        std::tuple{target, 200, std::string(" --prompt-lookup"),
+                   std::string(" --fsd-alpha 0.4 --fsd-random 20 --temperature 0.9 --seed 5")}}) {
+    const std::string run = planned + " --generate -n " + std::to_string(n) + " --tokens " + ids + sampling;
     const auto plain = runTool("tl-run", run);
     ASSERT_EQ(plain.exitCode, 0) << plain.err;
     ASSERT_EQ(plain.out.size(), 300u + n + 1) << plain.out;
     {
       const auto r = runTool("tl-run", run + how);
-      ASSERT_EQ(r.exitCode, 0) << how << ": " << r.err;
-      EXPECT_EQ(r.out, plain.out) << how;
+      ASSERT_EQ(r.exitCode, 0) << how << sampling << ": " << r.err;
+      EXPECT_EQ(r.out, plain.out) << how << sampling;
       std::smatch m;
       ASSERT_TRUE(std::regex_search(r.err, m, std::regex("speculative: ([0-9]+) steps of [0-9]+ drafts, ([0-9]+) of ([0-9]+) drafted"))) << r.err;
       EXPECT_GT(std::stoi(m[2]), 0) << how << ": " << r.err;
@@ -117,13 +124,11 @@ TEST(TlRunCli, SpeculativeDecodingKeepsGreedyOutput) {
     }
   }
   // What cannot work is one line: a draft of another vocabulary, or one (or a model) without
-  // tl-plan's caches to go back over, exit 1; sampling through it, exit 2.
+  // tl-plan's caches to go back over, exit 1; more drafts than 4 rows' check, exit 2.
   const std::string other = test::writeVocabModel(test::sharedModels() / "llama-past/model.onnx", dir / "other", 300).string();
   expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + other), "vocabulary has 300 tokens");
   expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + fused), "run it through tl-plan");
   expectOneLineError(runTool("tl-run", fused + " --generate --prompt 'def ' --prompt-lookup"), "in-place KV caches");
-  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --temperature 1"),
-                     "decodes greedily", 2);
   expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --draft-max 4"),
                      "--draft-max must be 1 to 3", 2);
 }
