@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <unistd.h>
 
 #include "bench/kernel_table.h"
@@ -25,6 +27,7 @@
 #include "cli/tool.h"
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
+#include "lm/loaded_lm.h"
 #include "onnx/model_io.h"
 #include "quant/quant.h"
 #include "runtime/device.h"
@@ -132,6 +135,20 @@ int main(int argc, char** argv) {
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
                "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
+  bool lookup = false;
+  std::string draftPath, textPath;
+  int64_t draftMax = 3;
+  app.add_flag("--prompt-lookup", lookup,
+               "also each one-sequence decode test speculatively, drafts from the text itself (tl-run --prompt-lookup):\n"
+               "rows tgN@dD+lookup with the drafts taken, tokens a step and the speedup over the plain row (greedy:\n"
+               "the same tokens). Random contexts give lookup nothing to find: give --text");
+  app.add_option("--draft", draftPath,
+                 "also each one-sequence decode test speculatively with this draft model (tl-run --draft: planned, the\n"
+                 "model's vocabulary): rows tgN@dD+draft");
+  app.add_option("--draft-max", draftMax, "tokens a speculative step drafts (1-3, as tl-run's)")->capture_default_str();
+  app.add_option("--text", textPath,
+                 "the tests' contexts (-d) from this file's bytes, repeated, not random tokens (a byte-level model:\n"
+                 "vocab 256), e.g. held-out text for the speculative rows");
   bool noChains = false;
   app.add_flag("--no-chains", noChains,
                "CPU kernels: replay a step's one-item launches each on its own, not joined into task chains\n"
@@ -143,6 +160,15 @@ int main(int argc, char** argv) {
     if (auto f = tl::benchFormatNamed(out)) {
       fmt = f;
       out = "-";
+    }
+    if ((lookup || !draftPath.empty()) && (draftMax < 1 || draftMax > 3))
+      throw tl::Error("--draft-max must be 1 to 3 (tl-run --draft-max)", tl::ExitCode::Usage);
+    std::vector<int64_t> contextText;  // --text's bytes
+    if (!textPath.empty()) {
+      std::ifstream in(textPath, std::ios::binary);
+      if (!in) throw tl::Error(textPath + ": cannot open the --text file");
+      for (char c; in.get(c);) contextText.push_back(static_cast<unsigned char>(c));
+      if (contextText.empty()) throw tl::Error(textPath + ": the --text file is empty");
     }
     if (!format.empty()) {
       fmt = tl::benchFormatNamed(format);
@@ -197,8 +223,11 @@ int main(int argc, char** argv) {
       s.analysis = tl::inferShapes(s.model, *s.graph);
       s.lm = s.analysis.tensors.count("input_ids") && s.analysis.tensors.count("logits") && bind.empty();
       if (s.lm && tests.empty()) {
+        std::vector<std::string> specs;
+        if (lookup) specs.push_back("lookup");
+        if (!draftPath.empty()) specs.push_back("draft");
         tests = tl::makeTests(tl::parseIntList("-p", prompts), tl::parseIntList("-n", gens), tl::parseIntList("-d", depths),
-                              tl::parseIntList("-b", batches));
+                              tl::parseIntList("-b", batches), specs);
         if (tests.empty()) throw tl::Error("no tests: -p and -n are both empty", tl::ExitCode::Usage);
       }
       if (!s.lm && !peers.empty()) throw tl::Error("--peer runs language-model tests; this model is timed per forward");
@@ -253,6 +282,21 @@ int main(int argc, char** argv) {
       std::vector<tl::BenchRow> got;
       if (s.lm) {
         tl::CausalLm lm(ex, *s.graph, s.analysis);
+        if (!contextText.empty() && lm.vocab() != 256)
+          throw tl::Error("--text feeds the file's bytes as tokens: it needs a byte-level model (vocab 256), not one of " +
+                          std::to_string(lm.vocab()));
+        opt.text = contextText;
+        opt.draftMax = draftMax;
+        std::optional<tl::LoadedLm> draft;  // on the same device, freed with the model
+        if (!draftPath.empty()) {
+          tool.blame(draftPath);
+          draft.emplace(tl::loadModel(draftPath), device);
+          draft->device.setCommandBuffers(!noCommandBuffers);
+          draft->device.setTaskChains(!noChains);
+          tl::setGemmChoice(draft->device, gemm);
+          tool.blame(s.path);
+          opt.draft = &draft->lm;
+        }
         got = tl::benchLanguageModel(ex, lm, tests, opt);
       } else {
         got.push_back(tl::benchForward(ex, binding, bind, opt));

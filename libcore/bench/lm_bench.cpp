@@ -11,6 +11,7 @@
 #include "bench/timing.h"
 #include "cli/error.h"
 #include "lm/batch.h"
+#include "lm/speculative.h"
 #include "tensor/tensor.h"
 
 namespace tl {
@@ -34,12 +35,13 @@ RunCost stepCost(const CausalLm& lm, const ShapeAnalysis& analysis, const Graph&
 
 struct StepTotals {
   double deviceMs = 0;
-  int64_t commands = 0;
+  int64_t commands = 0, steps = 0;  // (the steps profiled)
 };
 
 void addProfile(const Executor& ex, StepTotals& totals) {
   for (const auto& t : ex.profile()) totals.deviceMs += t.ms;
   totals.commands += static_cast<int64_t>(ex.profile().size());
+  ++totals.steps;
 }
 
 // The model-derived columns of a row, for its test.
@@ -49,7 +51,7 @@ void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
   // In-place caches hold the plan's element; others the graph's dtype.
   const bool inPlace = !lm.cacheInputs().empty() && ex.cacheStrides(lm.cacheInputs()[0]);
   const double element = inPlace ? kvElementBytes(ex.kvType()) : 0.0;
-  const BenchTest t{row.prompt, row.gen, row.depth, row.batch};
+  const BenchTest t{row.prompt, row.gen, row.depth, row.batch, row.spec};
   row.weightBytes = modelWeightBytes(graph, analysis);
   RunCost c;
   double tokens = 0;
@@ -73,9 +75,10 @@ void addCost(BenchRow& row, const CausalLm& lm, const Executor& ex) {
 }
 
 // The schedule every test follows: a warm-up, a profiled run (device time and commands
-// per step), then opt.reps timed runs. `once` runs the test once and returns the seconds
-// of its timed part, adding each step's profile to `totals` when given.
-void measure(Executor& ex, const std::string& label, int64_t steps, double units,
+// per step profiled), then opt.reps timed runs. `once` runs the test once and returns the
+// seconds of its timed part, adding each step's profile (or its last's) to `totals` when
+// given; `steps` is a run's steps (read after the runs: a speculative run counts its own).
+void measure(Executor& ex, const std::string& label, const int64_t& steps, double units,
              const std::function<double(StepTotals*)>& once, const BenchOptions& opt, BenchRow& row) {
   Device& dev = ex.device();
   if (opt.progress) opt.progress(label + ": warm-up");
@@ -94,8 +97,8 @@ void measure(Executor& ex, const std::string& label, int64_t steps, double units
     wall += s;
     row.samplesTs.push_back(units / s);
   }
-  row.kernelsPerStep = static_cast<double>(totals.commands) / steps;
-  row.deviceMsPerStep = totals.deviceMs / steps;
+  row.kernelsPerStep = static_cast<double>(totals.commands) / static_cast<double>(totals.steps);
+  row.deviceMsPerStep = totals.deviceMs / static_cast<double>(totals.steps);
   row.hostMsPerStep = wall / opt.reps / steps * 1e3 - row.deviceMsPerStep;
   row.enqueueMsPerStep = (ex.enqueueSeconds() - enqueued) / opt.reps / steps * 1e3;
   row.ownMsPerStep = row.enqueueMsPerStep - (ex.openclSeconds() - inOpenCl) / opt.reps / steps * 1e3;
@@ -111,11 +114,13 @@ void addMemory(BenchRow& row, const Executor::MemoryUse& m) {
 std::string BenchTest::name() const {
   std::string s = prompt > 0 ? "pp" + std::to_string(prompt) : "tg" + std::to_string(gen);
   if (depth > 0) s += "@d" + std::to_string(depth);
-  return batch > 1 ? s + "x" + std::to_string(batch) : s;
+  if (batch > 1) s += "x" + std::to_string(batch);
+  return spec.empty() ? s : s + "+" + spec;
 }
 
 std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
-                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches) {
+                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches,
+                                 const std::vector<std::string>& specs) {
   for (auto p : prompts)
     if (p < 1) throw Error("-p " + std::to_string(p) + ": a prefill test needs at least 1 token");
   for (auto n : gens)
@@ -126,9 +131,11 @@ std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std:
     if (b < 1) throw Error("-b " + std::to_string(b) + ": a batch is at least 1 sequence");
   std::vector<BenchTest> out;
   for (auto d : depths.empty() ? std::vector<int64_t>{0} : depths) {
-    for (auto p : prompts) out.push_back({p, 0, d});
-    for (auto n : gens)
-      for (auto b : batches.empty() ? std::vector<int64_t>{1} : batches) out.push_back({0, n, d, b});
+    for (auto p : prompts) out.push_back({p, 0, d, 1, ""});
+    for (auto n : gens) {
+      for (auto b : batches.empty() ? std::vector<int64_t>{1} : batches) out.push_back({0, n, d, b, ""});
+      for (const auto& s : specs) out.push_back({0, n, d, 1, s});
+    }
   }
   return out;
 }
@@ -150,9 +157,9 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
   std::vector<BenchRow> rows;
   for (const auto& t : tests) {
     std::vector<int64_t> context(static_cast<size_t>(contextOf(t))), prompt(static_cast<size_t>(t.prompt));
-    for (auto& x : context) x = pick(rng);
+    for (size_t i = 0; i < context.size(); ++i) context[i] = opt.text.empty() ? pick(rng) : opt.text[i % opt.text.size()];
     for (auto& x : prompt) x = pick(rng);
-    const int64_t steps = t.prompt > 0 ? 1 : t.gen;
+    int64_t steps = t.prompt > 0 ? 1 : t.gen;
     const int64_t tokens = t.prompt > 0 ? t.prompt : t.gen;
     // One repetition: wall seconds of the timed part; device totals when profiling.
     auto once = [&](StepTotals* totals) {
@@ -207,16 +214,47 @@ std::vector<BenchRow> benchLanguageModel(Executor& ex, CausalLm& lm, const std::
       for (const auto& [id, token] : next) batch->leave(id);
       return s;
     };
+    // ... speculative: the context's prefill (untimed), then greedy decoding with the drafter.
+    SpeculativeStats spec;
+    auto speculative = [&](StepTotals* totals) {
+      lm.reset();
+      const int64_t first = argmax(lm.step(context));
+      std::unique_ptr<Drafter> drafter;
+      if (t.spec == "lookup") {
+        drafter = std::make_unique<PromptLookup>();
+      } else {
+        if (!opt.draft) throw Error(t.name() + ": no draft model (tl-bench --draft MODEL)");
+        opt.draft->reset();
+        drafter = std::make_unique<DraftModel>(*opt.draft, lm);
+      }
+      Sampler greedy{SamplingOptions{}};
+      const auto t0 = std::chrono::steady_clock::now();
+      // (first, then t.gen tokens of the model's, as the plain test's t.gen steps make)
+      spec = generateSpeculative(lm, *drafter, greedy, context, first, t.gen + 1, opt.draftMax, [](int64_t) { return true; });
+      const double s = secondsSince(t0);
+      steps = spec.steps;
+      if (totals) addProfile(ex, *totals);  // (its last check)
+      return s;
+    };
     BenchRow row;
     row.test = t.name();
     row.prompt = t.prompt;
     row.gen = t.gen;
     row.depth = t.depth;
     row.batch = t.batch;
-    if (batch)
+    row.spec = t.spec;
+    if (batch) {
       measure(ex, t.name(), steps, static_cast<double>(tokens * t.batch), batched, opt, row);
-    else
+    } else if (!t.spec.empty()) {
+      measure(ex, t.name(), steps, static_cast<double>(tokens), speculative, opt, row);
+      row.specTaken = spec.drafted ? static_cast<double>(spec.accepted) / static_cast<double>(spec.drafted) : kUnknown;
+      row.specTokensPerStep = spec.steps ? static_cast<double>(t.gen) / static_cast<double>(spec.steps) : kUnknown;
+      for (const auto& plain : rows)
+        if (plain.spec.empty() && plain.batch == 1 && plain.gen == t.gen && plain.depth == t.depth && !plain.samplesTs.empty())
+          row.specSpeedup = mean(row.samplesTs) / mean(plain.samplesTs);
+    } else {
       measure(ex, t.name(), steps, static_cast<double>(tokens), once, opt, row);
+    }
     addCost(row, lm, ex);
     std::vector<std::string> cache = lm.cacheInputs();
     cache.insert(cache.end(), lm.cacheOutputs().begin(), lm.cacheOutputs().end());

@@ -25,17 +25,22 @@ namespace tl {
 // A decode test of batch B (llama-batched-bench's parallel sequences): B sequences, each
 // with its own context of `depth` tokens (or one), decoded together (lm/batch.h), their
 // tokens counted together (t/s: the aggregate; a sequence's is t/s / B).
+// A decode test with `spec` ("lookup", "draft") decodes one sequence speculatively
+// (lm/speculative.h: prompt lookup, or BenchOptions::draft), greedy: the same tokens as the
+// plain test, in fewer steps.
 struct BenchTest {
   int64_t prompt = 0, gen = 0, depth = 0;  // exactly one of prompt, gen is > 0
   int64_t batch = 1;                       // sequences at once (decode tests)
-  std::string name() const;                // pp512, tg128, tg128@d1024, tg128@d128x16
+  std::string spec;                        // speculative decoding's drafter ("": none)
+  std::string name() const;                // pp512, tg128, tg128@d1024, tg128@d128x16, tg128@d128+lookup
 };
 
-// Every prompt length and every generation length (each at every batch), each at every
-// depth, in that order. Throws tl::Error (bad input) for a length or batch under 1 or a
-// negative depth.
+// Every prompt length and every generation length (each at every batch, and of one
+// sequence also through each of `specs`), each at every depth, in that order. Throws
+// tl::Error (bad input) for a length or batch under 1 or a negative depth.
 std::vector<BenchTest> makeTests(const std::vector<int64_t>& prompts, const std::vector<int64_t>& gens,
-                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches = {1});
+                                 const std::vector<int64_t>& depths, const std::vector<int64_t>& batches = {1},
+                                 const std::vector<std::string>& specs = {});
 
 constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
 
@@ -51,6 +56,10 @@ struct BenchRow {
   double enqueueMsPerStep = kUnknown;  // tl rows: host time enqueueing a step (Executor::enqueueSeconds)
   double ownMsPerStep = kUnknown;      // tl rows: that less the OpenCL calls in it (Executor::openclSeconds)
   double kvBytes = kUnknown, activationBytes = kUnknown;  // tl rows: device memory after the test
+  // Speculative rows: the drafter, the share of drafted tokens taken, tokens a checking
+  // step, and t/s over the plain row's of the same test in the same run.
+  std::string spec;
+  double specTaken = kUnknown, specTokensPerStep = kUnknown, specSpeedup = kUnknown;
 };
 
 struct BenchOptions {
@@ -59,6 +68,10 @@ struct BenchOptions {
   // Called after each test's profiled run with the test's name: the executor's profile()
   // then holds that run's last step (tl-bench --profile prints it).
   std::function<void(const std::string&, const Executor&)> profiled;
+  // Contexts (-d) from these tokens, repeated (tl-bench --text), not random ones.
+  std::vector<int64_t> text;
+  CausalLm* draft = nullptr;  // the "draft" tests' draft model (planned, the model's vocabulary)
+  int64_t draftMax = 3;       // tokens a speculative step drafts
 };
 
 // Throws tl::Error (bad input) for a test the model cannot take: a context longer than

@@ -148,7 +148,7 @@ Table rowsTable(const BenchReport& r) {
             "peak_pct", "kernels_per_step", "device_ms_per_step", "host_ms_per_step", "enqueue_ms_per_step", "own_ms_per_step", "kv_bytes", "activation_bytes",
             "device", "n_prompt", "n_gen",
             "n_depth", "n_batch", "bind", "reps", "avg_ts", "stddev_ts", "samples_ts", "flops_per_token", "bw_ceiling_gbs",
-            "fp32_peak_gflops"};
+            "fp32_peak_gflops", "spec", "spec_taken", "spec_tokens_per_step", "spec_speedup"};
   t.headers = {"model", "engine", "test", "t/s", "weights", "bytes/token", "GB/s", "% BW", "GFLOP/s", "% peak",
                "kernels/step", "device ms/step", "host ms/step", "enqueue ms/step", "tl ms/step", "KV", "activations"};
   t.headers.resize(t.keys.size());  // the rest only in csv and json
@@ -158,8 +158,13 @@ Table rowsTable(const BenchReport& r) {
     const double gbs = row.bytesPerToken * ts / 1e9, gflops = row.flopsPerToken * ts / 1e9;
     const Cell test{row.bind.empty() ? row.test : row.test + "@" + row.bind, quote(row.test)};
     // A batch's rate is its sequences' together; the md cell adds one sequence's.
-    const std::string rate = row.batch > 1 ? fmt::format("{:.2f} ± {:.2f} ({:.2f} a sequence)", ts, sd, ts / static_cast<double>(row.batch))
-                                           : fmt::format("{:.2f} ± {:.2f}", ts, sd);
+    // A speculative row's adds its speedup over the plain row, the drafts taken, tokens a step.
+    std::string rate = fmt::format("{:.2f} ± {:.2f}", ts, sd);
+    if (row.batch > 1) rate += fmt::format(" ({:.2f} a sequence)", ts / static_cast<double>(row.batch));
+    if (!row.spec.empty())
+      rate += " (" + (std::isnan(row.specSpeedup) ? std::string() : fmt::format("{:.2f}x plain, ", row.specSpeedup)) +
+              (std::isnan(row.specTaken) ? std::string("nothing drafted") : fmt::format("{:.0f}% of drafts taken", 100 * row.specTaken)) +
+              fmt::format(", {:.2f} tokens a step)", row.specTokensPerStep);
     t.rows.push_back({text(row.model), text(row.engine), test, {rate, jsonNumber(ts)}, bytes(row.weightBytes),
                       bytes(row.bytesPerToken), number(gbs, 1), number(100 * ratio(gbs, bw), 1), number(gflops, 1),
                       number(100 * ratio(gflops, peak), 1), number(row.kernelsPerStep, 0),
@@ -168,7 +173,8 @@ Table rowsTable(const BenchReport& r) {
                       bytes(row.activationBytes), text(row.device),
                       integer(row.prompt), integer(row.gen), integer(row.depth), integer(row.batch), text(row.bind),
                       integer(static_cast<int64_t>(row.samplesTs.size())), number(ts, 3), number(sd, 3),
-                      array(row.samplesTs), number(row.flopsPerToken, 0), number(bw, 1), number(peak, 1)});
+                      array(row.samplesTs), number(row.flopsPerToken, 0), number(bw, 1), number(peak, 1), text(row.spec),
+                      number(row.specTaken, 4), number(row.specTokensPerStep, 3), number(row.specSpeedup, 3)});
   }
   return t;
 }
@@ -407,7 +413,7 @@ std::vector<BenchRow> parseRows(const std::string& jsonl, const std::string& sou
     // A peer that runs another precision says what it moves.
     if (auto it = o.find("weight_bytes"); it != o.end() && it->second.kind == JsonValue::Number) row.weightBytes = it->second.number;
     if (auto it = o.find("bytes_per_token"); it != o.end() && it->second.kind == JsonValue::Number) row.bytesPerToken = it->second.number;
-    row.test = BenchTest{row.prompt, row.gen, row.depth, row.batch}.name();
+    row.test = BenchTest{row.prompt, row.gen, row.depth, row.batch, ""}.name();
     rows.push_back(std::move(row));
   }
   return rows;

@@ -252,5 +252,37 @@ TEST(TlBenchBatch, BatchedRowsAndTheirRefusals) {
   expectOneLineError(runTool("tl-bench", planned + " -p '' -n 4 -b 0 -r 1"), "-b 0: a batch is at least 1 sequence");
 }
 
+// Speculative rows (--prompt-lookup, --draft) beside the plain row of each one-sequence
+// decode test, contexts from held-out text (--text): the drafts taken, tokens a checking
+// step, the speedup over the plain row. The model as its own draft takes its drafts (the
+// same greedy tokens). Refusals: --draft-max past 3 (usage), a model without in-place caches.
+TEST(TlBenchSpeculative, RowsBesideThePlainOne) {
+  const auto dir = test::tempDir("bench_spec");
+  const std::string model = (test::sourceDir() / "models/bytellama-past/model.onnx").string();
+  const std::string fused = (dir / "fused.onnx").string(), planned = (dir / "planned.onnx").string();
+  const std::string text = (test::sharedModels() / "bytellama-heldout.txt").string();
+  ASSERT_EQ(runTool("tl-fuse", model + " -o " + fused).exitCode, 0);
+  ASSERT_EQ(runTool("tl-plan", fused + " --max-seq 256 --pad 16 -o " + planned).exitCode, 0);
+  auto r = runTool("tl-bench", planned + " -p '' -n 24 -d 64 --prompt-lookup --draft " + planned + " --text " + text +
+                                   " -r 1 -o jsonl");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto rows = lines(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(textField(rows[0], "test"), "tg24@d64");
+  EXPECT_EQ(textField(rows[0], "spec"), "");
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(textField(rows[i], "test"), i == 1 ? "tg24@d64+lookup" : "tg24@d64+draft");
+    EXPECT_GE(field(rows[i], "spec_taken"), 0.0) << rows[i];
+    EXPECT_LE(field(rows[i], "spec_taken"), 1.0) << rows[i];
+    EXPECT_GE(field(rows[i], "spec_tokens_per_step"), 1.0) << rows[i];
+    EXPECT_LE(field(rows[i], "spec_tokens_per_step"), 4.0) << rows[i];
+    EXPECT_NEAR(field(rows[i], "spec_speedup"), field(rows[i], "avg_ts") / field(rows[0], "avg_ts"), 1e-2) << rows[i];
+  }
+  EXPECT_GE(field(rows[2], "spec_taken"), 0.9) << rows[2];
+  EXPECT_GE(field(rows[2], "spec_tokens_per_step"), 3.0) << rows[2];
+  expectOneLineError(runTool("tl-bench", planned + " -p '' -n 4 --prompt-lookup --draft-max 4 -r 1"), "--draft-max must be 1 to 3", 2);
+  expectOneLineError(runTool("tl-bench", fused + " -p '' -n 4 --prompt-lookup -r 1"), "in-place KV caches");
+}
+
 }  // namespace
 }  // namespace tl
