@@ -7,6 +7,10 @@
 //   gcc -O2 scripts/cpu_gemv_lab.c -lOpenCL -lm -o /tmp/cpu_gemv_lab
 //   /tmp/cpu_gemv_lab scripts/cpu_gemv_lab.cl -- [K N]... (default bytellama's and Llama-2-7B's shapes)
 //   LABOPTS="-DNC=32": 32 columns a task in the int8 form (default 8)
+// Then ROWS rows of x at once (gemv_i8_rows, RC columns a task, the codes unpacked once for
+// all rows) against ROWS launches of the int8 form: µs a row each way (LABOPTS="-DNC=8
+// -DROWS=8 -DRC=2" for 8 rows; default 4 rows, 4 columns a task; the same x in every row,
+// each row checked against the host).
 #include "cl_lab.h"
 
 int main(int argc, char **argv) {
@@ -19,7 +23,11 @@ int main(int argc, char **argv) {
   cl_kernel kf = clCreateKernel(lab.p, "gemv_f32", &err); CK(err);
   cl_kernel kq = clCreateKernel(lab.p, "quant_x", &err); CK(err);
   cl_kernel ki = clCreateKernel(lab.p, "gemv_i8", &err); CK(err);
-  printf("| K | N | fp32 levels µs | int8 x: rounding + GEMV µs | error fp32, int8 (of the largest |y|) |\n|---:|---:|---:|---:|---:|\n");
+  const char *lo = getenv("LABOPTS");
+  const int rows = lo && strstr(lo, "ROWS=") ? atoi(strstr(lo, "ROWS=") + 5) : 4, rc = lo && strstr(lo, "RC=") ? atoi(strstr(lo, "RC=") + 3) : 4;
+  cl_kernel kr = clCreateKernel(lab.p, "gemv_i8_rows", &err); CK(err);
+  printf("| K | N | fp32 levels µs | int8 x: rounding + GEMV µs | %d rows: int8 GEMV a row, µs each way | error fp32, int8, rows (of the largest |y|) |\n"
+         "|---:|---:|---:|---:|---:|---:|\n", rows);
   for (int s = 0; s < ns; ++s) {
     const int K = shapes[s][0], N = shapes[s][1], groups = K / 128;
     unsigned char *W = malloc((size_t)N * K / 2);
@@ -64,10 +72,35 @@ int main(int argc, char **argv) {
     const double tq = lab_median_us(&lab, kq, 1, &one, &one, runs), ti = lab_median_us(&lab, ki, 1, &gi, &one, runs);
     CK(clEnqueueReadBuffer(lab.q, by, 1, 0, sizeof(float) * N, y, 0, 0, 0));
     errs[1] = 0; for (int n = 0; n < N; ++n) errs[1] = fmax(errs[1], fabs(y[n] - want[n]));
-    printf("| %d | %d | %.1f | %.1f + %.1f | %.1e, %.1e |\n", K, N, tf, tq, ti, errs[0] / big, errs[1] / big);
-    free(W); free(S); free(O); free(x); free(want); free(y);
-    cl_mem all[] = {bW, bS, bO, bx, by, bxq, bd8, bxs};
-    for (int i = 0; i < 8; ++i) clReleaseMemObject(all[i]);
+    // ROWS copies of the rounded x (quant_x's output), then gemv_i8_rows over them.
+    char *xq = malloc(K);
+    float *d8 = malloc(sizeof(float) * 8 * (K / 64)), *xs = malloc(sizeof(float) * groups);
+    CK(clEnqueueReadBuffer(lab.q, bxq, 1, 0, K, xq, 0, 0, 0));
+    CK(clEnqueueReadBuffer(lab.q, bd8, 1, 0, sizeof(float) * 8 * (K / 64), d8, 0, 0, 0));
+    CK(clEnqueueReadBuffer(lab.q, bxs, 1, 0, sizeof(float) * groups, xs, 0, 0, 0));
+    cl_mem rxq = clCreateBuffer(lab.ctx, 0, (size_t)rows * K, 0, &err); CK(err);
+    cl_mem rd8 = clCreateBuffer(lab.ctx, 0, sizeof(float) * 8 * (K / 64) * rows, 0, &err); CK(err);
+    cl_mem rxs = clCreateBuffer(lab.ctx, 0, sizeof(float) * groups * rows, 0, &err); CK(err);
+    cl_mem ry = clCreateBuffer(lab.ctx, 0, sizeof(float) * N * rows, 0, &err); CK(err);
+    for (int r = 0; r < rows; ++r) {
+      CK(clEnqueueWriteBuffer(lab.q, rxq, 1, (size_t)r * K, K, xq, 0, 0, 0));
+      CK(clEnqueueWriteBuffer(lab.q, rd8, 1, sizeof(float) * 8 * (K / 64) * r, sizeof(float) * 8 * (K / 64), d8, 0, 0, 0));
+      CK(clEnqueueWriteBuffer(lab.q, rxs, 1, sizeof(float) * groups * r, sizeof(float) * groups, xs, 0, 0, 0));
+    }
+    cl_mem rargs[] = {bW, bS, bO, rxq, rd8, rxs, ry};
+    for (int i = 0; i < 7; ++i) CK(clSetKernelArg(kr, i, sizeof(cl_mem), &rargs[i]));
+    CK(clSetKernelArg(kr, 7, 4, &K)); CK(clSetKernelArg(kr, 8, 4, &N));
+    const size_t gr = N / rc;
+    const double tr = lab_median_us(&lab, kr, 1, &gr, &one, runs);
+    float *yr = malloc(sizeof(float) * N * rows);
+    CK(clEnqueueReadBuffer(lab.q, ry, 1, 0, sizeof(float) * N * rows, yr, 0, 0, 0));
+    double er = 0;
+    for (int r = 0; r < rows; ++r) for (int n = 0; n < N; ++n) er = fmax(er, fabs(yr[(size_t)r * N + n] - want[n]));
+    printf("| %d | %d | %.1f | %.1f + %.1f | %.1f apart, %.1f together | %.1e, %.1e, %.1e |\n", K, N, tf, tq, ti, ti,
+           tr / rows, errs[0] / big, errs[1] / big, er / big);
+    free(W); free(S); free(O); free(x); free(want); free(y); free(xq); free(d8); free(xs); free(yr);
+    cl_mem all[] = {bW, bS, bO, bx, by, bxq, bd8, bxs, rxq, rd8, rxs, ry};
+    for (int i = 0; i < 12; ++i) clReleaseMemObject(all[i]);
   }
   return 0;
 }

@@ -88,4 +88,53 @@ __kernel void gemv_i8(__global const uchar* W, __global const float* S, __global
   }
   for (int j = 0; j < NC; ++j) y[c0 + j] = v[j];
 }
+
+// ... for ROWS rows of x at once (a batched decode step's, a speculative check's): each
+// column's 32 code bytes loaded and split into nibbles once for all rows, each row's
+// products as gemv_i8's (the same sums). XQ, D8, XS: ROWS rows of quant_x's; y: ROWS rows
+// of N. RC columns a task (RC x ROWS accumulators: 16 of AVX-512's 32 ymm at 4 x 4).
+#ifndef ROWS
+#define ROWS 4
+#endif
+#ifndef RC
+#define RC 4
+#endif
+__kernel void gemv_i8_rows(__global const uchar* W, __global const float* S, __global const float* O,
+                           __global const char* XQ, __global const float8* D8, __global const float* XS,
+                           __global float* y, int K, int N) {
+  const int c0 = get_group_id(0) * RC;
+  float v[ROWS][RC];
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < RC; ++j) v[r][j] = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += G) {
+    float8 acc[ROWS][RC];
+    for (int r = 0; r < ROWS; ++r)
+      for (int j = 0; j < RC; ++j) acc[r][j] = 0.0f;
+    for (int k = k0; k < k0 + G; k += 64) {
+      c32 xe[ROWS], xo[ROWS];
+      float8 d[ROWS];
+      for (int r = 0; r < ROWS; ++r) {
+        xe[r] = *(__global const c32*)(XQ + (long)r * K + k);
+        xo[r] = *(__global const c32*)(XQ + (long)r * K + k + 32);
+        d[r] = D8[r * (K / 64) + k / 64];
+      }
+      for (int j = 0; j < RC; ++j) {
+        const c32 w = *(__global const c32*)(W + (long)(c0 + j) * (K / 2) + k / 2);
+        const c32 lo = w & (c32)0x0f, hi = (w >> (c32)4) & (c32)0x0f;
+        for (int r = 0; r < ROWS; ++r) {
+          const s16 p = __builtin_ia32_pmaddubsw256(lo, xe[r]) + __builtin_ia32_pmaddubsw256(hi, xo[r]);
+          acc[r][j] = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (s16)1)), d[r], acc[r][j]);
+        }
+      }
+    }
+    for (int j = 0; j < RC; ++j) {
+      const long g = (long)(c0 + j) * (K / G) + k0 / G;
+      for (int r = 0; r < ROWS; ++r)
+        v[r][j] += S[g] * 0.125f * (dot(acc[r][j].lo, (float4)1.0f) + dot(acc[r][j].hi, (float4)1.0f)) +
+                   (2.0f * S[g] + O[g]) * XS[r * (K / G) + k0 / G];
+    }
+  }
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < RC; ++j) y[(long)r * N + c0 + j] = v[r][j];
+}
 #endif
