@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -21,9 +22,33 @@ namespace {
 void appendRows(ContextKv& kv, const ContextKv& rows) { appendChunk(kv, chunkValues(rows, 0, rows.tokens), rows.tokens); }
 
 // The last row of a run's logits [1, rows, vocab].
-std::vector<float> lastLogits(const Tensor& logits, int64_t vocab) {
-  const float* p = reinterpret_cast<const float*>(logits.bytes.data()) + (elementCount(logits.dims) - vocab);
+// Row `row` of a run's last `count` rows of logits.
+std::vector<float> rowLogits(const Tensor& logits, int64_t row, int64_t count, int64_t vocab) {
+  const float* p = reinterpret_cast<const float*>(logits.bytes.data()) + (elementCount(logits.dims) - (count - row) * vocab);
   return {p, p + vocab};
+}
+
+// A run's first `rows` rows: its caches' and its attention probabilities' ([1, H, rows,
+// keys]); the logits are left out.
+ContextRun firstRows(const ContextRun& run, int64_t rows) {
+  ContextRun out;
+  out.rows.heads = run.rows.heads;
+  out.rows.size = run.rows.size;
+  out.rows.caches.resize(run.rows.caches.size());
+  appendChunk(out.rows, chunkValues(run.rows, 0, rows), rows);
+  out.wanted.emplace_back();
+  for (size_t l = 1; l < run.wanted.size(); ++l) {
+    const Tensor& t = run.wanted[l];
+    const int64_t H = t.dims[1], R = t.dims[2], keys = t.dims[3];
+    Tensor cut = t;
+    cut.dims[2] = rows;
+    cut.bytes.resize(static_cast<size_t>(H * rows * keys) * sizeof(float));
+    for (int64_t h = 0; h < H; ++h)
+      std::memcpy(cut.bytes.data() + static_cast<size_t>(h * rows * keys) * sizeof(float),
+                  t.bytes.data() + static_cast<size_t>(h * R * keys) * sizeof(float), static_cast<size_t>(rows * keys) * sizeof(float));
+    out.wanted.push_back(std::move(cut));
+  }
+  return out;
 }
 
 }  // namespace
@@ -147,20 +172,50 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   int64_t heads = c.heads;
   Sampler sampler(sampling);
   sampler.prime(all);
+  // A run's first `rows` rows join the context's, with the attention mass their keys drew.
+  const auto absorb = [&](ContextRun& x, int64_t rows) {
+    if (rows < x.rows.tokens) x = firstRows(x, rows);
+    if (!probs_.empty()) heads = addKeyMass(x, 1, &mass);
+    appendRows(past, x.rows);
+  };
+  const auto emit = [&](int64_t t) {
+    r.reply.push_back(t);
+    all.push_back(t);
+    if (onToken) onToken(t);
+  };
   // The rows after the last whole chunk, then the prompt's, in one run.
   ContextRun run = runContext(ex_, lm_, all, past.tokens, static_cast<int64_t>(all.size()) - past.tokens, past, wanted);
-  for (int64_t i = 0; i < generate; ++i) {
-    if (!probs_.empty()) heads = addKeyMass(run, 1, &mass);
-    appendRows(past, run.rows);
-    const int64_t next = sampler.sample(lastLogits(run.wanted[0], lm_.vocab()));
-    r.reply.push_back(next);
-    if (onToken) onToken(next);
-    all.push_back(next);
-    if (i + 1 < generate) run = runContext(ex_, lm_, all, static_cast<int64_t>(all.size()) - 1, 1, past, wanted);
+  absorb(run, run.rows.tokens);
+  if (generate > 0) emit(sampler.sample(rowLogits(run.wanted[0], 0, 1, lm_.vocab())));
+  if (lm_.canRewind() && probs_.empty() && generate > 1) {
+    // In-place caches: the prefill left the context's rows in batch row 0, and the reply's
+    // steps go on there as tl-run's do (speculative with a drafter); their rows come back
+    // at the end.
+    lm_.adopt(static_cast<int64_t>(all.size()) - 1);
+    if (drafter_) {
+      bool first = true;
+      const SpeculativeStats st = generateSpeculative(lm_, *drafter_, sampler, std::vector<int64_t>(all.begin(), all.end() - 1),
+                                                      all.back(), generate - static_cast<int64_t>(r.reply.size()) + 1, draftMax_,
+                                                      [&](int64_t t) {
+                                                        if (!first) emit(t);
+                                                        first = false;
+                                                        return true;
+                                                      });
+      r.drafted = st.drafted;
+      r.accepted = st.accepted;
+    } else {
+      while (static_cast<int64_t>(r.reply.size()) < generate) emit(sampler.sample(lm_.step({all.back()})));
+    }
+    const int64_t rows = lm_.length() - past.tokens;
+    ContextKv fresh = emptyContextKv(lm_);
+    fresh.tokens = rows;
+    for (size_t i = 0; i < fresh.caches.size(); ++i) fresh.caches[i] = ex_.readCacheRow(lm_.cacheInputs().at(i), 0, past.tokens, rows);
+    appendRows(past, fresh);
   }
-  if (generate == 0) {
-    if (!probs_.empty()) heads = addKeyMass(run, 1, &mass);
-    appendRows(past, run.rows);
+  while (static_cast<int64_t>(r.reply.size()) < generate) {  // the caches given as data each step
+    run = runContext(ex_, lm_, all, static_cast<int64_t>(all.size()) - 1, 1, past, wanted);
+    absorb(run, 1);
+    emit(sampler.sample(rowLogits(run.wanted[0], 0, 1, lm_.vocab())));
   }
   c.tokens = std::move(all);
   c.mass = std::move(mass);
@@ -170,8 +225,11 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   return r;
 }
 
-void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch) {
+void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch, bool speculative) {
   if (maxBatch < 1) throw Error("--max-batch " + std::to_string(maxBatch) + ": at least 1 call at a time");
+  if (speculative)
+    throw Error("--max-batch steps one token of each call; speculative decoding (--prompt-lookup, --draft) checks "
+                "several of one call a step: give one or the other");
   if (!lm.canRewind() || ex.cacheBatch() < maxBatch)
     throw Error("--max-batch " + std::to_string(maxBatch) + " decodes calls together in tl-plan's in-place KV caches, a batch row each: " +
                 (lm.canRewind() ? "the model's plan holds " + std::to_string(ex.cacheBatch()) : std::string("the model has none")) +
@@ -181,10 +239,27 @@ void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64
                 "(--policy vllm-s, vllm-sq, swap or lmk batch)");
 }
 
+void checkSpeculative(const CausalLm& lm, Policy policy) {
+  if (!lm.canRewind())
+    throw Error("speculative calls need tl-plan's in-place KV caches, to go back over the drafts not taken (run the model "
+                "through tl-plan)");
+  if (policy == Policy::Llms)
+    throw Error("speculative calls: the llms policy reads each step's attention probabilities, one token a step "
+                "(--policy vllm-s, vllm-sq, swap or lmk)");
+}
+
 void ContextStore::enableBatch(int64_t maxBatch) {
-  checkBatchable(ex_, lm_, opt_.policy, maxBatch);
+  checkBatchable(ex_, lm_, opt_.policy, maxBatch, drafter_ != nullptr);
   batch_ = std::make_unique<BatchDecoder>(ex_, lm_);
   maxBatch_ = maxBatch;
+}
+
+void ContextStore::setDrafter(Drafter* drafter, int64_t draftMax) {
+  if (batch_) throw Error("a store of batched calls takes no drafter (checkBatchable refuses the two together)");
+  checkSpeculative(lm_, opt_.policy);
+  if (draftMax < 1 || draftMax > 3) throw Error("--draft-max must be 1 to 3 (tl-run --draft-max)", ExitCode::Usage);
+  drafter_ = drafter;
+  draftMax_ = draftMax;
 }
 
 uint64_t ContextStore::begin(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
@@ -221,7 +296,7 @@ void ContextStore::admit(Running& r, std::vector<CallEvent>* events) {
     run = runContext(ex_, lm_, r.all, r.past.tokens, static_cast<int64_t>(r.all.size()) - r.past.tokens, r.past, {"logits"});
   });
   appendRows(r.past, run.rows);
-  if (r.generate > 0) take(r, r.sampler->sample(lastLogits(run.wanted[0], lm_.vocab())), events);
+  if (r.generate > 0) take(r, r.sampler->sample(rowLogits(run.wanted[0], 0, 1, lm_.vocab())), events);
 }
 
 void ContextStore::take(Running& r, int64_t token, std::vector<CallEvent>* events) {

@@ -30,6 +30,7 @@
 #include "ctxswap/recompute.h"
 #include "lm/batch.h"
 #include "lm/causal_lm.h"
+#include "lm/speculative.h"
 #include "runtime/executor.h"
 #include "sample/sampler.h"
 
@@ -50,9 +51,13 @@ struct StoreOptions {
 };
 
 // Throws tl::Error, saying why, where a store over this model and policy cannot decode
-// `maxBatch` calls together (ContextStore::enableBatch): fewer than 1, a model without
-// tl-plan's in-place caches of that many batch rows, the llms policy.
-void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch);
+// `maxBatch` calls together (ContextStore::enableBatch): fewer than 1, speculative calls,
+// a model without tl-plan's in-place caches of that many batch rows, the llms policy.
+void checkBatchable(const Executor& ex, const CausalLm& lm, Policy policy, int64_t maxBatch, bool speculative);
+
+// Throws tl::Error, saying why, where a store over this model and policy cannot make
+// speculative calls (ContextStore::setDrafter): no in-place caches, the llms policy.
+void checkSpeculative(const CausalLm& lm, Policy policy);
 
 // What making a context ready for a call took (LLMS's context switch): its chunks found in
 // memory, read from files, recomputed, and the seconds until its rows were in place.
@@ -64,6 +69,7 @@ struct SwitchStats {
 struct CallResult {
   std::vector<int64_t> reply;  // greedy tokens
   SwitchStats load;
+  int64_t drafted = 0, accepted = 0;  // speculative calls' drafts, and those taken
 };
 
 class ContextStore {
@@ -82,6 +88,11 @@ class ContextStore {
   CallResult call(uint64_t id, const std::string& owner, const std::vector<int64_t>& prompt, int64_t generate,
                   const std::function<void(int64_t)>& onToken = {}, const SamplingOptions& sampling = {});
   void remove(uint64_t id, const std::string& owner);
+  // Speculative calls (serve --prompt-lookup, --draft): each decode run checks the last
+  // token and up to draftMax drafts of `drafter` (lm/speculative.h), the sampler choosing
+  // each row's token in plain decoding's order, so that a reply is the one without drafts.
+  // Not with batched calls.
+  void setDrafter(Drafter* drafter, int64_t draftMax);
 
   // Batched calls (serve --max-batch N, Inferflow 5): up to N calls decode together, one
   // run a step over tl-plan's in-place caches, a batch row each (lm/batch.h). A call
@@ -183,6 +194,8 @@ class ContextStore {
   size_t peak_ = 0;
   int64_t refused_ = 0;
   std::vector<std::string> notes_;
+  Drafter* drafter_ = nullptr;
+  int64_t draftMax_ = 3;
   std::unique_ptr<BatchDecoder> batch_;
   int64_t maxBatch_ = 0;
   uint64_t nextCall_ = 1;

@@ -148,6 +148,7 @@ struct ReplyLines {
   std::string done(const CallResult& c) {
     JsonWriter w;
     if (stream) w.str("text", stream->finish());
+    if (c.drafted) w.num("drafted", c.drafted).num("taken", c.accepted);  // (a speculative call's)
     return w.flag("done", true)
         .num("switch_us", static_cast<int64_t>(c.load.seconds * 1e6 + 0.5))
         .num("in_memory", c.load.inMemory)

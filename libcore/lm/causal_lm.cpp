@@ -105,6 +105,13 @@ void CausalLm::rewind(int64_t length) {
   length_ = length;
 }
 
+void CausalLm::adopt(int64_t length) {
+  if (!canRewind()) throw Error("taking over cache rows needs tl-plan's in-place KV caches (run the model through tl-plan)");
+  if (length < 0 || length > ex_.cacheCapacity())
+    throw Error("cannot take " + std::to_string(length) + " tokens: the caches hold " + std::to_string(ex_.cacheCapacity()));
+  length_ = length;
+}
+
 int64_t CausalLm::capacity() const {
   const int64_t cache = ex_.cacheCapacity();
   if (!cache || !positionLimit_) return std::max(cache, positionLimit_);

@@ -40,6 +40,10 @@ class CausalLm {
   // Forgets the tokens after the first `length` consumed (a speculative step's drafts the
   // model did not take); the next step follows token length - 1. Throws where !canRewind().
   void rewind(int64_t length);
+  // Takes the in-place caches' first `length` tokens as this sequence's, written by a run
+  // it did not make (a service's prefill, its context's rows given as data): the next step
+  // follows them. Throws where !canRewind().
+  void adopt(int64_t length);
   // The longest sequence the model takes: its caches' capacity (tl-plan's --max-seq) or
   // its position table, whichever binds; 0 where neither does.
   int64_t capacity() const;

@@ -438,6 +438,65 @@ TEST(TlCtxswapService, BatchedCallsEqualOneAtATime) {
   EXPECT_GT(statsThrough(together.socket, "peak"), 0);
 }
 
+// Speculative calls (serve --prompt-lookup, --draft: the model as its own draft) reply as
+// a plain service does, greedy and sampled with a seed, over a context of held-out code;
+// their done lines count the drafts. Refusals (one line, exit 1): with --max-batch, on a
+// model without in-place caches, under the llms policy.
+TEST(TlCtxswapService, SpeculativeCallsReplyAsPlainOnes) {
+  const auto dir = test::tempDir("ctxswap-spec");
+  const std::string fused = (dir / "fused.onnx").string(), planned = (dir / "planned.onnx").string();
+  ASSERT_EQ(runTool("tl-fuse", kByte + " -o " + fused).exitCode, 0);
+  ASSERT_EQ(runTool("tl-plan", fused + " --max-seq 512 --pad 16 -o " + planned).exitCode, 0);
+  const std::string serve = "serve --socket " + (dir / "x.sock").string() + " --swap-dir " + (dir / "x").string();
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + planned + " --policy vllm-s --prompt-lookup --max-batch 2"), 1,
+                     "give one or the other");
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + fused + " --policy vllm-s --prompt-lookup"), 1,
+                     "in-place KV caches");
+  expectOneLineError(runTool("tl-ctxswap", serve + " --model " + planned + " --prompt-lookup"), 1, "the llms policy");
+  const std::vector<std::string> policy = {"--policy", "vllm-sq"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), policy.begin(), policy.end());
+    return more;
+  };
+  Service plain(test::tempDir("ctxswap-spec-plain"), "128KiB", with({}), planned),
+      lookup(test::tempDir("ctxswap-spec-lookup"), "128KiB", with({"--prompt-lookup"}), planned),
+      draft(test::tempDir("ctxswap-spec-draft"), "128KiB", with({"--draft", planned, "--draft-max", "2"}), planned);
+  const std::string code = test::readFile(kText).substr(0, 400);
+  struct Reply {
+    std::vector<int64_t> tokens;
+    int64_t drafted = 0, taken = 0;
+  };
+  const auto calls = [&](const std::string& socket) {
+    int64_t id = -1;
+    request(socket, JsonWriter().str("verb", "new").str("app", "a").str("system", code).line(),
+            [&](const JsonLine& l) { id = l.ints.count("id") ? l.ints.at("id") : -1; });
+    std::vector<Reply> out;
+    for (const std::string& line :
+         {callLine("a", id, "\ndef ", 60),
+          JsonWriter().str("verb", "call").str("app", "a").num("id", id).str("prompt", "\n").num("n", 40).real("temperature", 0.8f).num("seed", 3).line()}) {
+      Reply r;
+      request(socket, line, [&](const JsonLine& l) {
+        EXPECT_FALSE(l.strings.count("error")) << l.strings.at("error");
+        if (l.ints.count("token")) r.tokens.push_back(l.ints.at("token"));
+        if (l.ints.count("drafted")) r.drafted = l.ints.at("drafted"), r.taken = l.ints.at("taken");
+      });
+      out.push_back(r);
+    }
+    return out;
+  };
+  const auto want = calls(plain.socket), byLookup = calls(lookup.socket), byDraft = calls(draft.socket);
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(want[c].tokens.size(), c == 0 ? 60u : 40u);
+    EXPECT_EQ(want[c].drafted, 0);
+    EXPECT_EQ(byLookup[c].tokens, want[c].tokens) << "call " << c << ", prompt lookup";
+    EXPECT_EQ(byDraft[c].tokens, want[c].tokens) << "call " << c << ", draft model";
+    EXPECT_GT(byDraft[c].drafted, 0) << "call " << c;
+    EXPECT_LE(byDraft[c].taken, byDraft[c].drafted);
+  }
+  EXPECT_GT(byLookup[0].drafted, 0);
+  EXPECT_GE(byDraft[0].taken * 10, byDraft[0].drafted * 9) << "the model as its own draft";
+}
+
 // A swap directory that refuses every write once the service runs (a file put where it
 // was: each write fails, as on a full disk) and a budget too small to keep the chunks:
 // the service goes on, counts the refused writes, recomputes what it could not keep, and
