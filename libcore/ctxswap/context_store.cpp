@@ -21,8 +21,7 @@ namespace {
 
 void appendRows(ContextKv& kv, const ContextKv& rows) { appendChunk(kv, chunkValues(rows, 0, rows.tokens), rows.tokens); }
 
-// The last row of a run's logits [1, rows, vocab].
-// Row `row` of a run's last `count` rows of logits.
+// Row `row` of a run's last `count` rows of logits ([1, rows, vocab]).
 std::vector<float> rowLogits(const Tensor& logits, int64_t row, int64_t count, int64_t vocab) {
   const float* p = reinterpret_cast<const float*>(logits.bytes.data()) + (elementCount(logits.dims) - (count - row) * vocab);
   return {p, p + vocab};
@@ -283,16 +282,17 @@ void ContextStore::admit(Running& r, std::vector<CallEvent>* events) {
   checkCall(c, r.prompt, r.generate);  // (another call may have grown the context since begin)
   memory_.lock(r.id);
   r.locked = true;
-  const auto start = std::chrono::steady_clock::now();
-  r.past = ready(r.id, c, &r.result.load);
-  r.result.load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.all = c.tokens;
   r.all.insert(r.all.end(), r.prompt.begin(), r.prompt.end());
   r.sampler = std::make_unique<Sampler>(r.sampling);
   r.sampler->prime(r.all);
-  // The rows after the last whole chunk, then the prompt's, in one run in batch row 0.
   ContextRun run;
   r.seq = batch_->join([&] {
+    // Batch row 0 is free now: the context made ready (a recomputed chunk runs there too),
+    // then the rows after its last whole chunk and the prompt's in one run.
+    const auto start = std::chrono::steady_clock::now();
+    r.past = ready(r.id, c, &r.result.load);
+    r.result.load.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     run = runContext(ex_, lm_, r.all, r.past.tokens, static_cast<int64_t>(r.all.size()) - r.past.tokens, r.past, {"logits"});
   });
   appendRows(r.past, run.rows);
