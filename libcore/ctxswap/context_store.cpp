@@ -205,11 +205,7 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
     } else {
       while (static_cast<int64_t>(r.reply.size()) < generate) emit(sampler.sample(lm_.step({all.back()})));
     }
-    const int64_t rows = lm_.length() - past.tokens;
-    ContextKv fresh = emptyContextKv(lm_);
-    fresh.tokens = rows;
-    for (size_t i = 0; i < fresh.caches.size(); ++i) fresh.caches[i] = ex_.readCacheRow(lm_.cacheInputs().at(i), 0, past.tokens, rows);
-    appendRows(past, fresh);
+    appendCacheRows(past, 0, lm_.length());
   }
   while (static_cast<int64_t>(r.reply.size()) < generate) {  // the caches given as data each step
     run = runContext(ex_, lm_, all, static_cast<int64_t>(all.size()) - 1, 1, past, wanted);
@@ -308,15 +304,18 @@ void ContextStore::take(Running& r, int64_t token, std::vector<CallEvent>* event
   events->push_back(std::move(e));
 }
 
+void ContextStore::appendCacheRows(ContextKv& past, int64_t row, int64_t length) {
+  const int64_t count = length - past.tokens;
+  if (count <= 0) return;
+  ContextKv fresh = emptyContextKv(lm_);
+  fresh.tokens = count;
+  for (size_t i = 0; i < fresh.caches.size(); ++i) fresh.caches[i] = ex_.readCacheRow(lm_.cacheInputs().at(i), row, past.tokens, count);
+  appendRows(past, fresh);
+}
+
 void ContextStore::finish(Running& r) {
   // Its rows after `past`: those its batch row took for the reply's tokens it was fed.
-  const int64_t fed = batch_->length(r.seq) - r.past.tokens, row = batch_->row(r.seq);
-  if (fed > 0) {
-    ContextKv rows = emptyContextKv(lm_);
-    rows.tokens = fed;
-    for (size_t i = 0; i < rows.caches.size(); ++i) rows.caches[i] = ex_.readCacheRow(lm_.cacheInputs().at(i), row, r.past.tokens, fed);
-    appendRows(r.past, rows);
-  }
+  appendCacheRows(r.past, batch_->row(r.seq), batch_->length(r.seq));
   batch_->leave(r.seq);
   r.seq = 0;
   Context& c = contexts_.at(r.id);

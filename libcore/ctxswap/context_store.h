@@ -180,6 +180,9 @@ class ContextStore {
   void checkCall(const Context& c, const std::vector<int64_t>& prompt, int64_t generate) const;
   void admit(Running& r, std::vector<CallEvent>* events);
   void take(Running& r, int64_t token, std::vector<CallEvent>* events);  // its next token
+  // The rows after past.tokens, up to `length`, of the in-place caches' batch row `row`,
+  // read back onto past (a call's rows, decoded there).
+  void appendCacheRows(ContextKv& past, int64_t row, int64_t length);
   void finish(Running& r);  // its rows read back and kept, it leaves the batch
   void drop(Running& r);    // it leaves the batch, nothing kept
 
