@@ -28,6 +28,7 @@
 #include "graph/graph.h"
 #include "lm/causal_lm.h"
 #include "lm/loaded_lm.h"
+#include "lm/speculative_flags.h"
 #include "onnx/model_io.h"
 #include "quant/quant.h"
 #include "runtime/device.h"
@@ -135,17 +136,11 @@ int main(int argc, char** argv) {
   bool noCommandBuffers = false;
   app.add_flag("--no-command-buffers", noCommandBuffers,
                "replay a step's launches one enqueue each, not as one command buffer (cl_khr_command_buffer)");
-  bool lookup = false;
-  std::string draftPath, textPath;
-  int64_t draftMax = 3;
-  app.add_flag("--prompt-lookup", lookup,
-               "also each one-sequence decode test speculatively, drafts from the text itself (tl-run --prompt-lookup):\n"
-               "rows tgN@dD+lookup with the drafts taken, tokens a step and the speedup over the plain row (greedy:\n"
-               "the same tokens). Random contexts give lookup nothing to find: give --text");
-  app.add_option("--draft", draftPath,
-                 "also each one-sequence decode test speculatively with this draft model (tl-run --draft: planned, the\n"
-                 "model's vocabulary): rows tgN@dD+draft");
-  app.add_option("--draft-max", draftMax, "tokens a speculative step drafts (1-3, as tl-run's)")->capture_default_str();
+  tl::SpeculativeFlags spec;
+  tl::addSpeculativeFlags(app, spec,
+                          "decoding, a row beside each one-sequence decode test (tgN@dD+lookup, +draft: the drafts\n"
+                          "taken, tokens a step, the speedup over the plain row; prompt lookup needs real contexts: --text)");
+  std::string textPath;
   app.add_option("--text", textPath,
                  "the tests' contexts (-d) from this file's bytes, repeated, not random tokens (a byte-level model:\n"
                  "vocab 256), e.g. held-out text for the speculative rows");
@@ -161,8 +156,7 @@ int main(int argc, char** argv) {
       fmt = f;
       out = "-";
     }
-    if ((lookup || !draftPath.empty()) && (draftMax < 1 || draftMax > 3))
-      throw tl::Error("--draft-max must be 1 to 3 (tl-run --draft-max)", tl::ExitCode::Usage);
+    tl::checkSpeculativeFlags(spec, false);  // (both: a row of each)
     std::vector<int64_t> contextText;  // --text's bytes
     if (!textPath.empty()) {
       std::ifstream in(textPath, std::ios::binary);
@@ -224,8 +218,8 @@ int main(int argc, char** argv) {
       s.lm = s.analysis.tensors.count("input_ids") && s.analysis.tensors.count("logits") && bind.empty();
       if (s.lm && tests.empty()) {
         std::vector<std::string> specs;
-        if (lookup) specs.push_back("lookup");
-        if (!draftPath.empty()) specs.push_back("draft");
+        if (spec.lookup) specs.push_back("lookup");
+        if (!spec.draft.empty()) specs.push_back("draft");
         tests = tl::makeTests(tl::parseIntList("-p", prompts), tl::parseIntList("-n", gens), tl::parseIntList("-d", depths),
                               tl::parseIntList("-b", batches), specs);
         if (tests.empty()) throw tl::Error("no tests: -p and -n are both empty", tl::ExitCode::Usage);
@@ -286,11 +280,11 @@ int main(int argc, char** argv) {
           throw tl::Error("--text feeds the file's bytes as tokens: it needs a byte-level model (vocab 256), not one of " +
                           std::to_string(lm.vocab()));
         opt.text = contextText;
-        opt.draftMax = draftMax;
+        opt.draftMax = spec.draftMax;
         std::optional<tl::LoadedLm> draft;  // on the same device, freed with the model
-        if (!draftPath.empty()) {
-          tool.blame(draftPath);
-          draft.emplace(tl::loadModel(draftPath), device);
+        if (!spec.draft.empty()) {
+          tool.blame(spec.draft);
+          draft.emplace(tl::loadModel(spec.draft), device);
           draft->device.setCommandBuffers(!noCommandBuffers);
           draft->device.setTaskChains(!noChains);
           tl::setGemmChoice(draft->device, gemm);

@@ -26,6 +26,7 @@
 #include "ctxswap/service.h"
 #include "ctxswap/trace.h"
 #include "lm/loaded_lm.h"
+#include "lm/speculative_flags.h"
 #include "sample/sampling_flags.h"
 #include "text/tokenizer.h"
 
@@ -192,14 +193,8 @@ int main(int argc, char** argv) {
   serveVerb->add_option("--costs", costs, "the load's cost lines (tl-ctxswap calibrate -o FILE); default: calibrate first");
   serveVerb->add_option("--max-contexts", sopt.maxContextsPerOwner, "contexts an app may hold")->check(CLI::PositiveNumber)->capture_default_str();
   serveVerb->add_option("--max-tokens", sopt.maxTokens, "the longest a context may grow")->check(CLI::PositiveNumber)->capture_default_str();
-  bool lookup = false;
-  std::string draftPath;
-  int64_t draftMax = 3;
-  serveVerb->add_flag("--prompt-lookup", lookup,
-                      "speculative calls, drafts from the context itself (tl-run --prompt-lookup): the same replies");
-  serveVerb->add_option("--draft", draftPath,
-                        "speculative calls with this draft model (tl-run --draft: planned, the model's vocabulary)");
-  serveVerb->add_option("--draft-max", draftMax, "tokens a speculative step drafts")->check(CLI::Range(1, 3))->capture_default_str();
+  tl::SpeculativeFlags spec;
+  tl::addSpeculativeFlags(*serveVerb, spec, "calls (each reply the one without drafts)");
   int64_t maxBatch = 0;
   serveVerb->add_option("--max-batch", maxBatch,
                         "decode up to N calls together, one run a step (a model planned with tl-plan --batch N, a\n"
@@ -294,16 +289,16 @@ int main(int argc, char** argv) {
                         "tokens: it needs a byte-level model (vocab 256)");
       if (tok) tl::checkTokenizerFits(*tok, e.lm.vocab());
       sopt.policy = tl::parsePolicy(servePolicy);
-      if (!draftPath.empty() && lookup) throw tl::Error("give one of --draft MODEL, --prompt-lookup", tl::ExitCode::Usage);
+      tl::checkSpeculativeFlags(spec, true);
       if (serveVerb->count("--max-batch"))  // before calibrating
-        tl::checkBatchable(e.ex, e.lm, sopt.policy, maxBatch, lookup || !draftPath.empty());
-      if (lookup || !draftPath.empty()) tl::checkSpeculative(e.lm, sopt.policy);
+        tl::checkBatchable(e.ex, e.lm, sopt.policy, maxBatch, spec.any());
+      if (spec.any()) tl::checkSpeculative(e.lm, sopt.policy);
       std::unique_ptr<tl::Drafter> drafter;
       std::optional<tl::LoadedLm> draftLm;
-      if (lookup) drafter = std::make_unique<tl::PromptLookup>();
-      if (!draftPath.empty()) {
-        tool.blame(draftPath);
-        draftLm.emplace(draftPath, device);
+      if (spec.lookup) drafter = std::make_unique<tl::PromptLookup>();
+      if (!spec.draft.empty()) {
+        tool.blame(spec.draft);
+        draftLm.emplace(spec.draft, device);
         drafter = std::make_unique<tl::DraftModel>(draftLm->lm, e.lm);
         tool.blame(model);
       }
@@ -312,7 +307,7 @@ int main(int argc, char** argv) {
       sopt.costs = loadCosts(e);
       tl::ContextStore store(e.ex, e.lm, e.fingerprint, sopt);
       if (serveVerb->count("--max-batch")) store.enableBatch(maxBatch);
-      if (drafter) store.setDrafter(drafter.get(), draftMax);
+      if (drafter) store.setDrafter(drafter.get(), spec.draftMax);
       for (const auto& n : store.recoveryNotes()) std::cerr << "tl-ctxswap: skipped " << n << "\n";
       std::signal(SIGTERM, onStopSignal);
       std::signal(SIGINT, onStopSignal);

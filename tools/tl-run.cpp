@@ -34,6 +34,7 @@
 #include "lm/perplexity.h"
 #include "lm/loaded_lm.h"
 #include "lm/speculative.h"
+#include "lm/speculative_flags.h"
 #include "sample/sampler.h"
 #include "sample/sampling_flags.h"
 #include "onnx/model_io.h"
@@ -312,19 +313,8 @@ int main(int argc, char** argv) {
   app.add_option("-n", n, "tokens to generate")->capture_default_str();
   app.add_option("--context", context, "longest sequence (prompt + generated) allowed")->capture_default_str();
   tl::addSamplingFlags(app, sampling);
-  std::string draftPath;
-  bool lookup = false;
-  int64_t draftMax = 3;
-  app.add_option("--draft", draftPath,
-                 "speculative decoding with a draft model: a smaller or lower-bit model of the same vocabulary (a\n"
-                 "q3h quantization of this one), planned by tl-plan like it; greedy output stays the model's own");
-  app.add_flag("--prompt-lookup", lookup,
-               "speculative decoding with drafts from the text itself: what followed the last 1-3 tokens where\n"
-               "they came before (no second model)");
-  app.add_option("--draft-max", draftMax,
-                 "tokens a speculative step drafts (1-3), checked in one step of up to 4 rows: the rows the\n"
-                 "decode kernels take, so that each row's logits are what a step of one would give")
-      ->capture_default_str();
+  tl::SpeculativeFlags spec;
+  tl::addSpeculativeFlags(app, spec, "decoding");
   app.add_option("--perplexity", perplexityFile,
                  "score FILE: -log2 p of its tokens in --window windows, per UTF-8 byte (and per token) through the\n"
                  "tokenizer (--tokenizer, or tokenizer.json beside the model), else bytes as tokens");
@@ -385,15 +375,8 @@ int main(int argc, char** argv) {
     if (app.count("--system") && !chat) throw tl::Error("--system goes with --chat", tl::ExitCode::Usage);
     if (n < 0) throw tl::Error("-n must be >= 0", tl::ExitCode::Usage);
     if (gen) (void)tl::Sampler(sampling);  // its settings refused before the model loads
-    const bool speculative = !draftPath.empty() || lookup;
-    if (!draftPath.empty() && lookup) throw tl::Error("give one of --draft MODEL, --prompt-lookup", tl::ExitCode::Usage);
-    if (speculative && !gen) throw tl::Error("--draft and --prompt-lookup go with --generate", tl::ExitCode::Usage);
-    // A check of more rows takes the prefill kernels (tiled GEMMs, A rounded per 128), whose
-    // rounding differs from decoding's, and greedy output could leave the model's own.
-    if (speculative && (draftMax < 1 || draftMax > 3))
-      throw tl::Error("--draft-max must be 1 to 3: a check of more than 4 rows takes the prefill kernels, whose rounding "
-                      "differs from decoding's",
-                      tl::ExitCode::Usage);
+    tl::checkSpeculativeFlags(spec, true);
+    if (spec.any() && !gen) throw tl::Error("--draft and --prompt-lookup go with --generate", tl::ExitCode::Usage);
     tl::Model model = tl::loadModel(tool.input());
     tl::Graph graph(model.proto.graph());
     tl::ShapeAnalysis analysis = tl::inferShapes(model, graph);
@@ -440,18 +423,18 @@ int main(int argc, char** argv) {
       }
       std::unique_ptr<tl::LoadedLm> draftLm;
       std::unique_ptr<tl::Drafter> drafter;
-      if (!draftPath.empty()) {
-        tool.blame(draftPath);
-        draftLm = std::make_unique<tl::LoadedLm>(draftPath, device);
+      if (!spec.draft.empty()) {
+        tool.blame(spec.draft);
+        draftLm = std::make_unique<tl::LoadedLm>(spec.draft, device);
         tl::setGemmChoice(draftLm->device, gemm);
         draftLm->device.setTaskChains(!noChains);
         drafter = std::make_unique<tl::DraftModel>(draftLm->lm, lm);
         tool.blame(tool.input());
-      } else if (lookup) {
+      } else if (spec.lookup) {
         drafter = std::make_unique<tl::PromptLookup>();
       }
       return generate(lm, ex, ids, n, context, sampling, profile, explain, tok ? &*tok : nullptr, reply, drafter.get(),
-                      draftMax);
+                      spec.draftMax);
     }
     // fp16 caches round every key and value (2^-11 relative), 8-bit ones to 1/254 of their
     // block's largest, and the rounding grows through the layers: bytellama's logits move by

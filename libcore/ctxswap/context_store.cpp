@@ -252,7 +252,7 @@ void ContextStore::enableBatch(int64_t maxBatch) {
 void ContextStore::setDrafter(Drafter* drafter, int64_t draftMax) {
   if (batch_) throw Error("a store of batched calls takes no drafter (checkBatchable refuses the two together)");
   checkSpeculative(lm_, opt_.policy);
-  if (draftMax < 1 || draftMax > 3) throw Error("--draft-max must be 1 to 3 (tl-run --draft-max)", ExitCode::Usage);
+  checkDraftMax(draftMax);
   drafter_ = drafter;
   draftMax_ = draftMax;
 }

@@ -48,6 +48,13 @@ std::vector<int64_t> DraftModel::propose(const std::vector<int64_t>& h, int64_t 
   return out;
 }
 
+void checkDraftMax(int64_t draftMax) {
+  if (draftMax < 1 || draftMax > 3)
+    throw Error("--draft-max must be 1 to 3: a check of more than 4 rows takes the prefill kernels, whose rounding "
+                "differs from decoding's",
+                ExitCode::Usage);
+}
+
 SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, Sampler& sampler, std::vector<int64_t> h, int64_t first,
                                      int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken) {
   if (k < 1) throw Error("a speculative step drafts at least 1 token", ExitCode::Usage);
