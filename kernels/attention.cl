@@ -331,10 +331,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
       int hid[16] __attribute__((aligned(64)));                                                    \
       for (int j = 0; j < 16; ++j) hid[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
       float8 a[16];                                                                                \
-      for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                                    \
+      _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                  \
       for (int d = 0; d < D; d += 8) {                                                             \
         const float8 q8 = vload8(0, qv + d);                                                       \
-        for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);                         \
+        _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);       \
       }                                                                                            \
       sc = (float16)(sum8(a[0]), sum8(a[1]), sum8(a[2]), sum8(a[3]), sum8(a[4]), sum8(a[5]),      \
                      sum8(a[6]), sum8(a[7]), sum8(a[8]), sum8(a[9]), sum8(a[10]), sum8(a[11]),    \
@@ -369,7 +369,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
         l += x[j];                                                                                 \
       }                                                                                            \
     }                                                                                              \
-    for (int d = 0; d < Dv; d += 8) {                                                              \
+    int d = 0;                                                                                     \
+    for (; d + 32 <= Dv; d += 32) { /* 4 sums at once: one was a chain of dependent fmas */        \
+      float8 o0 = vload8(0, acc + d) * corr, o1 = vload8(1, acc + d) * corr;                       \
+      float8 o2 = vload8(2, acc + d) * corr, o3 = vload8(3, acc + d) * corr;                       \
+      for (int j = 0; j < n; ++j) {                                                                \
+        const float8 xj = (float8)x[j];                                                            \
+        o0 = fma(xj, V8(t0 + j, d), o0);                                                           \
+        o1 = fma(xj, V8(t0 + j, d + 8), o1);                                                       \
+        o2 = fma(xj, V8(t0 + j, d + 16), o2);                                                      \
+        o3 = fma(xj, V8(t0 + j, d + 24), o3);                                                      \
+      }                                                                                            \
+      vstore8(o0, 0, acc + d), vstore8(o1, 1, acc + d), vstore8(o2, 2, acc + d), vstore8(o3, 3, acc + d); \
+    }                                                                                              \
+    for (; d < Dv; d += 8) {                                                                       \
       float8 o = vload8(0, acc + d) * corr;                                                        \
       for (int j = 0; j < n; ++j) o = fma((float8)x[j], V8(t0 + j, d), o);                         \
       vstore8(o, 0, acc + d);                                                                      \
@@ -456,6 +469,76 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
   for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
 }
 #endif  // TL_CPU
+
+#if defined(TL_CPU) && !defined(TL_KV_Q8)
+// CPUs (tables shared by the heads, v rows of q's length, rot / 2 <= ROPE_CPU_MID): what
+// elementwise.cl's rope_kv_f32 does, a task per ROPE_CPU_TOKENS tokens, for each token (b, s) its cos and sin
+// per rotated dim once, then each head's row of q, k and v along d, loops the compiler
+// vectorizes. rope_kv_f32's item per (token, dim) computed its indices and conversions one
+// element at a time there (bytellama pp512 on PoCL: 8-10% of the step), and a task per token
+// left half the time in PoCL's dealing out of 512 tasks. A task kernel, so that a decode
+// step of several rows (a speculative check) chains it with the launches around it.
+#define ROPE_CPU_MID 128
+#define ROPE_CPU_TOKENS 16
+// A head's row r rotated by the token's tables, 8 dims at a time (explicit vectors: the
+// compiler left the loop scalar, unsure r and the output do not overlap), the dims past
+// rot passed through; ST8 and ST store 8 values or one at place d.
+#define ROPE_CPU_ROW(r, ST8, ST)                                             \
+  {                                                                          \
+    int d = 0;                                                               \
+    for (; d + 8 <= mid; d += 8) {                                           \
+      const float8 a = vload8(0, r + d), e = vload8(0, r + d + mid);         \
+      ST8(a * vload8(0, c0 + d) - e * vload8(0, s0 + d), d);                 \
+      ST8(e * vload8(0, c1 + d) + a * vload8(0, s1 + d), d + mid);           \
+    }                                                                        \
+    for (; d < mid; ++d) {                                                   \
+      const float a = r[d], e = r[d + mid];                                  \
+      ST(a * c0[d] - e * s0[d], d);                                          \
+      ST(e * c1[d] + a * s1[d], d + mid);                                    \
+    }                                                                        \
+    for (d = 2 * mid; d < D; ++d) ST(r[d], d);                               \
+  }
+// ... into q's output row o, or k's cache row from c.
+#define ROPE_Q_ST8(v, d) vstore8((v), 0, o + (d))
+#define ROPE_Q_ST(v, d) (o[d] = (v))
+#define ROPE_K_ST8(v, d) KV_ST8((v), c + (d), kc)
+#define ROPE_K_ST(v, d) KV_ST((v), c + (d), kc)
+TASK_KERNEL(rope_kv_cpu_f32)(
+    TASK_ARGS __global const float* x, __global const float* cosv, __global const float* sinv, __global float* out, int n, int D,
+    int rot, int8 dims, int8 cs, int8 ss, __global const float* x2, int8 dims2, int8 cs2, int8 ss2, __global KV_T* kc,
+    int n2, int H2, int N2, int D2, int ksb, int ksh, int kst, __global const float* x3, __global KV_T* vc, int n3, int H3,
+    int N3, int D3, int vsb, int vsh, int vst, __global const int* kv_rows, int bshd, ROPE_TRIG_ARGS) {
+  const int H = dims.s5, S = dims.s6, mid = rot / 2;
+  const int first = TASK_ID * ROPE_CPU_TOKENS, tokens = n / (H * D);
+  for (int t = first; t < min(first + ROPE_CPU_TOKENS, tokens); ++t) {
+    const int s = t % S, b = t / S, rows0 = kv_rows[b];
+    float c0[ROPE_CPU_MID], s0[ROPE_CPU_MID], c1[ROPE_CPU_MID], s1[ROPE_CPU_MID];
+    const int co = b * cs.s4 + s * cs.s6, so = b * ss.s4 + s * ss.s6;
+    for (int d = 0; d < mid; ++d) {
+      const float2 t0 = rope_trig(cosv, sinv, co + d * cs.s7, so + d * ss.s7, d, rot, ROPE_TRIG);
+      const float2 t1 = positions ? t0 : rope_trig(cosv, sinv, co + (d + mid) * cs.s7, so + (d + mid) * ss.s7, d + mid, rot, ROPE_TRIG);
+      c0[d] = t0.x, s0[d] = t0.y, c1[d] = t1.x, s1[d] = t1.y;
+    }
+    for (int h = 0; h < H; ++h) {
+      __global const float* r = x + (bshd & 1 ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D);
+      __global float* o = out + ((b * H + h) * S + s) * D;
+      ROPE_CPU_ROW(r, ROPE_Q_ST8, ROPE_Q_ST)
+    }
+    for (int h = 0; h < H2; ++h) {
+      __global const float* r = x2 + (bshd & 2 ? ((b * S + s) * H2 + h) * D : ((b * H2 + h) * S + s) * D);
+      const long c = (long)b * ksb + (long)h * ksh + (long)(rows0 + s) * kst;
+      ROPE_CPU_ROW(r, ROPE_K_ST8, ROPE_K_ST)
+    }
+    for (int h = 0; h < H3; ++h) {
+      __global const float* r = x3 + (bshd & 4 ? ((b * N3 + s) * H3 + h) * D3 : ((b * H3 + h) * N3 + s) * D3);
+      const long c = (long)b * vsb + (long)h * vsh + (long)(rows0 + s) * vst;
+      int d = 0;
+      for (; d + 8 <= D3; d += 8) KV_ST8(vload8(0, r + d), c + d, vc);
+      for (; d < D3; ++d) KV_ST(r[d], c + d, vc);
+    }
+  }
+}
+#endif
 
 // What a work-group per (query row, split of the keys) starts with: its row's indices, q
 // going to local memory qs (element d of the row at offset r of q: QAT(r, d); read after a

@@ -1054,6 +1054,7 @@ TEST(KvInPlace, RopeTablesOverInPlaceCachesEqualTheCopyingPath) {
     std::vector<int64_t> tokens[2];
     for (int i = 0; i < 2; ++i) {
       Decoder d(i ? planned : plain, gpu, i == 1);
+      d.device.setTaskChains(false);  // each launch profiled (a chain is one)
       int64_t next = d.lm.stepGreedy(prompt);
       for (int s = 0; s < 40; ++s) tokens[i].push_back(next = d.lm.stepGreedy({next}));
       if (i) {

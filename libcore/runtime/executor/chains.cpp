@@ -44,7 +44,7 @@ void Executor::makeChains(Replay& r) {
   r.steps.clear();
   const auto site = [&](size_t i) -> const Site& { return recordings_[r.launches[i].first].sites[r.launches[i].second]; };
   const auto chainable = [&](const Site& s) {
-    if (s.task.work <= 0 || s.task.work > kCpuTaskWork || s.global[1] != 1 || s.global[2] != 1) return false;
+    if (s.task.work <= 0 || s.global[1] != 1 || s.global[2] != 1) return false;
     if (s.local[0] != 1 || s.local[1] != 1 || s.local[2] != 1) return false;
     return std::none_of(s.args.begin(), s.args.end(), [](const Site::Arg& a) { return a.kind == ArgKind::Raw; });
   };

@@ -366,8 +366,8 @@ void ropeInPlace(const LowerNode& n, Launch& l, int64_t count, bool perToken) {
   if (q.size() != 4 || ropeInputDims(n, 3)[2] != q[2] || ropeInputDims(n, 3)[3] != q[3])
     throw Error("tl.RoPE appending in place takes q [B, H, S, D] and k rows of its S and D", ExitCode::BadInput);
   const int64_t tokens = count / (q[1] * q[3]);
-  if (perToken)
-    return l.writesCache(n.ex.kvBytes(nk + nv)).run(grid(up(tokens, kRopeCpuTokens), 1, 1, 1, 1));
+  if (perToken)  // (a task per kRopeCpuTokens tokens, which a task chain may join)
+    return l.writesCache(n.ex.kvBytes(nk + nv)).task(count + nk + nv, false).run(grid(up(tokens, kRopeCpuTokens), 1, 1, 1, 1));
   // An item per (b, s) and rotated pair or other dim of q and k, then per (b, s, d) of v;
   // on GPUs a head of each in the second dimension (the kernel's comment says why).
   const int64_t rot = n.attrInt("rotary_dim", q[3]);

@@ -79,10 +79,9 @@ class Launch {
     cacheBytes_ = bytes;
     return *this;
   }
-  // The launch's kernel is a TASK_KERNEL (kernels/common.cl) of `work` multiply-adds; a
-  // task chain (runtime/executor/chains.cpp) may join it where that is at most
-  // kCpuTaskWork, the work a CPU worker's wake-up would cost more than sharing saves.
-  // `spreads`: its tasks take every (count)-th block, so any count of them computes it.
+  // The launch's kernel is a TASK_KERNEL (kernels/common.cl) of `work` multiply-adds,
+  // which a task chain (runtime/executor/chains.cpp) may join. `spreads`: its tasks take
+  // every (count)-th block, so any count of them computes it.
   Launch& task(int64_t work, bool spreads) {
     task_ = {work, spreads};
     return *this;
@@ -107,8 +106,7 @@ class Launch {
 // between launches, and one woken for less work delays the step more than it helps (PoCL
 // on a 2-core VM, whose thread wake-ups take some 50 us: bytellama's 16 GEMVs as launches
 // of 4 tasks 240-277 us a step, of one 151-156; scripts/cpu_step_cl_lab.c, docs/tl-bench.md).
-// The decode GEMVs take a task per this many weights at most, and a launch of no more
-// work than this may join a task chain.
+// The decode GEMVs take a task per this many weights at most.
 constexpr int64_t kCpuTaskWork = int64_t{1} << 20;
 // A task chain of more work than this runs on a work-group a compute unit (its spreading
 // GEMVs split as many ways), less than a task's worth on one: on PoCL here, with its
