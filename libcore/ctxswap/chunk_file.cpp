@@ -41,8 +41,7 @@ std::vector<uint8_t> zstdFrame(const std::vector<uint8_t>& codes) {
   return frame;
 }
 
-bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c, std::string* error,
-                    const KeepCompressed& keep) {
+std::vector<uint8_t> chunkFileBytes(const ChunkId& id, const KvChunk& c, const KeepCompressed& keep) {
   std::vector<uint8_t> packed;
   if (keep && !c.codes.empty()) {
     packed = zstdFrame(c.codes);
@@ -63,7 +62,12 @@ bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c
   putFloats(bytes, c.step);
   const std::vector<uint8_t>& codes = packed.empty() ? c.codes : packed;
   bytes.insert(bytes.end(), codes.begin(), codes.end());
-  return writeDurably(path, std::move(bytes), error);
+  return bytes;
+}
+
+bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& c, std::string* error,
+                    const KeepCompressed& keep) {
+  return writeDurably(path, chunkFileBytes(id, c, keep), error);
 }
 
 const char* chunkReadName(ChunkRead r) {

@@ -41,9 +41,11 @@ std::vector<uint8_t> zstdFrame(const std::vector<uint8_t>& codes);
 // (ContextStore: when reading the bytes saved would cost more than decompressing them).
 using KeepCompressed = std::function<bool(size_t raw, size_t compressed)>;
 
-// Writes the chunk, its codes compressed where `keep` says so (empty: never tried); false
-// with *error set when the file system refuses (a full or read-only disk): the caller
-// keeps the chunk in memory or recomputes it later.
+// The chunk's file but its checksum (DurableWrites adds it), its codes compressed where
+// `keep` says so (empty: never tried).
+std::vector<uint8_t> chunkFileBytes(const ChunkId& id, const KvChunk& chunk, const KeepCompressed& keep = {});
+// ... written durably; false with *error set when the file system refuses (a full or
+// read-only disk): the caller keeps the chunk in memory or recomputes it later.
 bool writeChunkFile(const std::string& path, const ChunkId& id, const KvChunk& chunk, std::string* error,
                     const KeepCompressed& keep = {});
 

@@ -23,7 +23,7 @@ std::string chunkFilePath(const std::string& dir, uint64_t id, uint32_t index) {
   return dir + "/ctx-" + std::to_string(id) + "-chunk-" + std::to_string(index) + ".kv";
 }
 
-bool writeContextRecord(const std::string& dir, uint64_t model, const ContextRecord& r, std::string* error) {
+std::vector<uint8_t> contextRecordBytes(uint64_t model, const ContextRecord& r) {
   std::vector<uint8_t> b(kMagic, kMagic + 8);
   putLE(b, kVersion);
   putLE(b, model);
@@ -32,7 +32,11 @@ bool writeContextRecord(const std::string& dir, uint64_t model, const ContextRec
   b.insert(b.end(), r.owner.begin(), r.owner.end());
   putLE(b, static_cast<uint32_t>(r.tokens.size()));
   for (int64_t t : r.tokens) putLE(b, static_cast<int32_t>(t));
-  return writeDurably(contextLogPath(dir, r.id), std::move(b), error);
+  return b;
+}
+
+bool writeContextRecord(const std::string& dir, uint64_t model, const ContextRecord& r, std::string* error) {
+  return writeDurably(contextLogPath(dir, r.id), contextRecordBytes(model, r), error);
 }
 
 std::vector<ContextRecord> recoverContexts(const std::string& dir, uint64_t model, std::vector<std::string>* skipped) {

@@ -29,7 +29,10 @@ struct ContextRecord {
 std::string contextLogPath(const std::string& dir, uint64_t id);
 std::string chunkFilePath(const std::string& dir, uint64_t id, uint32_t index);
 
-// False with *error when the file system refuses (the record stays as it was).
+// The record's file but its checksum (DurableWrites adds it).
+std::vector<uint8_t> contextRecordBytes(uint64_t model, const ContextRecord& r);
+// ... written durably; false with *error when the file system refuses (the record stays
+// as it was).
 bool writeContextRecord(const std::string& dir, uint64_t model, const ContextRecord& r, std::string* error);
 // Every context whose record in `dir` is whole and this model's, by id; each other
 // ctx-*.log is named in *skipped with the reason. Throws tl::Error when `dir` cannot be

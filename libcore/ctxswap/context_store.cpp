@@ -98,6 +98,23 @@ ContextStore::ContextStore(Executor& ex, CausalLm& lm, uint64_t modelFingerprint
   }
 }
 
+// While one lives, durable writes go into one group, committed when the outermost ends.
+class ContextStore::WriteGroup {
+ public:
+  explicit WriteGroup(ContextStore& s) : s_(s), outer_(!s.writes_) {
+    if (outer_) s_.writes_ = std::make_unique<DurableWrites>();
+  }
+  ~WriteGroup() {
+    if (outer_) s_.commitWrites();
+  }
+  WriteGroup(const WriteGroup&) = delete;
+  WriteGroup& operator=(const WriteGroup&) = delete;
+
+ private:
+  ContextStore& s_;
+  const bool outer_;  // (a group inside another commits with it)
+};
+
 int ContextStore::storedBits() const { return opt_.policy == Policy::Llms || opt_.policy == Policy::VllmSq ? 8 : 32; }
 
 ContextStore::Context& ContextStore::owned(uint64_t id, const std::string& owner) {
@@ -215,6 +232,7 @@ CallResult ContextStore::call(uint64_t id, const std::string& owner, const std::
   c.tokens = std::move(all);
   c.mass = std::move(mass);
   c.heads = heads;
+  WriteGroup writes(*this);
   keep(id, c, past);
   writeRecord(id, c);
   return r;
@@ -320,6 +338,7 @@ void ContextStore::finish(Running& r) {
   r.seq = 0;
   Context& c = contexts_.at(r.id);
   c.tokens = std::move(r.all);
+  WriteGroup writes(*this);
   keep(r.id, c, r.past);
   writeRecord(r.id, c);
   memory_.unlock(r.id);
@@ -383,6 +402,7 @@ std::vector<ContextStore::CallEvent> ContextStore::advance() {
     running_.clear();
     return events;
   }
+  WriteGroup writes(*this);  // the calls that end here keep their rows in one commit, before their replies
   for (auto it = running_.begin(); it != running_.end();) {
     take(*it, it->sampler->sample(logits.at(it->seq)), &events);
     if (static_cast<int64_t>(it->result.reply.size()) < it->generate) {
@@ -555,26 +575,41 @@ void ContextStore::swapOut(const ChunkKey& k) {
 bool ContextStore::writeChunk(uint64_t id, Context& c, uint32_t index) {
   Chunk& ch = c.chunks[index];
   const std::string path = chunkFilePath(opt_.swapDir, id, index);
-  std::string error;
   // zstd where it pays: the read time the smaller file saves over the decompression's
   const LoadCosts& k = opt_.costs;
   const KeepCompressed keep = [&k](size_t raw, size_t packed) {
     return k.read.per * static_cast<double>(raw - packed) > k.unzstd.at(static_cast<double>(raw));
   };
-  if (!writeChunkFile(path, {model_, id, index, index * static_cast<uint32_t>(opt_.chunk)}, ch.data, &error,
-                      k.unzstd.per > 0 ? keep : KeepCompressed{})) {
-    ++refused_;
-    return false;
-  }
-  std::error_code ec;
-  ch.diskBytes = static_cast<size_t>(std::filesystem::file_size(path, ec));
-  ch.onDisk = !ec;
+  ch.diskBytes = writeFile(path, chunkFileBytes({model_, id, index, index * static_cast<uint32_t>(opt_.chunk)}, ch.data,
+                                                k.unzstd.per > 0 ? keep : KeepCompressed{}));
+  ch.onDisk = ch.diskBytes > 0;
+  if (ch.onDisk && writes_) unsynced_[path] = {id, index};
   return ch.onDisk;
 }
 
 void ContextStore::writeRecord(uint64_t id, const Context& c) {
+  writeFile(contextLogPath(opt_.swapDir, id), contextRecordBytes(model_, {id, c.owner, c.tokens}));
+}
+
+size_t ContextStore::writeFile(const std::string& path, std::vector<uint8_t> bytes) {
   std::string error;
-  if (!writeContextRecord(opt_.swapDir, model_, {id, c.owner, c.tokens}, &error)) ++refused_;
+  DurableWrites once;
+  const size_t n = (writes_ ? *writes_ : once).add(path, std::move(bytes), &error);
+  if (n && (writes_ || once.commit().empty())) return n;
+  ++refused_;
+  return 0;
+}
+
+void ContextStore::commitWrites() {
+  const std::unique_ptr<DurableWrites> w = std::move(writes_);
+  for (const auto& failed : w->commit()) {
+    ++refused_;
+    const auto k = unsynced_.find(failed.first);
+    if (k == unsynced_.end()) continue;  // a record: the one before stays
+    const auto c = contexts_.find(k->second.context);
+    if (c != contexts_.end() && k->second.index < c->second.chunks.size()) c->second.chunks[k->second.index].onDisk = false;
+  }
+  unsynced_.clear();
 }
 
 std::vector<ContextStore::Info> ContextStore::list() const {

@@ -26,6 +26,7 @@
 
 #include "ctxswap/calibrate.h"
 #include "ctxswap/chunk_memory.h"
+#include "ctxswap/durable_file.h"
 #include "ctxswap/kv_chunk.h"
 #include "ctxswap/recompute.h"
 #include "lm/batch.h"
@@ -161,6 +162,14 @@ class ContextStore {
   void swapOut(const ChunkKey& k);
   bool writeChunk(uint64_t id, Context& c, uint32_t index);
   void writeRecord(uint64_t id, const Context& c);
+  // While a WriteGroup lives (a call's end; a batched step's ends), chunk files and records
+  // go out as one group commit (durable_file.h) when it ends: a sync or two, not two a file.
+  class WriteGroup;
+  std::unique_ptr<DurableWrites> writes_;
+  std::map<std::string, ChunkKey> unsynced_;  // the group's chunk files
+  // A durable write, into the group or at once: the file's bytes, 0 where refused.
+  size_t writeFile(const std::string& path, std::vector<uint8_t> bytes);
+  void commitWrites();  // a chunk whose file failed is not on disk (read back: recomputed)
   int storedBits() const;
 
   // A batched call: its context's rows so far on the host (`past`), the rest in its batch row.

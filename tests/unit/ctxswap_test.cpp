@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -404,6 +405,48 @@ TEST(ChunkFile, CompressedWhereItPays) {
   b.back() ^= 0x55;
   ASSERT_TRUE(writeDurably(path, b, &error)) << error;
   EXPECT_EQ(readChunkFile(path, id, &back), ChunkRead::Corrupt);
+  std::filesystem::remove_all(dir);
+}
+
+// A group commit: no file is at its name before commit(), every one is after (a path
+// added twice holds the second bytes), and one that cannot be renamed (its name is a
+// directory) is reported by path and left as it was, the others committed; a group
+// dropped uncommitted leaves neither files nor temporaries.
+TEST(DurableWrites, CommitsTheGroupTogether) {
+  const std::string dir = tempDir("group");
+  std::filesystem::create_directory(dir + "/taken");
+  std::ofstream(dir + "/taken/x") << "x";
+  std::string error;
+  std::vector<uint8_t> back;
+  bool missing = false;
+  {
+    DurableWrites w;
+    EXPECT_EQ(w.add(dir + "/a", {1, 2, 3}, &error), 3u + 8u) << error;  // the bytes and their checksum
+    EXPECT_TRUE(w.add(dir + "/b", {4}, &error)) << error;
+    EXPECT_TRUE(w.add(dir + "/a", {5, 6}, &error)) << error;
+    EXPECT_TRUE(w.add(dir + "/taken", {7}, &error)) << error;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/a"));
+    EXPECT_FALSE(readDurably(dir + "/b", &back, &missing));
+    EXPECT_TRUE(missing);
+    const auto failed = w.commit();
+    ASSERT_EQ(failed.size(), 1u);
+    EXPECT_EQ(failed[0].first, dir + "/taken");
+    EXPECT_NE(failed[0].second.find(dir + "/taken: cannot rename"), std::string::npos) << failed[0].second;
+    ASSERT_TRUE(readDurably(dir + "/a", &back, &missing));
+    EXPECT_EQ(back, (std::vector<uint8_t>{5, 6}));
+    ASSERT_TRUE(readDurably(dir + "/b", &back, &missing));
+    EXPECT_EQ(back, std::vector<uint8_t>{4});
+    EXPECT_TRUE(std::filesystem::is_directory(dir + "/taken"));
+    EXPECT_TRUE(w.commit().empty());  // nothing added since
+  }
+  {
+    DurableWrites w;
+    EXPECT_TRUE(w.add(dir + "/c", {8}, &error)) << error;
+  }
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "taken"}));
   std::filesystem::remove_all(dir);
 }
 
