@@ -53,8 +53,10 @@ clientsAt "$clients" >/dev/null
 for r in $(seq "$rounds"); do
   one=$(clientsAt 1)
   many=$(clientsAt "$clients")
-  peak=$($B/tl-ctxswap stats --socket "$sock" | awk '$1 == "peak" { print $2 }')
-  budget=$($B/tl-ctxswap stats --socket "$sock" | awk '$1 == "budget" { print $2 }')
+  stats=$($B/tl-ctxswap stats --socket "$sock")
+  peak=$(echo "$stats" | awk '$1 == "peak" { print $2 }')
+  budget=$(echo "$stats" | awk '$1 == "budget" { print $2 }')
+  [ "$peak" -le "$budget" ] || { echo "serve_bench: peak KV $peak over the budget $budget" >&2; exit 1; }
   echo "$one $many" | awk -v n="$n" -v c="$clients" -v peak="$peak" -v budget="$budget" \
     '{ a = n / $1; b = c * n / $2; printf "one client %.0f tok/s, %d clients %.0f tok/s, %.2fx; peak KV %d of %d bytes\n", a, c, b, b / a, peak, budget }'
 done

@@ -402,13 +402,14 @@ std::vector<ContextStore::CallEvent> ContextStore::advance() {
     running_.clear();
     return events;
   }
-  WriteGroup writes(*this);  // the calls that end here keep their rows in one commit, before their replies
+  std::optional<WriteGroup> writes;  // the calls that end here keep their rows in one commit, before their replies
   for (auto it = running_.begin(); it != running_.end();) {
     take(*it, it->sampler->sample(logits.at(it->seq)), &events);
     if (static_cast<int64_t>(it->result.reply.size()) < it->generate) {
       ++it;
       continue;
     }
+    if (!writes) writes.emplace(*this);  // (opened at the first end: a step that ends none allocates nothing)
     try {
       finish(*it);
       ended(*it, "");
