@@ -309,20 +309,28 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   }
 }
 
-// CPU decode (S <= 4, heads of multiples of 8 up to 128): a task per query row as
-// attention_f32, but keys go 16 at a time: their dots 8 dims a step, the block's maximum
-// rescales the sums once, and the values add into the output 8 dims at a time with the
-// block's 16 weights, so a row's sums are loaded and stored once a block, not once a key.
+// CPU decode (S <= 4, heads of multiples of 8 up to 128): a task per kv head's query rows
+// (its H / Hkv query heads times S, up to ATT_CPUG_ROWS a task), keys 16 at a time. Each
+// block's keys and values are read from the caches (converted from fp16 or 8-bit codes)
+// once for all the task's rows into kf and vf; a row's dots go 8 dims a step, the block's
+// maximum rescales its sums once, and the values add into the outputs 8 dims at a time
+// with the block's 16 weights, 4 rows at once: one row's 4 sums were a chain of dependent
+// fmas a key (perf, PoCL: a third of a decode step's attention), and every row of a
+// speculative check or of a GQA group converted the same keys. A row's arithmetic is what
+// it would be alone in its task, so a step of S rows gives each row what S steps of one
+// would, and a batch's rows what they would alone.
 // With a RoPE's work (ATT_FRESH_ARGS, after the GPU rows' rules) q is rotated from xq, the
 // step's S new keys and values come rotated from xk and xv into private rows (the blocks
-// holding keys [off, off + S) read them there), and the task of each kv head's first
-// query head at s == 0 writes them into the caches: the RoPE's launch a layer saved (on
-// this machine's PoCL some 4 µs each, docs/tl-bench.md).
-// Block t0's n keys, each key's 8 dims at d by K8(t, d), its values' by V8(t, d).
-// A block of 16 keys without a float mask or a soft cap takes its scores, maximum and
-// exponentials as one float16: the scalar exp and max a key had been most of a decode
-// step's attention once the launches were chained (perf, PoCL).
-#define ATT_CPU_DEC_BLOCK(K8, V8)                                                                  \
+// holding keys [off, off + S) read them there), and the first task of each kv head writes
+// them into the caches: the RoPE's launch a layer saved (on this machine's PoCL some 4 µs
+// each, docs/tl-bench.md).
+// A row's scores of block t0's n keys (kf, a key ATT_CPUQ_MAX_D apart) into x as its
+// weights, its maximum m and sum l updated and the rescale of its sums in corr; `continue`
+// where the row takes none of the block. A block of 16 keys without a float mask or a soft
+// cap takes its scores, maximum and exponentials as one float16: the scalar exp and max a
+// key had been most of a decode step's attention once the launches were chained (perf, PoCL).
+#define ATT_CPU_KF8(j, d) vload8(0, kf + (j) * ATT_CPUQ_MAX_D + (d))
+#define ATT_CPU_DEC_SCORES                                                                         \
   {                                                                                                \
     const int vec_ = plain && n == 16;                                                             \
     float bm = -INFINITY;                                                                          \
@@ -334,11 +342,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
       _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                  \
       for (int d = 0; d < D; d += 8) {                                                             \
         const float8 q8 = vload8(0, qv + d);                                                       \
-        _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = fma(q8, K8(t0 + j, d), a[j]);       \
+        _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = fma(q8, ATT_CPU_KF8(j, d), a[j]);    \
       }                                                                                            \
-      sc = (float16)(sum8(a[0]), sum8(a[1]), sum8(a[2]), sum8(a[3]), sum8(a[4]), sum8(a[5]),      \
-                     sum8(a[6]), sum8(a[7]), sum8(a[8]), sum8(a[9]), sum8(a[10]), sum8(a[11]),    \
-                     sum8(a[12]), sum8(a[13]), sum8(a[14]), sum8(a[15])) * scale +                 \
+      sc = (float16)(sum8x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]),                      \
+                     sum8x8(a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15])) * scale +       \
            select((float16)0.0f, (float16)mask_value, vload16(0, hid));                            \
       const float8 h8 = fmax(sc.lo, sc.hi);                                                        \
       const float4 h4 = fmax(h8.lo, h8.hi);                                                        \
@@ -346,17 +353,17 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     } else {                                                                                       \
       for (int j = 0; j < n; ++j) {                                                                \
         float8 a = 0.0f;                                                                           \
-        for (int d = 0; d < D; d += 8) a = fma(vload8(0, qv + d), K8(t0 + j, d), a);               \
+        for (int d = 0; d < D; d += 8) a = fma(vload8(0, qv + d), ATT_CPU_KF8(j, d), a);           \
         x[j] = att_score(sum8(a), scale, softcap, mask, moff + (t0 + j) * mst, has_mask,           \
                          att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb), mask_value);       \
         bm = fmax(bm, x[j]);                                                                       \
       }                                                                                            \
     }                                                                                              \
     if (bm == -INFINITY) continue;                                                                 \
-    float corr = 1.0f; /* a new maximum rescales what was summed so far */                         \
+    corr[r] = 1.0f; /* a new maximum rescales what was summed so far */                            \
     if (bm > m) {                                                                                  \
-      corr = exp(m - bm);                                                                          \
-      l *= corr;                                                                                   \
+      corr[r] = exp(m - bm);                                                                       \
+      l *= corr[r];                                                                                \
       m = bm;                                                                                      \
     }                                                                                              \
     if (vec_) {                                                                                    \
@@ -369,30 +376,32 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
         l += x[j];                                                                                 \
       }                                                                                            \
     }                                                                                              \
-    int d = 0;                                                                                     \
-    for (; d + 32 <= Dv; d += 32) { /* 4 sums at once: one was a chain of dependent fmas */        \
-      float8 o0 = vload8(0, acc + d) * corr, o1 = vload8(1, acc + d) * corr;                       \
-      float8 o2 = vload8(2, acc + d) * corr, o3 = vload8(3, acc + d) * corr;                       \
-      for (int j = 0; j < n; ++j) {                                                                \
-        const float8 xj = (float8)x[j];                                                            \
-        o0 = fma(xj, V8(t0 + j, d), o0);                                                           \
-        o1 = fma(xj, V8(t0 + j, d + 8), o1);                                                       \
-        o2 = fma(xj, V8(t0 + j, d + 16), o2);                                                      \
-        o3 = fma(xj, V8(t0 + j, d + 24), o3);                                                      \
-      }                                                                                            \
-      vstore8(o0, 0, acc + d), vstore8(o1, 1, acc + d), vstore8(o2, 2, acc + d), vstore8(o3, 3, acc + d); \
-    }                                                                                              \
-    for (; d < Dv; d += 8) {                                                                       \
-      float8 o = vload8(0, acc + d) * corr;                                                        \
-      for (int j = 0; j < n; ++j) o = fma((float8)x[j], V8(t0 + j, d), o);                         \
-      vstore8(o, 0, acc + d);                                                                      \
-    }                                                                                              \
   }
+// The block's values into the sums of rows rq[0..3] (a row may repeat: it computes the
+// same sums again), W vectors of 8 dims from d: a row's sums times its corr, then each
+// key's weight times its value row, in key order.
+#define ATT_CPUG_LOAD(i, W)                                                                         \
+  float8 o##i[W];                                                                                   \
+  _Pragma("unroll") for (int w = 0; w < W; ++w) o##i[w] = vload8(w, accs + rq[i] * ATT_CPUQ_MAX_D + d) * corr[rq[i]];
+#define ATT_CPUG_ADD(i, W)                                                                          \
+  {                                                                                                 \
+    const float8 p_ = (float8)xs[rq[i] * 16 + j];                                                   \
+    _Pragma("unroll") for (int w = 0; w < W; ++w) o##i[w] = fma(p_, v_[w], o##i[w]);                                  \
+  }
+#define ATT_CPUG_SAVE(i, W) _Pragma("unroll") for (int w = 0; w < W; ++w) vstore8(o##i[w], w, accs + rq[i] * ATT_CPUQ_MAX_D + d);
+#define ATT_CPUG_VALUES(W)                                                                          \
+  {                                                                                                 \
+    ATT_CPUG_LOAD(0, W) ATT_CPUG_LOAD(1, W) ATT_CPUG_LOAD(2, W) ATT_CPUG_LOAD(3, W)                 \
+    for (int j = 0; j < n; ++j) {                                                                   \
+      float8 v_[W];                                                                                 \
+      _Pragma("unroll") for (int w = 0; w < W; ++w) v_[w] = vload8(w, vf + j * ATT_CPUQ_MAX_D + d);                   \
+      ATT_CPUG_ADD(0, W) ATT_CPUG_ADD(1, W) ATT_CPUG_ADD(2, W) ATT_CPUG_ADD(3, W)                   \
+    }                                                                                               \
+    ATT_CPUG_SAVE(0, W) ATT_CPUG_SAVE(1, W) ATT_CPUG_SAVE(2, W) ATT_CPUG_SAVE(3, W)                 \
+  }
+#define ATT_CPUG_ROWS 8
 #define ATT_CPU_K8(t, d) KV_LD8((d) / 8, KV_AT(kb, (long)(t) * kst))
 #define ATT_CPU_V8(t, d) KV_LD8((d) / 8, KV_AT(vb, (long)(t) * vst))
-#define ATT_CPU_NEW(t) ((t) >= off && (t) - off < S)
-#define ATT_CPU_FK8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fk + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_K8(t, d))
-#define ATT_CPU_FV8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fv + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_V8(t, d))
 // Head row x (D wide) rotated into y by the cos c and sin sn of its pairs (common.cl's
 // rope_rotate, an angle a pair).
 inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, const float* c, const float* sn) {
@@ -406,23 +415,33 @@ inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, co
 TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global const KV_T* k,
                                    __global const KV_T* v, __global const float* mask, __global float* out, ATT_ARGS,
                                    ATT_FRESH_ARGS) {
-  ATT_ROW_START(TASK_ID)
-  float acc[ATT_CPUQ_MAX_D] __attribute__((aligned(32))), qv[ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  const int rep = H / Hkv, group = rep * S, tiles = (group + ATT_CPUG_ROWS - 1) / ATT_CPUG_ROWS;
+  const int tile = TASK_ID % tiles, g = TASK_ID / tiles % Hkv, b = TASK_ID / (tiles * Hkv);
+  if (b * H * S >= rows) return;
+  const int r0 = tile * ATT_CPUG_ROWS, R = min(ATT_CPUG_ROWS, group - r0), off = ATT_OFFSET;
+  __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
+  __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
+  // the task's rows: head g * rep + (r0 + r) / S, row (r0 + r) % S
+  float qvs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float accs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), vf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float xs[ATT_CPUG_ROWS * 16] __attribute__((aligned(64)));
+  float ms[ATT_CPUG_ROWS], ls[ATT_CPUG_ROWS], corr[ATT_CPUG_ROWS];
   float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   if (xq) {
-    // each new row's angles once, 8 pairs a sincos where they allow, for its key and (row s) q
+    // each new row's angles once, 8 pairs a sincos where they allow, for its key and the q rows at it
     float c[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32))), sn[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32)));
-    const int R = rot / 2;
+    const int RP = rot / 2;
     for (int j = 0; j < S; ++j) {
       const float p = (float)pos[b * pbs + j * pss];
-      if (R % 8 == 0) {
-        for (int d = 0; d < R; d += 8) {
+      if (RP % 8 == 0) {
+        for (int d = 0; d < RP; d += 8) {
           float8 c8;
           vstore8(sincos(p * vload8(0, inv_freq + d), &c8) * sscale, 0, sn + d);
           vstore8(c8 * cscale, 0, c + d);
         }
       } else {
-        for (int d = 0; d < R; ++d) {
+        for (int d = 0; d < RP; ++d) {
           const float2 t = rope_pos_trig(p, inv_freq, d, rot, cscale, sscale);
           c[d] = t.x;
           sn[d] = t.y;
@@ -431,9 +450,12 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
       att_cpu_rotate(xk + ATT_XROW(xbshd & 2, b, g, j, Hkv, D), fk + j * ATT_CPUQ_MAX_D, D, rot, c, sn);
       __global const float* xvr = xv + ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv);
       for (int d = 0; d < Dv; ++d) fv[j * ATT_CPUQ_MAX_D + d] = xvr[d];
-      if (j == s) att_cpu_rotate(xq + ATT_XROW(xbshd & 1, b, h, s, H, D), qv, D, rot, c, sn);
+      for (int r = 0; r < R; ++r)
+        if ((r0 + r) % S == j)
+          att_cpu_rotate(xq + ATT_XROW(xbshd & 1, b, g * rep + (r0 + r) / S, j, H, D), qvs + r * ATT_CPUQ_MAX_D, D,
+                         rot, c, sn);
     }
-    if (s == 0 && h % (H / Hkv) == 0) {  // the caches' new rows, by one task of the kv head
+    if (tile == 0) {  // the caches' new rows, by the kv head's first task
       for (int j = 0; j < S; ++j) {
         const long kat = (long)b * ksb + (long)g * ksh + (long)(off + j) * kst;
         const long vat = (long)b * vsb + (long)g * vsh + (long)(off + j) * vst;
@@ -453,20 +475,58 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
       kv_round(fv + j * ATT_CPUQ_MAX_D, Dv);
     }
   } else {
-    for (int d = 0; d < D; ++d) qv[d] = qr[d];
+    for (int r = 0; r < R; ++r) {
+      __global const float* qr = q + b * qsb + (g * rep + (r0 + r) / S) * qsh + (r0 + r) % S * qss;
+      for (int d = 0; d < D; ++d) qvs[r * ATT_CPUQ_MAX_D + d] = qr[d];
+    }
   }
-  for (int d = 0; d < Dv; ++d) acc[d] = 0.0f;
-  float m = -INFINITY, l = 0.0f, x[16] __attribute__((aligned(64)));
+  for (int r = 0; r < R; ++r) {
+    for (int d = 0; d < Dv; ++d) accs[r * ATT_CPUQ_MAX_D + d] = 0.0f;
+    ms[r] = -INFINITY, ls[r] = 0.0f;
+  }
   const int plain = !has_mask && !(softcap > 0.0f);
   for (int t0 = 0; t0 < T; t0 += 16) {
-    if (t0 >= seen && !att_needs_hidden(m, mask_value)) break;
+    // the rows that read this block: under a causal mask a row stops after its own key,
+    // unless att_needs_hidden
+    int rr[ATT_CPUG_ROWS], na = 0;
+    for (int r = 0; r < R; ++r) {
+      const int s = (r0 + r) % S, seen = causal ? min(T, s + off + 1) : T;
+      if (t0 < seen || att_needs_hidden(ms[r], mask_value)) rr[na++] = r;
+    }
+    if (na == 0) break;
     const int n = min(16, T - t0);
-    if (xq && t0 + n > off && t0 < off + S) ATT_CPU_DEC_BLOCK(ATT_CPU_FK8, ATT_CPU_FV8)
-    else ATT_CPU_DEC_BLOCK(ATT_CPU_K8, ATT_CPU_V8)
+    for (int j = 0; j < n; ++j) {
+      const int t = t0 + j, fresh = xq && t >= off && t - off < S;
+      __builtin_prefetch(KV_AT(kb, (long)(t + 32) * kst));
+      __builtin_prefetch(KV_AT(vb, (long)(t + 32) * vst));
+      for (int d = 0; d < D; d += 8)
+        vstore8(fresh ? vload8(0, fk + (t - off) * ATT_CPUQ_MAX_D + d) : ATT_CPU_K8(t, d), 0, kf + j * ATT_CPUQ_MAX_D + d);
+      for (int d = 0; d < Dv; d += 8)
+        vstore8(fresh ? vload8(0, fv + (t - off) * ATT_CPUQ_MAX_D + d) : ATT_CPU_V8(t, d), 0, vf + j * ATT_CPUQ_MAX_D + d);
+    }
+    int took = 0;
+    for (int i = 0; i < na; ++i) {
+      const int r = rr[i], s = (r0 + r) % S, h = g * rep + (r0 + r) / S, moff = b * msb + h * msh + s * mss;
+      const float* qv = qvs + r * ATT_CPUQ_MAX_D;
+      float* x = xs + r * 16;
+      float m = ms[r], l = ls[r];
+      ATT_CPU_DEC_SCORES
+      ms[r] = m, ls[r] = l;
+      rr[took++] = r;
+    }
+    for (int i0 = 0; i0 < took; i0 += 4) {  // 4 rows at a time, the last repeated to fill them
+      const int rq[4] = {rr[i0], rr[min(i0 + 1, took - 1)], rr[min(i0 + 2, took - 1)], rr[min(i0 + 3, took - 1)]};
+      int d = 0;
+      for (; d + 32 <= Dv; d += 32) ATT_CPUG_VALUES(4)
+      for (; d < Dv; d += 8) ATT_CPUG_VALUES(1)
+    }
   }
-  __global float* o = out + b * osb + h * osh + s * oss;
-  // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
-  for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(l > 0.0f) ? 0.0f : acc[d] / l;
+  for (int r = 0; r < R; ++r) {
+    const int s = (r0 + r) % S, h = g * rep + (r0 + r) / S;
+    __global float* o = out + b * osb + h * osh + s * oss;
+    // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
+    for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(ls[r] > 0.0f) ? 0.0f : accs[r * ATT_CPUQ_MAX_D + d] / ls[r];
+  }
 }
 #endif  // TL_CPU
 

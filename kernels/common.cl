@@ -315,6 +315,16 @@ inline void task_wait(__global int* PC, int n) {
 
 // The sum of a float8's lanes.
 inline float sum8(float8 v) { return dot(v.lo, (float4)1.0f) + dot(v.hi, (float4)1.0f); }
+// The sum8 of each of 8 vectors, as one vector (the same bits: pairs of lanes, pairs of
+// those, then the halves), by 6 shuffled adds: 8 sum8s into a vector had been a fifth of
+// a CPU decode GEMV's time at K = 256 (perf, PoCL).
+inline float8 hpair8(float8 a, float8 b) {
+  return (float8)(a.s0, a.s2, b.s0, b.s2, a.s4, a.s6, b.s4, b.s6) + (float8)(a.s1, a.s3, b.s1, b.s3, a.s5, a.s7, b.s5, b.s7);
+}
+inline float8 sum8x8(float8 v0, float8 v1, float8 v2, float8 v3, float8 v4, float8 v5, float8 v6, float8 v7) {
+  const float8 u = hpair8(hpair8(v0, v1), hpair8(v2, v3)), w = hpair8(hpair8(v4, v5), hpair8(v6, v7));
+  return (float8)(u.lo, w.lo) + (float8)(u.hi, w.hi);
+}
 
 // A gated linear unit's activation of its gate (tl.SwiGLU, tl.GeGLU, a MatMul's `glu`):
 // 1 silu, as the unfused graphs compute it (x * sigmoid(x)); 2 GELU's erf form; 3 its

@@ -1299,71 +1299,108 @@ inline float cpu_i8_round(__global const float* a, __global const float* NW, int
   return sum8(sq);
 }
 // Column j's 64 k from k (codes read by LOAD) times x's into its int32 sums, as floats
-// times the blocks' steps into a##j. The 8 columns are written out: as a loop PoCL kept
+// times the blocks' steps into a##j; with ROW2 (a constant), the same codes times the
+// next row's (ye, yo, steps e) into b##j: a pair of rows shares each code's load and
+// unpacking and each column's setup. The 8 columns are written out: as a loop PoCL kept
 // their sums on the stack (perf: a store and a reload a column a step).
-#define CPU_I8_DOT(j, LOAD)                                                                   \
+#define CPU_I8_DOT(j, LOAD, ROW2)                                                             \
   {                                                                                           \
     __builtin_prefetch(wc[j] + k / 2 + CPU_I8_AHEAD);                                         \
     const tl_c32 w = LOAD(wc[j] + k / 2);                                                     \
     const tl_c32 lo = w & (tl_c32)0x0f, hi = (w >> (tl_c32)4) & (tl_c32)0x0f;                 \
     const tl_s16 p = __builtin_ia32_pmaddubsw256(lo, xe) + __builtin_ia32_pmaddubsw256(hi, xo); \
     a##j = fma(convert_float8(__builtin_ia32_pmaddwd256(p, (tl_s16)1)), d, a##j);             \
+    if (ROW2) {                                                                               \
+      const tl_s16 p2 = __builtin_ia32_pmaddubsw256(lo, ye) + __builtin_ia32_pmaddubsw256(hi, yo); \
+      b##j = fma(convert_float8(__builtin_ia32_pmaddwd256(p2, (tl_s16)1)), e, b##j);          \
+    }                                                                                         \
   }
-#define CPU_I8_DOTS(LOAD)                                                                     \
-  CPU_I8_DOT(0, LOAD) CPU_I8_DOT(1, LOAD) CPU_I8_DOT(2, LOAD) CPU_I8_DOT(3, LOAD)             \
-  CPU_I8_DOT(4, LOAD) CPU_I8_DOT(5, LOAD) CPU_I8_DOT(6, LOAD) CPU_I8_DOT(7, LOAD)
+#define CPU_I8_DOTS(LOAD, ROW2)                                                               \
+  CPU_I8_DOT(0, LOAD, ROW2) CPU_I8_DOT(1, LOAD, ROW2) CPU_I8_DOT(2, LOAD, ROW2)               \
+  CPU_I8_DOT(3, LOAD, ROW2) CPU_I8_DOT(4, LOAD, ROW2) CPU_I8_DOT(5, LOAD, ROW2)               \
+  CPU_I8_DOT(6, LOAD, ROW2) CPU_I8_DOT(7, LOAD, ROW2)
 #define CPU_I8_FULL(p) load_c32(p)
 #define CPU_I8_PART(p) load_c32_part(p, (K - k) / 2)
 // A group's sums of column j scaled into vs##j (as vectors, added across lanes once at
-// the end) and its offsets' part into v[j]. The empty asm hides the 8 columns' scale
-// pointers from LLVM's SLP vectorizer, whose gathers of them (vgatherqps) cost more than 16
-// scalar loads (perf: 15% of the kernel; 5% off bytellama's decode step).
-#define CPU_I8_GROUP(j, LEVEL_STEP, LEVEL_BASE)                                               \
+// the end) and its offsets' part into v[j] (with ROW2, the next row's into ws##j, u[j]).
+// The empty asm hides the 8 columns' scale pointers from LLVM's SLP vectorizer, whose
+// gathers of them (vgatherqps) cost more than 16 scalar loads (perf: 15% of the kernel; 5%
+// off bytellama's decode step).
+#define CPU_I8_GROUP(j, ROW2, LEVEL_STEP, LEVEL_BASE)                                         \
   {                                                                                           \
     __global const float* sp_ = S + sg[j] + gi;                                               \
     __global const float* op_ = O + sg[j] + gi;                                               \
     __asm__("" : "+r"(sp_), "+r"(op_));                                                       \
-    const float s_ = *sp_;                                                                    \
+    const float s_ = *sp_, o_ = *op_;                                                         \
     vs##j = fma(a##j, (float8)LEVEL_STEP(s_), vs##j);                                         \
-    v[j] += LEVEL_BASE(s_, *op_) * sx;                                                        \
+    v[j] += LEVEL_BASE(s_, o_) * sx;                                                          \
+    if (ROW2) {                                                                               \
+      ws##j = fma(b##j, (float8)LEVEL_STEP(s_), ws##j);                                       \
+      u[j] += LEVEL_BASE(s_, o_) * sy;                                                        \
+    }                                                                                         \
   }
+#define CPU_I8_GROUPS(ROW2, LEVEL_STEP, LEVEL_BASE)                                           \
+  CPU_I8_GROUP(0, ROW2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(1, ROW2, LEVEL_STEP, LEVEL_BASE) \
+  CPU_I8_GROUP(2, ROW2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(3, ROW2, LEVEL_STEP, LEVEL_BASE) \
+  CPU_I8_GROUP(4, ROW2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(5, ROW2, LEVEL_STEP, LEVEL_BASE) \
+  CPU_I8_GROUP(6, ROW2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(7, ROW2, LEVEL_STEP, LEVEL_BASE)
+// Row m's outputs of the task's blocks of 8 columns (with ROW2, row m + 1's too), x
+// rounded into xq, d8, xs (the next row's into yq, e8, ys), rinv (rinv2) its norm's.
+#define CPU_I8_BLOCKS(ROW2, LEVEL_STEP, LEVEL_BASE)                                           \
+  for (int cb = TASK_ID; cb < blocks; cb += TASK_COUNT) {                                     \
+    const int c0 = cb * (glu ? 4 : 8);                                                        \
+    CPU_GEMV_COLUMNS(c0)                                                                      \
+    float8 vs0 = 0.0f, vs1 = 0.0f, vs2 = 0.0f, vs3 = 0.0f, vs4 = 0.0f, vs5 = 0.0f, vs6 = 0.0f, vs7 = 0.0f; \
+    float8 ws0 = 0.0f, ws1 = 0.0f, ws2 = 0.0f, ws3 = 0.0f, ws4 = 0.0f, ws5 = 0.0f, ws6 = 0.0f, ws7 = 0.0f; \
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                            \
+    float u[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                            \
+    for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                         \
+      float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f; \
+      float8 b0 = 0.0f, b1 = 0.0f, b2 = 0.0f, b3 = 0.0f, b4 = 0.0f, b5 = 0.0f, b6 = 0.0f, b7 = 0.0f; \
+      float sx = 0.0f, sy = 0.0f;                                                             \
+      for (int k = k0; k < min(K, k0 + G); k += 64) {                                         \
+        const tl_c32 xe = *(const tl_c32*)(xq + k), xo = *(const tl_c32*)(xq + k + 32);       \
+        const tl_c32 ye = ROW2 ? *(const tl_c32*)(yq + k) : xe;                               \
+        const tl_c32 yo = ROW2 ? *(const tl_c32*)(yq + k + 32) : xo;                          \
+        const float8 d = d8[k / 64], e = ROW2 ? e8[k / 64] : d;                               \
+        sx += xs[k / 64];                                                                     \
+        if (ROW2) sy += ys[k / 64];                                                           \
+        if (k + 64 <= K) {                                                                    \
+          CPU_I8_DOTS(CPU_I8_FULL, ROW2)                                                      \
+        } else {                                                                              \
+          CPU_I8_DOTS(CPU_I8_PART, ROW2)                                                      \
+        }                                                                                     \
+      }                                                                                       \
+      CPU_I8_GROUPS(ROW2, LEVEL_STEP, LEVEL_BASE)                                             \
+    }                                                                                         \
+    float w[8]; /* (as one vector store: see CPU_GEMV_STORE) */                               \
+    vstore8((vload8(0, v) + sum8x8(vs0, vs1, vs2, vs3, vs4, vs5, vs6, vs7)) * rinv, 0, w);    \
+    CPU_GEMV_STORE(m, c0, w)                                                                  \
+    if (ROW2) {                                                                               \
+      vstore8((vload8(0, u) + sum8x8(ws0, ws1, ws2, ws3, ws4, ws5, ws6, ws7)) * rinv2, 0, w); \
+      CPU_GEMV_STORE(m + 1, c0, w)                                                            \
+    }                                                                                         \
+  }
+// Rows in pairs (an odd last row alone): each row's arithmetic is what it is alone, so a
+// batch's rows get what they would in steps of one.
 #define QGEMV_CPU_I8(NAME, LEVEL_STEP, LEVEL_BASE)                                            \
   TASK_KERNEL(NAME)(TASK_ARGS GEMM_ARGS) {                                                    \
-    char xq[CPU_I8_MAXK] __attribute__((aligned(32)));                                        \
-    float8 d8[CPU_I8_MAXK / 64];                                                              \
-    float xs[CPU_I8_MAXK / 64];                                                               \
+    char xq[CPU_I8_MAXK] __attribute__((aligned(32))), yq[CPU_I8_MAXK] __attribute__((aligned(32))); \
+    float8 d8[CPU_I8_MAXK / 64], e8[CPU_I8_MAXK / 64];                                        \
+    float xs[CPU_I8_MAXK / 64], ys[CPU_I8_MAXK / 64];                                         \
     const int blocks = glu ? (N / 2 + 3) / 4 : (N + 7) / 8;                                   \
-    for (int m = 0; m < M; ++m) {                                                             \
+    int m = 0;                                                                                \
+    for (; m + 1 < M; m += 2) {                                                               \
       const float ss = cpu_i8_round(A + (long)m * K, NW, K, xq, d8, xs);                      \
+      const float ss2 = cpu_i8_round(A + (long)(m + 1) * K, NW, K, yq, e8, ys);               \
       const float rinv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f;                               \
-      for (int cb = TASK_ID; cb < blocks; cb += TASK_COUNT) {                                 \
-        const int c0 = cb * (glu ? 4 : 8);                                                    \
-        CPU_GEMV_COLUMNS(c0)                                                                  \
-        float8 vs0 = 0.0f, vs1 = 0.0f, vs2 = 0.0f, vs3 = 0.0f, vs4 = 0.0f, vs5 = 0.0f, vs6 = 0.0f, vs7 = 0.0f; \
-        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                        \
-        for (int k0 = 0, gi = 0; k0 < K; k0 += G, ++gi) {                                     \
-          float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f; \
-          float sx = 0.0f;                                                                    \
-          for (int k = k0; k < min(K, k0 + G); k += 64) {                                     \
-            const tl_c32 xe = *(const tl_c32*)(xq + k), xo = *(const tl_c32*)(xq + k + 32);   \
-            const float8 d = d8[k / 64];                                                      \
-            sx += xs[k / 64];                                                                 \
-            if (k + 64 <= K) {                                                                \
-              CPU_I8_DOTS(CPU_I8_FULL)                                                        \
-            } else {                                                                          \
-              CPU_I8_DOTS(CPU_I8_PART)                                                        \
-            }                                                                                 \
-          }                                                                                   \
-          CPU_I8_GROUP(0, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(1, LEVEL_STEP, LEVEL_BASE)     \
-          CPU_I8_GROUP(2, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(3, LEVEL_STEP, LEVEL_BASE)     \
-          CPU_I8_GROUP(4, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(5, LEVEL_STEP, LEVEL_BASE)     \
-          CPU_I8_GROUP(6, LEVEL_STEP, LEVEL_BASE) CPU_I8_GROUP(7, LEVEL_STEP, LEVEL_BASE)     \
-        }                                                                                     \
-        float w[8]; /* (as one vector store: see CPU_GEMV_STORE) */                           \
-        vstore8((float8)(v[0] + sum8(vs0), v[1] + sum8(vs1), v[2] + sum8(vs2), v[3] + sum8(vs3), \
-                         v[4] + sum8(vs4), v[5] + sum8(vs5), v[6] + sum8(vs6), v[7] + sum8(vs7)) * rinv, 0, w); \
-        CPU_GEMV_STORE(m, c0, w)                                                              \
-      }                                                                                       \
+      const float rinv2 = NW ? 1.0f / sqrt(ss2 / K + eps) : 1.0f;                             \
+      CPU_I8_BLOCKS(1, LEVEL_STEP, LEVEL_BASE)                                                \
+    }                                                                                         \
+    if (m < M) {                                                                              \
+      const float ss = cpu_i8_round(A + (long)m * K, NW, K, xq, d8, xs);                      \
+      const float rinv = NW ? 1.0f / sqrt(ss / K + eps) : 1.0f, rinv2 = rinv;                 \
+      CPU_I8_BLOCKS(0, LEVEL_STEP, LEVEL_BASE)                                                \
     }                                                                                         \
   }
 QGEMV_CPU_I8(qgemv_cpu_i8_e0m4, E0M4_STEP, E0M4_BASE)

@@ -75,6 +75,7 @@ constexpr int64_t kGqaMerge = 4096;                  // kernels/attention.cl's G
 // (126 splits: 45.4 us against 43.5 with the combine; 63: 27.9 against 28.7; H200, att_lab).
 constexpr int64_t kGqaMergeSplits = 64;
 constexpr int64_t kCpuAttentionRows = 16;  // kernels/attention.cl's ATT_CPUQ_ROWS
+constexpr int64_t kCpuDecRows = 8;         // kernels/attention.cl's ATT_CPUG_ROWS
 KeySplit keySplit(int mode, const AttentionCase& c) {
   KeySplit k;
   const int64_t T = c.T;
@@ -182,8 +183,12 @@ const Variant<AttentionCase> kAttention[] = {
      [](const AttentionCase& c) {
        return !c.gpu && c.S <= 4 && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
      },
-     [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); },
-     "CPU decode: a task per query row, keys 16 at a time, 8 dims a step", CpuDec},
+     [](const AttentionCase& c) {
+       return grid(static_cast<size_t>(c.B * c.Hkv * up(c.groupRows(), kCpuDecRows)), 1, 1, 1, 1);
+     },
+     "CPU decode: a task per kv head's query rows (up to 8), each block of 16 keys converted once for them, 8 dims a "
+     "step",
+     CpuDec},
     {"attention_f32", [](const AttentionCase&) { return true; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.rows()), 1, 1, 1, 1); }, "CPU: an item per query row",
      Cpu},
@@ -530,7 +535,7 @@ void attentionOp(const LowerNode& n) {
   if (mode == Gqa) {
     if (selfMerges) l.mem(merged); else l.nullMem();
   }
-  if (mode == CpuDec) l.task(rows * T * (D + Dv), false);  // (a task a query row)
+  if (mode == CpuDec) l.task(rows * T * (D + Dv), false);  // (a task a kv head's rows)
   l.run(geometry);
   if (mode == Flash || mode == CpuDec) return;
   if (reader >= 0) n.ex.relower(static_cast<size_t>(reader));  // its merge depends on this binding's splits
