@@ -73,7 +73,7 @@ TEST(TlRunCli, ExplainNamesEachLaunchsVariant) {
   // PoCL: CPU rows of the attention and matmul tables, the RoPE appending in place; each
   // launch's grid (global/work-group sizes) between its kernel and why.
   const std::string first = r.err.substr(prefill, decode - prefill), last = r.err.substr(decode);
-  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.Attention +attention_cpu_dec_f32 +[0-9x]+/[0-9x]+ +CPU decode: a task per query row")))
+  EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.Attention +attention_cpu_dec_f32 +[0-9x]+/[0-9x]+ +CPU decode: a task per kv head's query rows")))
       << first;
   EXPECT_TRUE(std::regex_search(first, std::regex("tl\\.RoPE +rope_kv_cpu_f32 +[0-9x]+/[0-9x]+ +appending k and v"))) << first;
   EXPECT_TRUE(std::regex_search(last, std::regex("tl\\.MatMul +gemv_rows8_f32 +[0-9x]+/[0-9x]+ +CPU decode"))) << last;
