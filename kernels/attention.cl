@@ -311,12 +311,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 
 // CPU decode (S <= 4, heads of multiples of 8 up to 128): a task per kv head's query rows
 // (its H / Hkv query heads times S, up to ATT_CPUG_ROWS a task), keys 16 at a time. Each
-// block's keys and values are read from the caches (converted from fp16 or 8-bit codes)
-// once for all the task's rows into kf and vf; a row's dots go 8 dims a step, the block's
-// maximum rescales its sums once, and the values add into the outputs 8 dims at a time
-// with the block's 16 weights, 4 rows at once: one row's 4 sums were a chain of dependent
-// fmas a key (perf, PoCL: a third of a decode step's attention), and every row of a
-// speculative check or of a GQA group converted the same keys. A row's arithmetic is what
+// block's keys are read from the cache (converted from fp16 or 8-bit codes) once for all
+// the task's rows into kf; a row's dots go 8 dims a step, the block's maximum rescales its
+// sums once, and the values add into the outputs 8 dims at a time with the block's 16
+// weights, 4 rows at once, each value converted once for them: one row's 4 sums were a
+// chain of dependent fmas a key (perf, PoCL: a third of a decode step's attention), and
+// every row of a speculative check or of a GQA group converted the same keys and values.
+// The causal mask is one compare a block (a key mask's zeros read key by key). A row's
+// arithmetic is what
 // it would be alone in its task, so a step of S rows gives each row what S steps of one
 // would, and a batch's rows what they would alone.
 // With a RoPE's work (ATT_FRESH_ARGS, after the GPU rows' rules) q is rotated from xq, the
@@ -330,14 +332,20 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // cap takes its scores, maximum and exponentials as one float16: the scalar exp and max a
 // key had been most of a decode step's attention once the launches were chained (perf, PoCL).
 #define ATT_CPU_KF8(j, d) vload8(0, kf + (j) * ATT_CPUQ_MAX_D + (d))
+#define ATT_IOTA16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define ATT_CPU_DEC_SCORES                                                                         \
   {                                                                                                \
     const int vec_ = plain && n == 16;                                                             \
     float bm = -INFINITY;                                                                          \
     float16 sc = 0.0f; /* the block's scores, as one vector */                                     \
     if (vec_) {                                                                                    \
-      int hid[16] __attribute__((aligned(64)));                                                    \
-      for (int j = 0; j < 16; ++j) hid[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
+      /* the causal mask as one compare; a key mask's zeros key by key */                          \
+      int16 hid = causal ? (int16)(t0 - s - off) + ATT_IOTA16 > (int16)0 : (int16)0;               \
+      if (km) {                                                                                    \
+        int h_[16] __attribute__((aligned(64)));                                                   \
+        for (int j = 0; j < 16; ++j) h_[j] = att_hidden(s, t0 + j, off, causal, km, kmb, b * kmsb) ? -1 : 0; \
+        hid = vload16(0, h_);                                                                      \
+      }                                                                                            \
       float8 a[16];                                                                                \
       _Pragma("unroll") for (int j = 0; j < 16; ++j) a[j] = 0.0f;                                  \
       for (int d = 0; d < D; d += 8) {                                                             \
@@ -346,7 +354,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
       }                                                                                            \
       sc = (float16)(sum8x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]),                      \
                      sum8x8(a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15])) * scale +       \
-           select((float16)0.0f, (float16)mask_value, vload16(0, hid));                            \
+           select((float16)0.0f, (float16)mask_value, hid);                                        \
       const float8 h8 = fmax(sc.lo, sc.hi);                                                        \
       const float4 h4 = fmax(h8.lo, h8.hi);                                                        \
       bm = fmax(fmax(h4.x, h4.y), fmax(h4.z, h4.w));                                               \
@@ -389,12 +397,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     _Pragma("unroll") for (int w = 0; w < W; ++w) o##i[w] = fma(p_, v_[w], o##i[w]);                                  \
   }
 #define ATT_CPUG_SAVE(i, W) _Pragma("unroll") for (int w = 0; w < W; ++w) vstore8(o##i[w], w, accs + rq[i] * ATT_CPUQ_MAX_D + d);
-#define ATT_CPUG_VALUES(W)                                                                          \
+#define ATT_CPUG_VALUES(W, V8)                                                                      \
   {                                                                                                 \
     ATT_CPUG_LOAD(0, W) ATT_CPUG_LOAD(1, W) ATT_CPUG_LOAD(2, W) ATT_CPUG_LOAD(3, W)                 \
     for (int j = 0; j < n; ++j) {                                                                   \
       float8 v_[W];                                                                                 \
-      _Pragma("unroll") for (int w = 0; w < W; ++w) v_[w] = vload8(w, vf + j * ATT_CPUQ_MAX_D + d);                   \
+      _Pragma("unroll") for (int w = 0; w < W; ++w) v_[w] = V8(t0 + j, d + 8 * w);                  \
       ATT_CPUG_ADD(0, W) ATT_CPUG_ADD(1, W) ATT_CPUG_ADD(2, W) ATT_CPUG_ADD(3, W)                   \
     }                                                                                               \
     ATT_CPUG_SAVE(0, W) ATT_CPUG_SAVE(1, W) ATT_CPUG_SAVE(2, W) ATT_CPUG_SAVE(3, W)                 \
@@ -402,6 +410,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 #define ATT_CPUG_ROWS 8
 #define ATT_CPU_K8(t, d) KV_LD8((d) / 8, KV_AT(kb, (long)(t) * kst))
 #define ATT_CPU_V8(t, d) KV_LD8((d) / 8, KV_AT(vb, (long)(t) * vst))
+#define ATT_CPU_NEW(t) ((t) >= off && (t) - off < S)
+#define ATT_CPU_FK8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fk + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_K8(t, d))
+#define ATT_CPU_FV8(t, d) (ATT_CPU_NEW(t) ? vload8(0, fv + ((t) - off) * ATT_CPUQ_MAX_D + (d)) : ATT_CPU_V8(t, d))
 // Head row x (D wide) rotated into y by the cos c and sin sn of its pairs (common.cl's
 // rope_rotate, an angle a pair).
 inline void att_cpu_rotate(__global const float* x, float* y, int D, int rot, const float* c, const float* sn) {
@@ -424,7 +435,7 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
   // the task's rows: head g * rep + (r0 + r) / S, row (r0 + r) % S
   float qvs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float accs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
-  float kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), vf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float xs[ATT_CPUG_ROWS * 16] __attribute__((aligned(64)));
   float ms[ATT_CPUG_ROWS], ls[ATT_CPUG_ROWS], corr[ATT_CPUG_ROWS];
   float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
@@ -495,14 +506,12 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     }
     if (na == 0) break;
     const int n = min(16, T - t0);
+    const int fresh = xq && t0 + n > off && t0 < off + S;  // the block holds new keys
     for (int j = 0; j < n; ++j) {
-      const int t = t0 + j, fresh = xq && t >= off && t - off < S;
+      const int t = t0 + j;
       __builtin_prefetch(KV_AT(kb, (long)(t + 32) * kst));
       __builtin_prefetch(KV_AT(vb, (long)(t + 32) * vst));
-      for (int d = 0; d < D; d += 8)
-        vstore8(fresh ? vload8(0, fk + (t - off) * ATT_CPUQ_MAX_D + d) : ATT_CPU_K8(t, d), 0, kf + j * ATT_CPUQ_MAX_D + d);
-      for (int d = 0; d < Dv; d += 8)
-        vstore8(fresh ? vload8(0, fv + (t - off) * ATT_CPUQ_MAX_D + d) : ATT_CPU_V8(t, d), 0, vf + j * ATT_CPUQ_MAX_D + d);
+      for (int d = 0; d < D; d += 8) vstore8(fresh ? ATT_CPU_FK8(t, d) : ATT_CPU_K8(t, d), 0, kf + j * ATT_CPUQ_MAX_D + d);
     }
     int took = 0;
     for (int i = 0; i < na; ++i) {
@@ -517,8 +526,13 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     for (int i0 = 0; i0 < took; i0 += 4) {  // 4 rows at a time, the last repeated to fill them
       const int rq[4] = {rr[i0], rr[min(i0 + 1, took - 1)], rr[min(i0 + 2, took - 1)], rr[min(i0 + 3, took - 1)]};
       int d = 0;
-      for (; d + 32 <= Dv; d += 32) ATT_CPUG_VALUES(4)
-      for (; d < Dv; d += 8) ATT_CPUG_VALUES(1)
+      if (fresh) {
+        for (; d + 32 <= Dv; d += 32) ATT_CPUG_VALUES(4, ATT_CPU_FV8)
+        for (; d < Dv; d += 8) ATT_CPUG_VALUES(1, ATT_CPU_FV8)
+      } else {
+        for (; d + 32 <= Dv; d += 32) ATT_CPUG_VALUES(4, ATT_CPU_V8)
+        for (; d < Dv; d += 8) ATT_CPUG_VALUES(1, ATT_CPU_V8)
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
