@@ -318,9 +318,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 // chain of dependent fmas a key (perf, PoCL: a third of a decode step's attention), and
 // every row of a speculative check or of a GQA group converted the same keys and values.
 // The causal mask is one compare a block (a key mask's zeros read key by key). A row's
-// arithmetic is what
-// it would be alone in its task, so a step of S rows gives each row what S steps of one
-// would, and a batch's rows what they would alone.
+// arithmetic is what it would be alone in its task, so a step of S rows gives each row
+// what S steps of one would, and a batch's rows what they would alone.
 // With a RoPE's work (ATT_FRESH_ARGS, after the GPU rows' rules) q is rotated from xq, the
 // step's S new keys and values come rotated from xk and xv into private rows (the blocks
 // holding keys [off, off + S) read them there), and the first task of each kv head writes
@@ -394,9 +393,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
 #define ATT_CPUG_ADD(i, W)                                                                          \
   {                                                                                                 \
     const float8 p_ = (float8)xs[rq[i] * 16 + j];                                                   \
-    _Pragma("unroll") for (int w = 0; w < W; ++w) o##i[w] = fma(p_, v_[w], o##i[w]);                                  \
+    _Pragma("unroll") for (int w = 0; w < W; ++w) o##i[w] = fma(p_, v_[w], o##i[w]);            \
   }
-#define ATT_CPUG_SAVE(i, W) _Pragma("unroll") for (int w = 0; w < W; ++w) vstore8(o##i[w], w, accs + rq[i] * ATT_CPUQ_MAX_D + d);
+#define ATT_CPUG_SAVE(i, W) \
+  _Pragma("unroll") for (int w = 0; w < W; ++w) vstore8(o##i[w], w, accs + rq[i] * ATT_CPUQ_MAX_D + d);
 #define ATT_CPUG_VALUES(W, V8)                                                                      \
   {                                                                                                 \
     ATT_CPUG_LOAD(0, W) ATT_CPUG_LOAD(1, W) ATT_CPUG_LOAD(2, W) ATT_CPUG_LOAD(3, W)                 \
@@ -432,7 +432,13 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
   const int r0 = tile * ATT_CPUG_ROWS, R = min(ATT_CPUG_ROWS, group - r0), off = ATT_OFFSET;
   __global const KV_T* kb = KV_AT(k, b * ksb + g * ksh);
   __global const KV_T* vb = KV_AT(v, b * vsb + g * vsh);
-  // the task's rows: head g * rep + (r0 + r) / S, row (r0 + r) % S
+  // the task's rows: row r is head rh[r]'s row rs[r], which under a causal mask sees keys
+  // up to rseen[r]
+  int rh[ATT_CPUG_ROWS], rs[ATT_CPUG_ROWS], rseen[ATT_CPUG_ROWS];
+  for (int r = 0; r < R; ++r) {
+    rh[r] = g * rep + (r0 + r) / S, rs[r] = (r0 + r) % S;
+    rseen[r] = causal ? min(T, rs[r] + off + 1) : T;
+  }
   float qvs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float accs[ATT_CPUG_ROWS * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
@@ -462,9 +468,8 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
       __global const float* xvr = xv + ATT_XROW(xbshd & 4, b, g, j, Hkv, Dv);
       for (int d = 0; d < Dv; ++d) fv[j * ATT_CPUQ_MAX_D + d] = xvr[d];
       for (int r = 0; r < R; ++r)
-        if ((r0 + r) % S == j)
-          att_cpu_rotate(xq + ATT_XROW(xbshd & 1, b, g * rep + (r0 + r) / S, j, H, D), qvs + r * ATT_CPUQ_MAX_D, D,
-                         rot, c, sn);
+        if (rs[r] == j)
+          att_cpu_rotate(xq + ATT_XROW(xbshd & 1, b, rh[r], j, H, D), qvs + r * ATT_CPUQ_MAX_D, D, rot, c, sn);
     }
     if (tile == 0) {  // the caches' new rows, by the kv head's first task
       for (int j = 0; j < S; ++j) {
@@ -487,7 +492,7 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     }
   } else {
     for (int r = 0; r < R; ++r) {
-      __global const float* qr = q + b * qsb + (g * rep + (r0 + r) / S) * qsh + (r0 + r) % S * qss;
+      __global const float* qr = q + b * qsb + rh[r] * qsh + rs[r] * qss;
       for (int d = 0; d < D; ++d) qvs[r * ATT_CPUQ_MAX_D + d] = qr[d];
     }
   }
@@ -500,10 +505,8 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     // the rows that read this block: under a causal mask a row stops after its own key,
     // unless att_needs_hidden
     int rr[ATT_CPUG_ROWS], na = 0;
-    for (int r = 0; r < R; ++r) {
-      const int s = (r0 + r) % S, seen = causal ? min(T, s + off + 1) : T;
-      if (t0 < seen || att_needs_hidden(ms[r], mask_value)) rr[na++] = r;
-    }
+    for (int r = 0; r < R; ++r)
+      if (t0 < rseen[r] || att_needs_hidden(ms[r], mask_value)) rr[na++] = r;
     if (na == 0) break;
     const int n = min(16, T - t0);
     const int fresh = xq && t0 + n > off && t0 < off + S;  // the block holds new keys
@@ -515,7 +518,7 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     }
     int took = 0;
     for (int i = 0; i < na; ++i) {
-      const int r = rr[i], s = (r0 + r) % S, h = g * rep + (r0 + r) / S, moff = b * msb + h * msh + s * mss;
+      const int r = rr[i], s = rs[r], moff = b * msb + rh[r] * msh + s * mss;
       const float* qv = qvs + r * ATT_CPUQ_MAX_D;
       float* x = xs + r * 16;
       float m = ms[r], l = ls[r];
@@ -536,8 +539,7 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
     }
   }
   for (int r = 0; r < R; ++r) {
-    const int s = (r0 + r) % S, h = g * rep + (r0 + r) / S;
-    __global float* o = out + b * osb + h * osh + s * oss;
+    __global float* o = out + b * osb + rh[r] * osh + rs[r] * oss;
     // A row masked whole is 0/0, NaN, as Softmax gives; or 0 (SDPA's Where(IsNaN(p), 0, p)).
     for (int d = 0; d < Dv; ++d) o[d] = zero_rows && !(ls[r] > 0.0f) ? 0.0f : accs[r * ATT_CPUQ_MAX_D + d] / ls[r];
   }
