@@ -309,7 +309,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
   }
 }
 
-// CPU decode (S <= 4, heads of multiples of 8 up to 128): a task per kv head's query rows
+// CPU decode (S <= ATT_CPUG_S, heads of multiples of 8 up to 128): a task per kv head's query rows
 // (its H / Hkv query heads times S, up to ATT_CPUG_ROWS a task), keys 16 at a time. Each
 // block's keys are read from the cache (converted from fp16 or 8-bit codes) once for all
 // the task's rows into kf; a row's dots go 8 dims a step, the block's maximum rescales its
@@ -408,6 +408,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void attention_cpu_f32(
     ATT_CPUG_SAVE(0, W) ATT_CPUG_SAVE(1, W) ATT_CPUG_SAVE(2, W) ATT_CPUG_SAVE(3, W)                 \
   }
 #define ATT_CPUG_ROWS 8
+#define ATT_CPUG_S 8  // the most rows a CPU decode step takes (runtime/executor.h's kCpuDecodeRows)
 #define ATT_CPU_K8(t, d) KV_LD8((d) / 8, KV_AT(kb, (long)(t) * kst))
 #define ATT_CPU_V8(t, d) KV_LD8((d) / 8, KV_AT(vb, (long)(t) * vst))
 #define ATT_CPU_NEW(t) ((t) >= off && (t) - off < S)
@@ -444,7 +445,8 @@ TASK_KERNEL(attention_cpu_dec_f32)(TASK_ARGS __global const float* q, __global c
   float kf[16 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   float xs[ATT_CPUG_ROWS * 16] __attribute__((aligned(64)));
   float ms[ATT_CPUG_ROWS], ls[ATT_CPUG_ROWS], corr[ATT_CPUG_ROWS];
-  float fk[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32))), fv[4 * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float fk[ATT_CPUG_S * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
+  float fv[ATT_CPUG_S * ATT_CPUQ_MAX_D] __attribute__((aligned(32)));
   if (xq) {
     // each new row's angles once, 8 pairs a sincos where they allow, for its key and the q rows at it
     float c[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32))), sn[ATT_CPUQ_MAX_D / 2] __attribute__((aligned(32)));

@@ -270,7 +270,7 @@ void ContextStore::enableBatch(int64_t maxBatch) {
 void ContextStore::setDrafter(Drafter* drafter, int64_t draftMax) {
   if (batch_) throw Error("a store of batched calls takes no drafter (checkBatchable refuses the two together)");
   checkSpeculative(lm_, opt_.policy);
-  checkDraftMax(draftMax);
+  checkDraftRows(lm_, draftMax);
   drafter_ = drafter;
   draftMax_ = draftMax;
 }

@@ -112,6 +112,8 @@ void CausalLm::adopt(int64_t length) {
   length_ = length;
 }
 
+int64_t CausalLm::decodeRows() const { return ex_.decodeRows(); }
+
 int64_t CausalLm::capacity() const {
   const int64_t cache = ex_.cacheCapacity();
   if (!cache || !positionLimit_) return std::max(cache, positionLimit_);

@@ -47,6 +47,8 @@ class CausalLm {
   // The longest sequence the model takes: its caches' capacity (tl-plan's --max-seq) or
   // its position table, whichever binds; 0 where neither does.
   int64_t capacity() const;
+  // The most rows a step takes through the decode kernels (Executor::decodeRows).
+  int64_t decodeRows() const;
   // The cache pairs (past_key_values.K.*, present.K.*), in input order.
   const std::vector<std::string>& cacheInputs() const { return kvInputs_; }
   const std::vector<std::string>& cacheOutputs() const { return kvOutputs_; }

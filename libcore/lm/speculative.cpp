@@ -49,15 +49,26 @@ std::vector<int64_t> DraftModel::propose(const std::vector<int64_t>& h, int64_t 
 }
 
 void checkDraftMax(int64_t draftMax) {
-  if (draftMax < 1 || draftMax > 3)
-    throw Error("--draft-max must be 1 to 3: a check of more than 4 rows takes the prefill kernels, whose rounding "
-                "differs from decoding's",
+  if (draftMax < 1 || draftMax > kCpuDecodeRows - 1)
+    throw Error("--draft-max must be 1 to " + std::to_string(kCpuDecodeRows - 1) + ": a check of more than " +
+                    std::to_string(kCpuDecodeRows) + " rows takes the prefill kernels, whose rounding differs from decoding's",
+                ExitCode::Usage);
+}
+
+void checkDraftRows(const CausalLm& lm, int64_t draftMax) {
+  checkDraftMax(draftMax);
+  const int64_t rows = lm.decodeRows();
+  if (draftMax + 1 > rows)
+    throw Error("--draft-max " + std::to_string(draftMax) + " checks " + std::to_string(draftMax + 1) +
+                    " rows a step, and this device's decode kernels take " + std::to_string(rows) +
+                    " (past them the prefill kernels' rounding differs from decoding's): give --draft-max " +
+                    std::to_string(rows - 1) + " or less",
                 ExitCode::Usage);
 }
 
 SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, Sampler& sampler, std::vector<int64_t> h, int64_t first,
                                      int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken) {
-  if (k < 1) throw Error("a speculative step drafts at least 1 token", ExitCode::Usage);
+  checkDraftRows(lm, k);
   if (!lm.canRewind())
     throw Error("speculative decoding needs tl-plan's in-place KV caches, to go back over the drafts not taken "
                 "(run the model through tl-plan)");

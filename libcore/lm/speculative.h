@@ -66,10 +66,13 @@ struct SpeculativeStats {
 // draft where they agree does. Every step feeds k + 1 tokens (a short draft filled out
 // with its last token, which the check keeps or drops like any draft), so that each step
 // replays the one before.
-// Throws tl::Error (usage) for a draft of more than 3 tokens or none: a check of more than
-// 4 rows takes the prefill kernels, whose rounding differs from decoding's, and greedy
-// output could leave the model's own.
+// Throws tl::Error (usage) for a draft of none or of more tokens than any device's decode
+// kernels check in one step (kCpuDecodeRows - 1: runtime/executor.h).
 void checkDraftMax(int64_t draftMax);
+// ... or of more than lm's device checks: past its decode rows (4 on GPUs) a check takes
+// the prefill kernels, whose rounding differs from decoding's, and greedy output could
+// leave the model's own.
+void checkDraftRows(const CausalLm& lm, int64_t draftMax);
 
 SpeculativeStats generateSpeculative(CausalLm& lm, Drafter& drafter, Sampler& sampler, std::vector<int64_t> history,
                                      int64_t first, int64_t n, int64_t k, const std::function<bool(int64_t)>& onToken);

@@ -27,8 +27,9 @@ inline void addSpeculativeFlags(CLI::App& app, SpeculativeFlags& f, const std::s
                "speculative " + what + " with drafts from the text itself: what followed the last 1-3 tokens\n"
                "where they came before (no second model)");
   app.add_option("--draft-max", f.draftMax,
-                 "tokens a speculative step drafts (1-3), checked in one step of up to 4 rows: the rows the\n"
-                 "decode kernels take, so that each row's logits are what a step of one would give")
+                 "tokens a speculative step drafts (1-7), checked in one step of up to 8 rows: no more than the\n"
+                 "device's decode kernels take (8 on CPUs, 4 on GPUs), so that each row's logits are what a step\n"
+                 "of one would give")
       ->capture_default_str();
 }
 

@@ -45,6 +45,12 @@ struct OpTime {
   std::string kernel;  // the kernel launched ("" for the executor's own commands)
 };
 
+// The most rows a step may feed and still take the decode kernels, which give each row
+// what a step of that row alone gives it (a speculative check keeps the model's own greedy
+// tokens only there: lm/speculative.h): the GPU GEMVs and attention take 4 rows, the CPU
+// tasks 8 (GEMV rows in pairs, attention's up to 8 a task).
+constexpr int64_t kGpuDecodeRows = 4, kCpuDecodeRows = 8;
+
 // What a launch's argument is (Launch's setters): task chains (executor/chains.cpp) pass
 // buffers as arguments and scalars through a buffer of their bits.
 enum class ArgKind { Mem, Int, Long, Float, Int8, Raw };
@@ -187,6 +193,8 @@ class Executor {
   const std::vector<int64_t>* cacheStrides(const std::string& tensor) const;
   // The in-place caches' capacity in tokens (the plan's --max-seq; 0 without them).
   int64_t cacheCapacity() const { return kv_.empty() ? 0 : kvCapacity_; }
+  // kGpuDecodeRows or kCpuDecodeRows, as lowering picks this device's kernels.
+  int64_t decodeRows() const { return device_.gpuKernels() ? kGpuDecodeRows : kCpuDecodeRows; }
   // Takes the in-place caches back to their first `rows` tokens (speculative decoding drops
   // the drafted tokens the model did not take): the rows after are stale, hidden from the
   // next run as a bucket's padding is, and overwritten as it appends. Throws without

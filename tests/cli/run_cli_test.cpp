@@ -104,6 +104,7 @@ TEST(TlRunCli, SpeculativeDecodingKeepsPlainOutput) {
   for (const auto& [planned, n, how, sampling] :
        {std::tuple{target, 500, std::string(" --prompt-lookup"), std::string()},
         std::tuple{target, 200, " --draft " + draft + " --draft-max 3", std::string()},
+        std::tuple{target, 300, std::string(" --prompt-lookup --draft-max 7"), std::string()},
         std::tuple{q8, 200, std::string(" --prompt-lookup --draft-max 2"), std::string()},
         std::tuple{target, 300, std::string(" --prompt-lookup"), std::string(" --temperature 0.7 --top-p 0.9 --seed 11")},
         std::tuple{target, 200, " --draft " + draft, std::string(" --mirostat 2 --temperature 0.8 --seed 3")},
@@ -124,13 +125,13 @@ TEST(TlRunCli, SpeculativeDecodingKeepsPlainOutput) {
     }
   }
   // What cannot work is one line: a draft of another vocabulary, or one (or a model) without
-  // tl-plan's caches to go back over, exit 1; more drafts than 4 rows' check, exit 2.
+  // tl-plan's caches to go back over, exit 1; more drafts than 8 rows' check, exit 2.
   const std::string other = test::writeVocabModel(test::sharedModels() / "llama-past/model.onnx", dir / "other", 300).string();
   expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + other), "vocabulary has 300 tokens");
   expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --draft " + fused), "run it through tl-plan");
   expectOneLineError(runTool("tl-run", fused + " --generate --prompt 'def ' --prompt-lookup"), "in-place KV caches");
-  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --draft-max 4"),
-                     "--draft-max must be 1 to 3", 2);
+  expectOneLineError(runTool("tl-run", target + " --generate --prompt 'def ' --prompt-lookup --draft-max 8"),
+                     "--draft-max must be 1 to 7", 2);
 }
 
 TEST(TlRunCli, FailingComparisonExitsOne) {

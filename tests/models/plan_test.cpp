@@ -25,6 +25,7 @@
 #include "quant/quantize_model.h"
 #include "lm/batch.h"
 #include "lm/causal_lm.h"
+#include "lm/speculative.h"
 #include "runtime/executor.h"
 #include "shape/shape_inference.h"
 
@@ -666,6 +667,60 @@ TEST(KvInPlace, GreedyGenerationEqualsTheCopyingPath) {
       if (pad > 1) {
         EXPECT_GE(replays, 500 - 500 / pad - 2) << "pad " << pad;
       }
+    }
+  }
+}
+
+// A speculative check (lm/speculative.h) of as many rows as the decode kernels take
+// (Executor::decodeRows: 8 in the CPU family, 4 in the GPU's) gives each row the logits a
+// step of that row alone gives it: bit for bit in the CPU family. The GPU family's lone
+// steps take its one-row GEMVs (qgemv_wide_*, *_m1), whose sums round apart from the
+// check's (qgemv16_*: 1e-3 apart here), so there a check's greedy tokens can leave plain
+// decoding's at a near tie. One row more takes the prefill kernels: checkDraftRows refuses
+// the draft that would need it.
+TEST(KvInPlace, ACheckOfTheDecodeRowsGivesEachRowItsLoneLogits) {
+  for (bool gpu : {false, true}) {
+    Model m = inPlaceBytellama(64, KvLayout::Sequence, 256, true);
+    Graph graph(m.proto.graph());
+    ShapeAnalysis analysis = inferShapes(m, graph);
+    Device device(selectDevice(""), false);
+    device.setGpuKernels(gpu);
+    Executor ex(device, m, graph, analysis);
+    CausalLm lm(ex, graph, analysis);
+    const int64_t rows = lm.decodeRows(), vocab = lm.vocab();
+    ASSERT_EQ(rows, gpu ? kGpuDecodeRows : kCpuDecodeRows);
+    const std::string text = "x, y):\n    return";
+    const std::vector<int64_t> feed(text.begin(), text.begin() + rows + 1);
+    lm.step({'d', 'e', 'f', ' ', 'f', '('});
+    const int64_t base = lm.length();
+    const auto attention = [&] {
+      for (const auto& l : ex.explain())
+        if (l.op == "tl.Attention") return l.kernel;
+      return std::string();
+    };
+    const auto together = lm.step(std::vector<int64_t>(feed.begin(), feed.begin() + rows), true);
+    const std::string decodeKernel = attention();
+    lm.rewind(base);
+    for (int64_t i = 0; i < rows; ++i) {
+      const auto alone = lm.step({feed[static_cast<size_t>(i)]});
+      ASSERT_EQ(attention(), decodeKernel) << (gpu ? "gpu" : "cpu");
+      for (int64_t v = 0; v < vocab; ++v) {
+        const float a = alone[static_cast<size_t>(v)], b = together[static_cast<size_t>(i * vocab + v)];
+        if (gpu) ASSERT_NEAR(a, b, 5e-3f) << "gpu: row " << i << ", logit " << v;
+        else ASSERT_EQ(a, b) << "cpu: row " << i << ", logit " << v;
+      }
+    }
+    lm.rewind(base);
+    lm.step(feed, true);
+    EXPECT_NE(attention(), decodeKernel) << (gpu ? "gpu" : "cpu") << ": " << rows + 1 << " rows";
+    EXPECT_NO_THROW(checkDraftRows(lm, rows - 1));
+    try {
+      checkDraftRows(lm, rows);
+      ADD_FAILURE() << "a draft of " << rows << " taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::Usage);
+      const std::string why = gpu ? "decode kernels take 4" : "--draft-max must be 1 to 7";  // (the flag's own range)
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   }
 }

@@ -216,7 +216,7 @@ void expectUnfusedMath(const char* scheme, int64_t K, int64_t N, const Extras& e
       ASSERT_EQ(got[0].dims, (std::vector<int64_t>{M, width}));
       const auto launches = ex.explain();
       const bool rounded = test::roundsActivations(launches);
-      if (M > 4 && !quantized && K % 8 == 0 && (gpu || !device.info().isGpu)) {
+      if (M > (gpu ? kGpuDecodeRows : kCpuDecodeRows) && !quantized && K % 8 == 0 && (gpu || !device.info().isGpu)) {
         // float weights through the codes' prefill tiles (gemm_*f32 on GPUs, gemm_cpu_f32
         // on CPUs): the norm and the GLU inside, one launch
         ASSERT_EQ(launches.size(), 1u) << launches.back().kernel;

@@ -50,7 +50,7 @@ struct AttentionCase {
   int64_t rows() const { return B * H * S; }
   int64_t groupRows() const { return H / Hkv * S; }  // query rows that share a kv head
   // Decode rows: heads up to 128, multiples of 4, their keys an item each.
-  bool decode() const { return gpu && S <= 4 && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0; }
+  bool decode() const { return gpu && S <= kGpuDecodeRows && D <= 128 && Dv <= 128 && D % 4 == 0 && Dv % 4 == 0; }
 };
 AttentionCase attentionCase(const LowerNode& n, const AttentionViews& a) {
   return {n.gpu(), a.q[0], a.q[1], a.q[2], a.q[3], a.k[1], a.k[2], a.v[3],
@@ -128,7 +128,7 @@ template <int64_t Warps> size_t mmaGroups(const AttentionCase& c) {
   const int64_t g = mmaHeads(c, Warps), rows = 16 * Warps / g;
   return static_cast<size_t>(c.B * (c.H / g) * ((c.S + rows - 1) / rows));
 }
-bool isMmaRow(const AttentionCase& c, int64_t d) { return c.gpu && c.S > 4 && c.plain && c.D == d && c.Dv == d; }
+bool isMmaRow(const AttentionCase& c, int64_t d) { return c.gpu && c.S > kGpuDecodeRows && c.plain && c.D == d && c.Dv == d; }
 bool isMma128Row(const AttentionCase& c, int64_t d) {
   return isMmaRow(c, d) && mmaGroups<8>(c) >= static_cast<size_t>(c.computeUnits);
 }
@@ -146,11 +146,11 @@ const Variant<AttentionCase> kAttention[] = {
     {"attention_mma_d64", [](const AttentionCase& c) { return isMmaRow(c, 64); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_mma_d128", [](const AttentionCase& c) { return isMmaRow(c, 128); }, mmaGeometry<64>, kMmaWhy, Tile},
     {"attention_flash_f32",
-     [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.plain && c.D <= 64 && c.Dv <= 64 && c.Dv % 4 == 0; },
+     [](const AttentionCase& c) { return c.gpu && c.S > kGpuDecodeRows && c.plain && c.D <= 64 && c.Dv <= 64 && c.Dv % 4 == 0; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 63) / 64)) * 256, 1, 1, 256, 1); },
      "GPU prefill, heads up to 64: flash attention, 64 query rows a work-group, 4 x 2 scores and 4 x 4 outputs an item",
      Flash},
-    {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > 4 && c.D <= 128 && c.Dv <= 128; },
+    {"attention_tile_f32", [](const AttentionCase& c) { return c.gpu && c.S > kGpuDecodeRows && c.D <= 128 && c.Dv <= 128; },
      [](const AttentionCase& c) { return grid(static_cast<size_t>(c.B * c.H * ((c.S + 15) / 16)) * 64, 1, 1, 64, 1); },
      "GPU prefill: 16 query rows share each tile of 32 keys in local memory", Tile},
     {"attention_gqa_f32",
@@ -174,14 +174,14 @@ const Variant<AttentionCase> kAttention[] = {
      [](const AttentionCase& c) { return splitGeometry(Wg, c); },
      "GPU, other shapes: a work-group per row and split, blocks of 64 keys", Wg},
     {"attention_cpu_f32",
-     [](const AttentionCase& c) { return !c.gpu && c.S > 4 && c.plain && c.D <= 128 && c.Dv <= 128 && c.Dv % 8 == 0; },
+     [](const AttentionCase& c) { return !c.gpu && c.S > kCpuDecodeRows && c.plain && c.D <= 128 && c.Dv <= 128 && c.Dv % 8 == 0; },
      [](const AttentionCase& c) {
        return grid(static_cast<size_t>(c.B * c.H) * up(c.S, kCpuAttentionRows), 1, 1, 1, 1);
      },
      "CPU prefill: a task per 16 query rows as a vector's lanes, keys 16 at a time", Cpu},
     {"attention_cpu_dec_f32",
      [](const AttentionCase& c) {
-       return !c.gpu && c.S <= 4 && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
+       return !c.gpu && c.S <= kCpuDecodeRows && c.D % 8 == 0 && c.Dv % 8 == 0 && c.D <= 128 && c.Dv <= 128;
      },
      [](const AttentionCase& c) {
        return grid(static_cast<size_t>(c.B * c.Hkv * up(c.groupRows(), kCpuDecRows)), 1, 1, 1, 1);

@@ -227,7 +227,7 @@ struct GemvCase {
 Geometry gemvF32(const GemvCase& c) {
   return grid(static_cast<size_t>((c.width() / 4 + 63) / 64 * 64), 16, 1, 64, 16);
 }
-bool gpuGemv(const GemvCase& c) { return c.gpu && c.M <= 4 && !c.transB && c.N % (c.glu ? 8 : 4) == 0; }
+bool gpuGemv(const GemvCase& c) { return c.gpu && c.M <= kGpuDecodeRows && !c.transB && c.N % (c.glu ? 8 : 4) == 0; }
 // A row's mode, bits: its kernel merges the attention's splits; it applies the node's norm
 // and GLU itself (GEMV_ARGS); it reads both operands in fp16, made first by one launch
 // (prep_f16_<scheme>: the weights dequantized into a scratch shared by the nodes of one
@@ -246,7 +246,9 @@ const Variant<GemvCase> kWeightGemv[] = {
     // 16 such items, 13-22 µs in items of 32 columns; 64 was faster still over the whole
     // step (docs/tl-bench.md, session 9).
     {"gemv_rows8_f32",
-     [](const GemvCase& c) { return !c.gpu && c.M < 4 && !c.transB && c.width() % 8 == 0 && c.out->widthsOf(8); },
+     [](const GemvCase& c) {
+       return !c.gpu && c.M <= kCpuDecodeRows && !c.transB && c.width() % 8 == 0 && c.out->widthsOf(8);
+     },
      [](const GemvCase& c) { return grid(static_cast<size_t>((c.width() / 8 + 7) / 8), static_cast<size_t>(c.M), 1, 1, 1); },
      "CPU decode: 64 columns of a row per work-group, the norm and GLU inside", kTask},
 };
@@ -279,9 +281,9 @@ struct QCase {
   int64_t seq = 0;  // A's rows per batch row: 1 at a decode step of a batch of sequences
   // CPUs: rows a decode GEMV takes (each row's sums as a row alone has them, so that a
   // sequence decoded in a batch gets the tokens it would alone: lm/batch.h).
-  bool cpuDecode() const { return !gpu && (M <= 4 || seq == 1); }
+  bool cpuDecode() const { return !gpu && (M <= kCpuDecodeRows || seq == 1); }
   // GPU decode: a work-group per 4 columns (M <= 4, groups of a multiple of 8 weights).
-  bool gemv() const { return gpu && M <= 4 && G % 8 == 0; }
+  bool gemv() const { return gpu && M <= kGpuDecodeRows && G % 8 == 0; }
   // ... reading 16-level codes 32 at a time (e0m4, int4).
   bool gemv16() const {
     return gemv() && (scheme == Scheme::E0m4 || scheme == Scheme::Int4) && K % 32 == 0 && G % 32 == 0;
@@ -299,7 +301,7 @@ struct QCase {
   // and Llama-2-7B's gate/up and 7B's QKV 9-38% faster, fewer groups slower).
   bool int8Gemv16() const { return int8Gemv() && N / 16 >= 4 * computeUnits; }
   // Prefill through kernels/gemm.cl's tiles and tasks.
-  bool tiled() const { return M > 4 && coded() && (gpu || seq != 1); }
+  bool tiled() const { return coded() && (gpu ? M > kGpuDecodeRows : !cpuDecode()); }
   // What gemm.cl's kernels read: chunks of 8 codes that share a scale, code rows its
   // whole-word loads may read (dequant.cl's LOAD).
   bool coded() const {
